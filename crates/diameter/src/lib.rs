@@ -20,6 +20,7 @@ pub mod encode;
 pub mod error;
 pub mod header;
 pub mod message;
+pub mod peer;
 pub mod types;
 
 pub use avp::{Avp, AvpIter};
