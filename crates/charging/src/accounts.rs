@@ -1,0 +1,314 @@
+//! Accounts, unit bundles, subscriber identities and the subscriber
+//! directory.
+//!
+//! An account's money is split three ways, always in integer minor units:
+//! `balance` (available), `reserved` (held for granted quota) and `debited`
+//! (charged so far, net of refunds). Conservation, checked by
+//! [`Account::is_conserved`], is
+//! `initial_balance + topped_up == balance + reserved + debited`.
+
+use crate::error::{Error, Result};
+use crate::types::{AccountId, RatingKey, Timestamp, UnitKind};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fmt;
+
+/// Whether an account may be charged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AccountStatus {
+    /// Normal service.
+    #[default]
+    Active,
+    /// Every chargeable request gets END_USER_SERVICE_DENIED (4010).
+    Blocked,
+}
+
+/// An allowance of units (bytes, seconds or events) for some rating groups
+/// or services, valid in a time window, used before money.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Bundle {
+    /// Identifier, unique within its account.
+    pub id: u32,
+    /// What the bundle counts; it only serves tariffs of the same unit.
+    pub unit: UnitKind,
+    /// Rating groups it covers; empty together with `service_ids` covers
+    /// every service of that unit.
+    #[serde(default)]
+    pub rating_groups: Vec<u32>,
+    /// Service-Identifiers it covers.
+    #[serde(default)]
+    pub service_ids: Vec<u32>,
+    /// Start of validity (inclusive).
+    pub valid_from: Timestamp,
+    /// End of validity (exclusive).
+    pub valid_until: Timestamp,
+    /// Units the bundle started with.
+    pub initial: u64,
+    /// Units still free to reserve or consume.
+    pub remaining: u64,
+    /// Units held by open reservations.
+    pub reserved: u64,
+    /// Units consumed.
+    pub consumed: u64,
+}
+
+impl Bundle {
+    /// A fresh bundle of `units` valid in `[from, until)`.
+    pub fn new(id: u32, unit: UnitKind, units: u64, from: Timestamp, until: Timestamp) -> Self {
+        Bundle {
+            id,
+            unit,
+            rating_groups: Vec::new(),
+            service_ids: Vec::new(),
+            valid_from: from,
+            valid_until: until,
+            initial: units,
+            remaining: units,
+            reserved: 0,
+            consumed: 0,
+        }
+    }
+
+    /// Whether the bundle may pay for `unit`s of `key` at `now`.
+    pub fn applies(&self, key: RatingKey, unit: UnitKind, now: Timestamp) -> bool {
+        if self.unit != unit || now < self.valid_from || now >= self.valid_until {
+            return false;
+        }
+        if self.rating_groups.is_empty() && self.service_ids.is_empty() {
+            return true;
+        }
+        let rg = key
+            .rating_group
+            .is_some_and(|rg| self.rating_groups.contains(&rg));
+        let sid = key
+            .service_id
+            .is_some_and(|sid| self.service_ids.contains(&sid));
+        rg || sid
+    }
+}
+
+/// A prepaid account: money, credit limit, status and bundles.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Account {
+    /// Stable identifier.
+    pub id: AccountId,
+    /// Money available, in minor units. May go negative down to
+    /// `-credit_limit`, never further.
+    pub balance: i64,
+    /// How far below zero the balance may go (0 for pure prepaid).
+    pub credit_limit: i64,
+    /// Active or blocked.
+    pub status: AccountStatus,
+    /// Money held by open reservations.
+    pub reserved: i64,
+    /// Money charged so far, net of refunds.
+    pub debited: i64,
+    /// The balance the account was created with.
+    pub initial_balance: i64,
+    /// Sum of all top-ups since creation.
+    pub topped_up: i64,
+    /// Unit allowances, used before money.
+    pub bundles: Vec<Bundle>,
+}
+
+impl Account {
+    /// A new active account holding `balance`.
+    pub fn new(id: AccountId, balance: i64) -> Self {
+        Account {
+            id,
+            balance,
+            credit_limit: 0,
+            status: AccountStatus::Active,
+            reserved: 0,
+            debited: 0,
+            initial_balance: balance,
+            topped_up: 0,
+            bundles: Vec::new(),
+        }
+    }
+
+    /// Money that may still be reserved or charged: balance plus credit
+    /// limit, never negative.
+    pub fn spendable(&self) -> i64 {
+        self.balance.saturating_add(self.credit_limit).max(0)
+    }
+
+    /// `initial_balance + topped_up == balance + reserved + debited`, and
+    /// every bundle's `initial == remaining + reserved + consumed`.
+    pub fn is_conserved(&self) -> bool {
+        let left = i128::from(self.initial_balance) + i128::from(self.topped_up);
+        let right = i128::from(self.balance) + i128::from(self.reserved) + i128::from(self.debited);
+        left == right
+            && self.bundles.iter().all(|b| {
+                u128::from(b.initial)
+                    == u128::from(b.remaining) + u128::from(b.reserved) + u128::from(b.consumed)
+            })
+    }
+
+    /// The bundle with this id.
+    pub fn bundle_mut(&mut self, id: u32) -> Option<&mut Bundle> {
+        self.bundles.iter_mut().find(|b| b.id == id)
+    }
+
+    /// Units of `unit` for `key` that bundles can still give at `now`.
+    pub fn bundle_units_available(&self, key: RatingKey, unit: UnitKind, now: Timestamp) -> u64 {
+        self.bundles
+            .iter()
+            .filter(|b| b.applies(key, unit, now))
+            .fold(0u64, |acc, b| acc.saturating_add(b.remaining))
+    }
+}
+
+/// Subscription-Id-Type (RFC 8506 section 8.47).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum SubscriptionType {
+    /// END_USER_E164 (0): an MSISDN.
+    E164 = 0,
+    /// END_USER_IMSI (1).
+    Imsi = 1,
+    /// END_USER_SIP_URI (2).
+    SipUri = 2,
+    /// END_USER_NAI (3).
+    Nai = 3,
+    /// END_USER_PRIVATE (4).
+    Private = 4,
+}
+
+impl SubscriptionType {
+    /// From the Subscription-Id-Type value.
+    pub fn from_code(code: u32) -> Option<Self> {
+        Some(match code {
+            0 => Self::E164,
+            1 => Self::Imsi,
+            2 => Self::SipUri,
+            3 => Self::Nai,
+            4 => Self::Private,
+            _ => return None,
+        })
+    }
+    /// The Subscription-Id-Type value.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+    /// Short lower-case name used in configuration and CDRs.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::E164 => "e164",
+            Self::Imsi => "imsi",
+            Self::SipUri => "sip",
+            Self::Nai => "nai",
+            Self::Private => "private",
+        }
+    }
+    fn from_name(s: &str) -> Option<Self> {
+        Some(match s.to_ascii_lowercase().as_str() {
+            "e164" | "msisdn" => Self::E164,
+            "imsi" => Self::Imsi,
+            "sip" | "sip-uri" => Self::SipUri,
+            "nai" => Self::Nai,
+            "private" => Self::Private,
+            _ => return None,
+        })
+    }
+}
+
+/// A subscriber identity from a Subscription-Id AVP.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SubscriptionId {
+    /// Subscription-Id-Type.
+    pub kind: SubscriptionType,
+    /// Subscription-Id-Data.
+    pub data: String,
+}
+
+impl SubscriptionId {
+    /// A new identity.
+    pub fn new(kind: SubscriptionType, data: impl Into<String>) -> Self {
+        SubscriptionId {
+            kind,
+            data: data.into(),
+        }
+    }
+    /// An E.164 number.
+    pub fn e164(data: impl Into<String>) -> Self {
+        Self::new(SubscriptionType::E164, data)
+    }
+    /// Parses `kind:data`, e.g. `e164:46700000001` or `imsi:240...`.
+    pub fn parse(s: &str) -> Result<Self> {
+        let (kind, data) = s
+            .split_once(':')
+            .ok_or_else(|| Error::Config(format!("subscriber {s:?}: expected kind:data")))?;
+        let kind = SubscriptionType::from_name(kind)
+            .ok_or_else(|| Error::Config(format!("subscriber {s:?}: unknown kind {kind:?}")))?;
+        if data.is_empty() {
+            return Err(Error::Config(format!("subscriber {s:?}: empty data")));
+        }
+        Ok(SubscriptionId::new(kind, data))
+    }
+}
+
+impl fmt::Display for SubscriptionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind.name(), self.data)
+    }
+}
+
+/// E.164 numbers are compared without a leading '+'; SIP URIs and NAIs as
+/// given.
+fn normalise(kind: SubscriptionType, data: &str) -> &str {
+    match kind {
+        SubscriptionType::E164 => data.strip_prefix('+').unwrap_or(data),
+        _ => data,
+    }
+}
+
+/// Maps subscriber identities to accounts. Several identities may map to
+/// one account. It holds no balances, so a server may build one for all
+/// shards and share it read-only to route requests.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubscriberDirectory {
+    by_kind: [HashMap<String, AccountId>; 5],
+}
+
+impl SubscriberDirectory {
+    /// An empty directory.
+    pub fn new() -> Self {
+        Self::default()
+    }
+    /// Maps `id` to `account`; fails if `id` already maps elsewhere.
+    pub fn insert(&mut self, id: &SubscriptionId, account: AccountId) -> Result<()> {
+        let map = &mut self.by_kind[id.kind as usize];
+        let key = normalise(id.kind, &id.data);
+        match map.get(key) {
+            Some(a) if *a != account => Err(Error::DuplicateSubscriber(id.to_string())),
+            Some(_) => Ok(()),
+            None => {
+                map.insert(key.to_owned(), account);
+                Ok(())
+            }
+        }
+    }
+    /// The account of one identity.
+    pub fn lookup(&self, kind: SubscriptionType, data: &str) -> Option<AccountId> {
+        self.by_kind[kind as usize]
+            .get(normalise(kind, data))
+            .copied()
+    }
+    /// The account of the first known identity in `ids` (a CCR may carry
+    /// several Subscription-Id AVPs, e.g. E.164 and IMSI), with its index.
+    pub fn resolve(&self, ids: &[SubscriptionId]) -> Option<(usize, AccountId)> {
+        ids.iter()
+            .enumerate()
+            .find_map(|(i, id)| self.lookup(id.kind, &id.data).map(|a| (i, a)))
+    }
+    /// Number of identities.
+    pub fn len(&self) -> usize {
+        self.by_kind.iter().map(HashMap::len).sum()
+    }
+    /// Whether the directory is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

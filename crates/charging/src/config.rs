@@ -1,0 +1,271 @@
+//! The TOML configuration: engine settings, currency, tariffs, accounts and
+//! ranges of demo accounts. `config/example-charging.toml` in the
+//! repository documents every field.
+//!
+//! ```toml
+//! [engine]
+//! node_id = "gyro-1"
+//!
+//! [[tariff]]
+//! name = "data"
+//! service_context = "32251@3gpp.org"
+//! rating_group = 10
+//! unit = "octets"
+//! price = 10
+//! per = 1048576
+//! default_quota = 10485760
+//!
+//! [[account_range]]
+//! first_id = 1000
+//! count = 10
+//! e164_first = "46700000000"
+//! balance = 10000
+//! ```
+
+use crate::accounts::{Account, AccountStatus, Bundle, SubscriberDirectory, SubscriptionId};
+use crate::engine::{Engine, EngineOptions};
+use crate::error::{Error, Result};
+use crate::tariff::{Catalog, Currency, Tariff};
+use crate::types::{AccountId, Timestamp, UnitKind};
+use serde::Deserialize;
+
+/// The whole configuration file.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChargingConfig {
+    /// `[engine]`: engine settings.
+    #[serde(default)]
+    pub engine: EngineOptions,
+    /// `[currency]`: the currency of all money.
+    #[serde(default)]
+    pub currency: Currency,
+    /// `[[tariff]]`: the tariffs.
+    #[serde(default, rename = "tariff")]
+    pub tariffs: Vec<Tariff>,
+    /// `[[account]]`: accounts listed one by one.
+    #[serde(default, rename = "account")]
+    pub accounts: Vec<AccountConfig>,
+    /// `[[account_range]]`: many similar accounts with consecutive ids and
+    /// numbers.
+    #[serde(default, rename = "account_range")]
+    pub account_ranges: Vec<AccountRangeConfig>,
+}
+
+/// One `[[account]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountConfig {
+    /// Account id (stable; picks the shard).
+    pub id: u64,
+    /// Initial balance, minor units.
+    pub balance: i64,
+    /// Credit limit, minor units (how far below zero the balance may go).
+    #[serde(default)]
+    pub credit_limit: i64,
+    /// `active` or `blocked`.
+    #[serde(default)]
+    pub status: AccountStatus,
+    /// Identities as `kind:data`: `e164:46701234567`, `imsi:...`,
+    /// `sip:...`, `nai:...`, `private:...`.
+    #[serde(default)]
+    pub subscribers: Vec<String>,
+    /// `[[account.bundle]]`: unit allowances.
+    #[serde(default, rename = "bundle")]
+    pub bundles: Vec<BundleConfig>,
+}
+
+/// One `[[account.bundle]]` or `[[account_range.bundle]]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BundleConfig {
+    /// Bundle id within its account; defaults to its position (1-based).
+    #[serde(default)]
+    pub id: Option<u32>,
+    /// `octets`, `seconds` or `events`.
+    pub unit: UnitKind,
+    /// Units in the bundle.
+    pub units: u64,
+    /// Rating groups covered (empty with `service_ids` empty: all).
+    #[serde(default)]
+    pub rating_groups: Vec<u32>,
+    /// Service-Identifiers covered.
+    #[serde(default)]
+    pub service_ids: Vec<u32>,
+    /// Start of validity, Unix seconds (default: always).
+    #[serde(default)]
+    pub valid_from: Option<u64>,
+    /// End of validity, Unix seconds, exclusive (default: never).
+    #[serde(default)]
+    pub valid_until: Option<u64>,
+}
+
+/// One `[[account_range]]`: `count` accounts with ids from `first_id` and
+/// numbers counting up from `e164_first` (and `imsi_first`), keeping their
+/// width.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AccountRangeConfig {
+    /// Id of the first account.
+    pub first_id: u64,
+    /// Number of accounts.
+    pub count: u64,
+    /// E.164 number of the first account.
+    #[serde(default)]
+    pub e164_first: Option<String>,
+    /// IMSI of the first account.
+    #[serde(default)]
+    pub imsi_first: Option<String>,
+    /// Initial balance of each account.
+    pub balance: i64,
+    /// Credit limit of each account.
+    #[serde(default)]
+    pub credit_limit: i64,
+    /// Bundles each account gets.
+    #[serde(default, rename = "bundle")]
+    pub bundles: Vec<BundleConfig>,
+}
+
+/// The `i`-th number after `first`, with the same number of digits.
+fn nth_number(first: &str, i: u64) -> Result<String> {
+    let digits = first.strip_prefix('+').unwrap_or(first);
+    if digits.is_empty() || digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(Error::Config(format!("{first:?} is not a number")));
+    }
+    let n: u128 = digits
+        .parse()
+        .map_err(|_| Error::Config(format!("{first:?} is not a number")))?;
+    let v = n + u128::from(i);
+    let s = format!("{v:0width$}", width = digits.len());
+    if s.len() > digits.len() {
+        return Err(Error::Config(format!(
+            "range from {first:?} overflows its digits"
+        )));
+    }
+    Ok(s)
+}
+
+fn bundles(cfg: &[BundleConfig]) -> Result<Vec<Bundle>> {
+    let mut out: Vec<Bundle> = Vec::with_capacity(cfg.len());
+    for (i, b) in cfg.iter().enumerate() {
+        let id = b.id.unwrap_or(i as u32 + 1);
+        if out.iter().any(|o| o.id == id) {
+            return Err(Error::Config(format!("bundle id {id} used twice")));
+        }
+        let mut bundle = Bundle::new(
+            id,
+            b.unit,
+            b.units,
+            Timestamp::from_secs(b.valid_from.unwrap_or(0)),
+            b.valid_until
+                .map_or(Timestamp(u64::MAX), Timestamp::from_secs),
+        );
+        bundle.rating_groups.clone_from(&b.rating_groups);
+        bundle.service_ids.clone_from(&b.service_ids);
+        out.push(bundle);
+    }
+    Ok(out)
+}
+
+impl ChargingConfig {
+    /// Parses a configuration from TOML text.
+    pub fn from_toml_str(text: &str) -> Result<Self> {
+        let cfg: ChargingConfig =
+            toml::from_str(text).map_err(|e| Error::ConfigSyntax(e.to_string()))?;
+        cfg.catalog()?;
+        Ok(cfg)
+    }
+
+    /// The tariff catalog.
+    pub fn catalog(&self) -> Result<Catalog> {
+        Catalog::new(self.currency, self.tariffs.clone())
+    }
+
+    /// Every account with its identities, ranges expanded.
+    pub fn accounts(&self) -> Result<Vec<(Account, Vec<SubscriptionId>)>> {
+        let mut out = Vec::new();
+        for a in &self.accounts {
+            let mut acc = Account::new(AccountId(a.id), a.balance);
+            acc.credit_limit = a.credit_limit;
+            acc.status = a.status;
+            acc.bundles = bundles(&a.bundles)?;
+            let subs = a
+                .subscribers
+                .iter()
+                .map(|s| SubscriptionId::parse(s))
+                .collect::<Result<Vec<_>>>()?;
+            out.push((acc, subs));
+        }
+        for r in &self.account_ranges {
+            let template = bundles(&r.bundles)?;
+            for i in 0..r.count {
+                let id = r
+                    .first_id
+                    .checked_add(i)
+                    .ok_or_else(|| Error::Config("account range overflows".into()))?;
+                let mut acc = Account::new(AccountId(id), r.balance);
+                acc.credit_limit = r.credit_limit;
+                acc.bundles.clone_from(&template);
+                let mut subs = Vec::new();
+                if let Some(first) = &r.e164_first {
+                    subs.push(SubscriptionId::e164(nth_number(first, i)?));
+                }
+                if let Some(first) = &r.imsi_first {
+                    subs.push(SubscriptionId::new(
+                        crate::accounts::SubscriptionType::Imsi,
+                        nth_number(first, i)?,
+                    ));
+                }
+                out.push((acc, subs));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The subscriber directory of all accounts (for routing across
+    /// shards).
+    pub fn directory(&self) -> Result<SubscriberDirectory> {
+        let mut d = SubscriberDirectory::new();
+        for (acc, subs) in self.accounts()? {
+            for s in &subs {
+                d.insert(s, acc.id)?;
+            }
+        }
+        Ok(d)
+    }
+
+    /// An engine holding every account.
+    pub fn build_engine(&self) -> Result<Engine> {
+        self.build_shard(0, 1)
+    }
+
+    /// The engine of shard `shard` of `shards`: the accounts whose
+    /// [`AccountId::shard`] is `shard`.
+    pub fn build_shard(&self, shard: usize, shards: usize) -> Result<Engine> {
+        let mut e = Engine::new(self.catalog()?, self.engine.clone());
+        for (acc, subs) in self.accounts()? {
+            if acc.id.shard(shards) == shard {
+                e.add_account(acc, &subs)?;
+            }
+        }
+        Ok(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn numbers_in_a_range_keep_their_width() {
+        assert_eq!(nth_number("46700000000", 999).unwrap(), "46700000999");
+        assert_eq!(nth_number("+0010", 5).unwrap(), "0015");
+        assert!(nth_number("99", 1).is_err());
+        assert!(nth_number("12a", 1).is_err());
+    }
+
+    #[test]
+    fn unknown_fields_are_rejected() {
+        let err = ChargingConfig::from_toml_str("[engine]\nnode = 1\n").unwrap_err();
+        assert!(matches!(err, Error::ConfigSyntax(_)));
+    }
+}

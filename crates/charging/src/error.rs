@@ -1,0 +1,38 @@
+//! The crate's error type.
+
+use crate::types::AccountId;
+
+/// Everything that can go wrong in the charging crate outside the answer to
+/// a request. A request that cannot be served is never an `Error`: it gets a
+/// credit-control answer with the right Result-Code instead.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// The TOML configuration could not be parsed.
+    #[error("configuration: {0}")]
+    ConfigSyntax(String),
+    /// The configuration parsed but holds an invalid value.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The account does not exist in this engine.
+    #[error("unknown account {0}")]
+    UnknownAccount(AccountId),
+    /// An account with this id already exists.
+    #[error("account {0} already exists")]
+    DuplicateAccount(AccountId),
+    /// A subscriber identity is already mapped to another account.
+    #[error("subscriber {0} already mapped to an account")]
+    DuplicateSubscriber(String),
+    /// An amount was negative or would overflow.
+    #[error("invalid amount {0}")]
+    InvalidAmount(i64),
+    /// An effect could not be applied to the current state (a replayed
+    /// journal that does not belong to this state).
+    #[error("effect does not apply: {0}")]
+    Replay(&'static str),
+    /// A Diameter message could not be mapped to or from the engine's types.
+    #[error("diameter mapping: {0}")]
+    Mapping(String),
+}
+
+/// The crate's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,1 @@
+//! Mapping between Diameter CCR/CCA messages and the engine types.
