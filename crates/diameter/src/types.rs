@@ -447,18 +447,24 @@ pub fn decode_uri(data: &[u8]) -> Result<DiameterUri<'_>> {
             .split_once('=')
             .ok_or(Error::value(K, "parameter without '='"))?;
         if k.eq_ignore_ascii_case("transport") && uri.transport.is_none() {
-            uri.transport = Some(match v.to_ascii_lowercase().as_str() {
-                "tcp" => Transport::Tcp,
-                "sctp" => Transport::Sctp,
-                "udp" => Transport::Udp,
-                _ => return Err(Error::value(K, "unknown transport")),
+            uri.transport = Some(if v.eq_ignore_ascii_case("tcp") {
+                Transport::Tcp
+            } else if v.eq_ignore_ascii_case("sctp") {
+                Transport::Sctp
+            } else if v.eq_ignore_ascii_case("udp") {
+                Transport::Udp
+            } else {
+                return Err(Error::value(K, "unknown transport"));
             });
         } else if k.eq_ignore_ascii_case("protocol") && uri.protocol.is_none() {
-            uri.protocol = Some(match v.to_ascii_lowercase().as_str() {
-                "diameter" => UriProtocol::Diameter,
-                "radius" => UriProtocol::Radius,
-                "tacacs+" => UriProtocol::TacacsPlus,
-                _ => return Err(Error::value(K, "unknown protocol")),
+            uri.protocol = Some(if v.eq_ignore_ascii_case("diameter") {
+                UriProtocol::Diameter
+            } else if v.eq_ignore_ascii_case("radius") {
+                UriProtocol::Radius
+            } else if v.eq_ignore_ascii_case("tacacs+") {
+                UriProtocol::TacacsPlus
+            } else {
+                return Err(Error::value(K, "unknown protocol"));
             });
         } else {
             return Err(Error::value(K, "unknown or repeated parameter"));
@@ -501,5 +507,756 @@ impl std::fmt::Display for DiameterUri<'_> {
             write!(f, ";protocol={p}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL_TYPES: [AvpType; 15] = [
+        AvpType::OctetString,
+        AvpType::Integer32,
+        AvpType::Integer64,
+        AvpType::Unsigned32,
+        AvpType::Unsigned64,
+        AvpType::Float32,
+        AvpType::Float64,
+        AvpType::Grouped,
+        AvpType::Address,
+        AvpType::Time,
+        AvpType::UTF8String,
+        AvpType::DiameterIdentity,
+        AvpType::DiameterURI,
+        AvpType::Enumerated,
+        AvpType::IPFilterRule,
+    ];
+
+    fn is_length_error(r: Result<impl std::fmt::Debug>) -> bool {
+        matches!(r, Err(Error::InvalidValue { length: true, .. }))
+    }
+
+    fn is_value_error(r: Result<impl std::fmt::Debug>) -> bool {
+        matches!(r, Err(Error::InvalidValue { length: false, .. }))
+    }
+
+    // ---- names -------------------------------------------------------------
+
+    #[test]
+    fn every_type_name_round_trips_and_unknown_names_are_rejected() {
+        for ty in ALL_TYPES {
+            assert_eq!(AvpType::from_name(ty.name()), Some(ty));
+        }
+        assert_eq!(AvpType::from_name("octetstring"), None);
+        assert_eq!(AvpType::from_name("Unsigned16"), None);
+        assert_eq!(AvpType::from_name(""), None);
+    }
+
+    // ---- integers ----------------------------------------------------------
+
+    #[test]
+    fn integer32_edges_decode_big_endian_twos_complement() {
+        assert_eq!(decode_i32(&[0, 0, 0, 0]), Ok(0));
+        assert_eq!(decode_i32(&[0, 0, 0, 1]), Ok(1));
+        assert_eq!(decode_i32(&[0xff; 4]), Ok(-1));
+        assert_eq!(decode_i32(&[0x7f, 0xff, 0xff, 0xff]), Ok(i32::MAX));
+        assert_eq!(decode_i32(&[0x80, 0, 0, 0]), Ok(i32::MIN));
+        assert_eq!(decode_i32(&[0x12, 0x34, 0x56, 0x78]), Ok(0x1234_5678));
+    }
+
+    #[test]
+    fn integer64_edges_decode_big_endian_twos_complement() {
+        assert_eq!(decode_i64(&[0; 8]), Ok(0));
+        assert_eq!(decode_i64(&[0xff; 8]), Ok(-1));
+        assert_eq!(
+            decode_i64(&[0x7f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff]),
+            Ok(i64::MAX)
+        );
+        assert_eq!(decode_i64(&[0x80, 0, 0, 0, 0, 0, 0, 0]), Ok(i64::MIN));
+        assert_eq!(
+            decode_i64(&[1, 2, 3, 4, 5, 6, 7, 8]),
+            Ok(0x0102_0304_0506_0708)
+        );
+    }
+
+    #[test]
+    fn unsigned32_edges_decode_big_endian() {
+        assert_eq!(decode_u32(&[0; 4]), Ok(0));
+        assert_eq!(decode_u32(&[0xff; 4]), Ok(u32::MAX));
+        assert_eq!(decode_u32(&[0x80, 0, 0, 0]), Ok(0x8000_0000));
+        assert_eq!(decode_u32(&[0, 0, 0x0b, 0xb8]), Ok(3000));
+    }
+
+    #[test]
+    fn unsigned64_edges_decode_big_endian() {
+        assert_eq!(decode_u64(&[0; 8]), Ok(0));
+        assert_eq!(decode_u64(&[0xff; 8]), Ok(u64::MAX));
+        assert_eq!(decode_u64(&[0x80, 0, 0, 0, 0, 0, 0, 0]), Ok(1 << 63));
+        assert_eq!(decode_u64(&[0, 0, 0, 1, 0, 0, 0, 0]), Ok(1 << 32));
+    }
+
+    #[test]
+    fn four_byte_formats_reject_every_other_length() {
+        let buf = [0u8; 9];
+        for n in (0..=9).filter(|&n| n != 4) {
+            let d = &buf[..n];
+            assert!(is_length_error(decode_i32(d)), "Integer32 len {n}");
+            assert!(is_length_error(decode_u32(d)), "Unsigned32 len {n}");
+            assert!(is_length_error(decode_f32(d)), "Float32 len {n}");
+            assert!(is_length_error(decode_time(d)), "Time len {n}");
+            for ty in [
+                AvpType::Integer32,
+                AvpType::Unsigned32,
+                AvpType::Float32,
+                AvpType::Time,
+                AvpType::Enumerated,
+            ] {
+                assert!(is_length_error(decode_value(ty, d)), "{ty:?} len {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn eight_byte_formats_reject_every_other_length() {
+        let buf = [0u8; 17];
+        for n in (0..=17).filter(|&n| n != 8) {
+            let d = &buf[..n];
+            assert!(is_length_error(decode_i64(d)), "Integer64 len {n}");
+            assert!(is_length_error(decode_u64(d)), "Unsigned64 len {n}");
+            assert!(is_length_error(decode_f64(d)), "Float64 len {n}");
+            for ty in [AvpType::Integer64, AvpType::Unsigned64, AvpType::Float64] {
+                assert!(is_length_error(decode_value(ty, d)), "{ty:?} len {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn length_errors_name_the_format() {
+        assert!(matches!(
+            decode_u64(&[0; 4]),
+            Err(Error::InvalidValue {
+                kind: "Unsigned64",
+                length: true,
+                ..
+            })
+        ));
+        assert!(matches!(
+            decode_value(AvpType::Enumerated, &[0; 3]),
+            Err(Error::InvalidValue {
+                kind: "Integer32",
+                length: true,
+                ..
+            })
+        ));
+    }
+
+    // ---- floats ------------------------------------------------------------
+
+    #[test]
+    fn float32_is_ieee754_big_endian_including_specials() {
+        assert_eq!(decode_f32(&[0x3f, 0x80, 0, 0]), Ok(1.0));
+        assert_eq!(decode_f32(&[0xc0, 0, 0, 0]), Ok(-2.0));
+        assert_eq!(decode_f32(&f32::MAX.to_be_bytes()), Ok(f32::MAX));
+        assert_eq!(decode_f32(&f32::MIN.to_be_bytes()), Ok(f32::MIN));
+        assert_eq!(
+            decode_f32(&f32::MIN_POSITIVE.to_be_bytes()),
+            Ok(f32::MIN_POSITIVE)
+        );
+        assert_eq!(decode_f32(&[0x7f, 0x80, 0, 0]), Ok(f32::INFINITY));
+        assert_eq!(decode_f32(&[0xff, 0x80, 0, 0]), Ok(f32::NEG_INFINITY));
+        let neg_zero = decode_f32(&[0x80, 0, 0, 0]).unwrap();
+        assert!(neg_zero == 0.0 && neg_zero.is_sign_negative());
+        let nan = decode_f32(&[0x7f, 0xc0, 0, 1]).unwrap();
+        assert!(nan.is_nan());
+        assert_eq!(nan.to_bits(), 0x7fc0_0001, "NaN payload is kept");
+        // The smallest subnormal.
+        assert_eq!(decode_f32(&[0, 0, 0, 1]).unwrap().to_bits(), 1);
+    }
+
+    #[test]
+    fn float64_is_ieee754_big_endian_including_specials() {
+        assert_eq!(
+            decode_f64(&[0x3f, 0xf0, 0, 0, 0, 0, 0, 0]),
+            Ok(1.0),
+            "1.0 is 0x3ff0000000000000"
+        );
+        assert_eq!(decode_f64(&f64::MAX.to_be_bytes()), Ok(f64::MAX));
+        assert_eq!(decode_f64(&f64::MIN.to_be_bytes()), Ok(f64::MIN));
+        assert_eq!(decode_f64(&f64::EPSILON.to_be_bytes()), Ok(f64::EPSILON));
+        assert_eq!(
+            decode_f64(&f64::NEG_INFINITY.to_be_bytes()),
+            Ok(f64::NEG_INFINITY)
+        );
+        let nan = decode_f64(&0x7ff8_0000_0000_0042u64.to_be_bytes()).unwrap();
+        assert_eq!(nan.to_bits(), 0x7ff8_0000_0000_0042);
+    }
+
+    // ---- UTF8String --------------------------------------------------------
+
+    #[test]
+    fn utf8_accepts_empty_ascii_and_multibyte_text() {
+        assert_eq!(decode_utf8(b""), Ok(""));
+        assert_eq!(decode_utf8(b"gw.example;1;2"), Ok("gw.example;1;2"));
+        assert_eq!(decode_utf8("h\u{e9}".as_bytes()), Ok("h\u{e9}"));
+        // Largest scalar of each encoded width: U+007F, U+07FF, U+FFFF, U+10FFFF.
+        let s = "\u{7f}\u{7ff}\u{ffff}\u{10ffff}";
+        assert_eq!(s.len(), 1 + 2 + 3 + 4, "the length counts bytes");
+        assert_eq!(decode_utf8(s.as_bytes()), Ok(s));
+        // NUL is a valid UTF-8 character.
+        assert_eq!(decode_utf8(&[b'a', 0, b'b']), Ok("a\0b"));
+    }
+
+    #[test]
+    fn utf8_rejects_every_kind_of_invalid_sequence() {
+        let bad: &[(&str, &[u8])] = &[
+            ("lone continuation byte", &[0x80]),
+            ("continuation after ASCII", b"ab\xbf"),
+            ("truncated two-byte sequence", &[0xc3]),
+            ("truncated three-byte sequence", &[0xe2, 0x82]),
+            ("truncated four-byte sequence", &[0xf0, 0x9f, 0x98]),
+            ("overlong NUL", &[0xc0, 0x80]),
+            ("overlong slash", &[0xc1, 0xaf]),
+            ("overlong three-byte", &[0xe0, 0x80, 0xaf]),
+            ("overlong four-byte", &[0xf0, 0x80, 0x80, 0xaf]),
+            ("UTF-16 high surrogate", &[0xed, 0xa0, 0x80]),
+            ("UTF-16 low surrogate", &[0xed, 0xbf, 0xbf]),
+            ("above U+10FFFF", &[0xf4, 0x90, 0x80, 0x80]),
+            ("five-byte lead", &[0xf8, 0x88, 0x80, 0x80, 0x80]),
+            ("0xfe", &[0xfe]),
+            ("0xff", &[0xff]),
+            ("Latin-1 text", b"caf\xe9"),
+            (
+                "invalid byte after valid text",
+                b"valid \xe2\x82\xac then \xc0",
+            ),
+        ];
+        for (what, bytes) in bad {
+            assert!(is_value_error(decode_utf8(bytes)), "{what} was accepted");
+            assert!(
+                is_value_error(decode_value(AvpType::UTF8String, bytes)),
+                "{what} was accepted by decode_value"
+            );
+        }
+    }
+
+    // ---- DiameterIdentity --------------------------------------------------
+
+    #[test]
+    fn identity_accepts_fqdns_and_realms_of_visible_ascii() {
+        for ok in [
+            "a",
+            "ocs.example.com",
+            "example.com",
+            "pcef-1.epc.mnc001.mcc001.3gppnetwork.org",
+            "HOST.Example.COM",
+            "under_score.example",
+            "!~",
+        ] {
+            assert_eq!(decode_identity(ok.as_bytes()), Ok(ok));
+        }
+    }
+
+    #[test]
+    fn identity_rejects_empty_whitespace_control_and_non_ascii() {
+        let bad: &[&[u8]] = &[
+            b"",
+            b" ",
+            b"host example.com",
+            b"host.example.com\0",
+            b"\thost",
+            b"host\r\n",
+            b"host\x7f",
+            "h\u{f6}st.example".as_bytes(),
+            &[0x80],
+            &[0xff],
+        ];
+        for b in bad {
+            assert!(is_value_error(decode_identity(b)), "{b:?} was accepted");
+            assert!(is_value_error(decode_value(AvpType::DiameterIdentity, b)));
+        }
+    }
+
+    #[test]
+    fn identities_compare_ignoring_ascii_case_only() {
+        assert!(identity_eq("OCS.Example.COM", "ocs.example.com"));
+        assert!(identity_eq("", ""));
+        assert!(!identity_eq("ocs.example.com", "ocs.example.org"));
+        assert!(!identity_eq("ocs.example.com", "ocs.example.com."));
+        assert!(!identity_eq("a", "ab"));
+    }
+
+    // ---- IPFilterRule ------------------------------------------------------
+
+    #[test]
+    fn ip_filter_rule_is_ascii_text() {
+        let rule = "permit in ip from 10.0.0.1 to any";
+        assert_eq!(
+            decode_value(AvpType::IPFilterRule, rule.as_bytes()),
+            Ok(Value::IPFilterRule(rule))
+        );
+        assert_eq!(
+            decode_value(AvpType::IPFilterRule, b""),
+            Ok(Value::IPFilterRule(""))
+        );
+        assert!(is_value_error(decode_value(
+            AvpType::IPFilterRule,
+            "permit \u{e9}".as_bytes()
+        )));
+        assert!(is_value_error(decode_value(AvpType::IPFilterRule, &[0xff])));
+    }
+
+    // ---- Address -----------------------------------------------------------
+
+    #[test]
+    fn address_ipv4_needs_exactly_four_bytes() {
+        assert_eq!(
+            decode_address(&[0, 1, 192, 0, 2, 1]),
+            Ok(Address::Ipv4(Ipv4Addr::new(192, 0, 2, 1)))
+        );
+        assert_eq!(
+            decode_address(&[0, 1, 0, 0, 0, 0]),
+            Ok(Address::Ipv4(Ipv4Addr::UNSPECIFIED))
+        );
+        assert_eq!(
+            decode_address(&[0, 1, 255, 255, 255, 255]),
+            Ok(Address::Ipv4(Ipv4Addr::BROADCAST))
+        );
+        let mut buf = vec![0, 1];
+        for n in (0..=20).filter(|&n| n != 4) {
+            buf.truncate(2);
+            buf.extend(std::iter::repeat_n(7, n));
+            assert!(is_length_error(decode_address(&buf)), "IPv4 with {n} bytes");
+        }
+    }
+
+    #[test]
+    fn address_ipv6_needs_exactly_sixteen_bytes() {
+        let a: Ipv6Addr = "2001:db8::1".parse().unwrap();
+        let mut buf = vec![0, 2];
+        buf.extend_from_slice(&a.octets());
+        assert_eq!(decode_address(&buf), Ok(Address::Ipv6(a)));
+        let mut buf = vec![0, 2];
+        buf.extend_from_slice(&[0xff; 16]);
+        assert_eq!(
+            decode_address(&buf),
+            Ok(Address::Ipv6(Ipv6Addr::from(u128::MAX)))
+        );
+        for n in (0..=20).filter(|&n| n != 16) {
+            buf.truncate(2);
+            buf.extend(std::iter::repeat_n(1, n));
+            assert!(is_length_error(decode_address(&buf)), "IPv6 with {n} bytes");
+        }
+    }
+
+    #[test]
+    fn address_e164_takes_one_to_fifteen_ascii_digits() {
+        assert_eq!(decode_address(b"\0\x081"), Ok(Address::E164("1")));
+        assert_eq!(
+            decode_address(b"\0\x08123456789012345"),
+            Ok(Address::E164("123456789012345"))
+        );
+        for bad in [
+            &b"\0\x08"[..],
+            b"\0\x081234567890123456",
+            b"\0\x08+4712345678",
+            b"\0\x0812 34",
+            b"\0\x08abc",
+            b"\0\x08\xff",
+        ] {
+            assert!(is_value_error(decode_address(bad)), "{bad:?} was accepted");
+        }
+    }
+
+    #[test]
+    fn address_other_families_keep_their_bytes_whatever_the_size() {
+        assert_eq!(
+            decode_address(&[0, 0]),
+            Ok(Address::Other {
+                family: 0,
+                bytes: &[]
+            })
+        );
+        assert_eq!(
+            decode_address(&[0, 3, 1, 2, 3]),
+            Ok(Address::Other {
+                family: 3,
+                bytes: &[1, 2, 3]
+            })
+        );
+        assert_eq!(
+            decode_address(&[0xff, 0xff, 9]),
+            Ok(Address::Other {
+                family: 0xffff,
+                bytes: &[9]
+            })
+        );
+        // Family 0x0100 is not IPv4: the family is big-endian.
+        assert_eq!(decode_address(&[1, 0, 1, 2, 3, 4]).unwrap().family(), 256);
+    }
+
+    #[test]
+    fn address_shorter_than_its_family_is_a_length_error() {
+        assert!(is_length_error(decode_address(&[])));
+        assert!(is_length_error(decode_address(&[0])));
+        assert!(is_length_error(decode_value(AvpType::Address, &[1])));
+    }
+
+    #[test]
+    fn address_wire_form_round_trips_for_every_family() {
+        let v6: Ipv6Addr = "fe80::1:2".parse().unwrap();
+        let addrs = [
+            Address::Ipv4(Ipv4Addr::new(10, 1, 2, 3)),
+            Address::Ipv6(v6),
+            Address::E164("4712345678"),
+            Address::Other {
+                family: 5,
+                bytes: b"xyz",
+            },
+            Address::Other {
+                family: 9,
+                bytes: b"",
+            },
+        ];
+        for a in addrs {
+            let mut out = Vec::new();
+            a.write_to(&mut out);
+            assert_eq!(out.len(), a.wire_len());
+            assert_eq!(u16::from_be_bytes([out[0], out[1]]), a.family());
+            assert_eq!(decode_address(&out), Ok(a));
+        }
+    }
+
+    #[test]
+    fn address_converts_from_std_and_displays() {
+        let v4: std::net::IpAddr = "192.0.2.7".parse().unwrap();
+        let v6: std::net::IpAddr = "::1".parse().unwrap();
+        assert_eq!(Address::from(v4).family(), family::IPV4);
+        assert_eq!(Address::from(v6).family(), family::IPV6);
+        assert_eq!(Address::from(v4).to_string(), "192.0.2.7");
+        assert_eq!(Address::from(v6).to_string(), "::1");
+        assert_eq!(Address::E164("47").to_string(), "E.164 47");
+        let other = Address::Other {
+            family: 6,
+            bytes: &[0xab, 0x01],
+        };
+        assert_eq!(other.to_string(), "family 6 0xab01");
+    }
+
+    // ---- Time --------------------------------------------------------------
+
+    /// 2036-02-07 06:28:16 UTC, when the 32-bit NTP seconds field wraps.
+    const WRAP_UNIX: i64 = (1 << 32) - NTP_UNIX_OFFSET;
+
+    #[test]
+    fn time_era_boundaries_around_the_2036_wrap() {
+        assert_eq!(WRAP_UNIX, 2_085_978_496);
+        // Last second before the wrap.
+        assert_eq!(DiameterTime(0xFFFF_FFFF).to_unix(), WRAP_UNIX - 1);
+        // First second after it: top bit clear means the era after 2036.
+        assert_eq!(DiameterTime(0).to_unix(), WRAP_UNIX);
+        assert_eq!(DiameterTime(1).to_unix(), WRAP_UNIX + 1);
+        // The pivot: 0x80000000 is the earliest representable time (1968).
+        assert_eq!(DiameterTime(0x8000_0000).to_unix(), DiameterTime::MIN_UNIX);
+        assert_eq!(DiameterTime(0x7FFF_FFFF).to_unix(), DiameterTime::MAX_UNIX);
+        assert_eq!(DiameterTime::MIN_UNIX, -61_505_152);
+        assert_eq!(DiameterTime::MAX_UNIX, 4_233_462_143);
+        assert_eq!(
+            DiameterTime::MAX_UNIX - DiameterTime::MIN_UNIX,
+            u32::MAX as i64,
+            "the window covers every 32-bit value once"
+        );
+        // Unix epoch: NTP 2208988800.
+        assert_eq!(DiameterTime(2_208_988_800).to_unix(), 0);
+        assert_eq!(DiameterTime::from_unix(0), Some(DiameterTime(0x83AA_7E80)));
+    }
+
+    #[test]
+    fn time_from_unix_is_the_inverse_of_to_unix() {
+        for ntp in [
+            0u32,
+            1,
+            0x7FFF_FFFE,
+            0x7FFF_FFFF,
+            0x8000_0000,
+            0x8000_0001,
+            0x83AA_7E80,
+            0xE000_0000,
+            0xFFFF_FFFE,
+            0xFFFF_FFFF,
+        ] {
+            let t = DiameterTime(ntp);
+            assert_eq!(DiameterTime::from_unix(t.to_unix()), Some(t), "{ntp:#x}");
+        }
+        for unix in [
+            DiameterTime::MIN_UNIX,
+            -1,
+            0,
+            1_700_000_000,
+            WRAP_UNIX - 1,
+            WRAP_UNIX,
+            WRAP_UNIX + 1,
+            DiameterTime::MAX_UNIX,
+        ] {
+            assert_eq!(DiameterTime::from_unix(unix).unwrap().to_unix(), unix);
+        }
+    }
+
+    #[test]
+    fn time_from_unix_rejects_out_of_range_seconds() {
+        assert_eq!(DiameterTime::from_unix(DiameterTime::MIN_UNIX - 1), None);
+        assert_eq!(DiameterTime::from_unix(DiameterTime::MAX_UNIX + 1), None);
+        assert_eq!(DiameterTime::from_unix(i64::MIN), None);
+        assert_eq!(DiameterTime::from_unix(i64::MAX), None);
+        assert_eq!(DiameterTime::from_unix(-NTP_UNIX_OFFSET), None, "1900");
+    }
+
+    #[test]
+    fn time_order_follows_the_raw_value_not_the_era() {
+        // DiameterTime orders by its raw field; callers compare Unix times.
+        assert!(DiameterTime(0) < DiameterTime(0xFFFF_FFFF));
+        assert!(DiameterTime(0).to_unix() > DiameterTime(0xFFFF_FFFF).to_unix());
+    }
+
+    #[test]
+    fn time_decodes_four_bytes() {
+        assert_eq!(
+            decode_time(&[0xFF, 0xFF, 0xFF, 0xFF]),
+            Ok(DiameterTime(u32::MAX))
+        );
+        assert_eq!(
+            decode_value(AvpType::Time, &[0x83, 0xAA, 0x7E, 0x80]),
+            Ok(Value::Time(DiameterTime(0x83AA_7E80)))
+        );
+    }
+
+    // ---- DiameterURI -------------------------------------------------------
+
+    fn uri(s: &str) -> DiameterUri<'_> {
+        decode_uri(s.as_bytes()).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn uri_examples_of_rfc_6733_section_4_3_1() {
+        use Transport::*;
+        use UriProtocol::*;
+        let cases: [(&str, u16, bool, Option<Transport>, Option<UriProtocol>); 6] = [
+            (
+                "aaa://host.example.com;transport=tcp",
+                3868,
+                false,
+                Some(Tcp),
+                None,
+            ),
+            (
+                "aaa://host.example.com:6666;transport=tcp",
+                6666,
+                true,
+                Some(Tcp),
+                None,
+            ),
+            (
+                "aaa://host.example.com;protocol=diameter",
+                3868,
+                false,
+                None,
+                Some(Diameter),
+            ),
+            (
+                "aaa://host.example.com:6666;protocol=diameter",
+                6666,
+                true,
+                None,
+                Some(Diameter),
+            ),
+            (
+                "aaa://host.example.com:6666;transport=tcp;protocol=diameter",
+                6666,
+                true,
+                Some(Tcp),
+                Some(Diameter),
+            ),
+            (
+                "aaa://host.example.com:1813;transport=udp;protocol=radius",
+                1813,
+                true,
+                Some(Udp),
+                Some(Radius),
+            ),
+        ];
+        for (s, port, explicit, transport, protocol) in cases {
+            let u = uri(s);
+            assert_eq!(
+                u,
+                DiameterUri {
+                    secure: false,
+                    fqdn: "host.example.com",
+                    port,
+                    explicit_port: explicit,
+                    transport,
+                    protocol,
+                },
+                "{s}"
+            );
+            assert_eq!(u.to_string(), s, "display reproduces {s}");
+        }
+    }
+
+    #[test]
+    fn uri_default_ports_are_3868_and_5658_with_tls() {
+        let plain = uri("aaa://ocs.example.com");
+        assert_eq!(
+            (plain.secure, plain.port, plain.explicit_port),
+            (false, 3868, false)
+        );
+        let tls = uri("aaas://ocs.example.com");
+        assert_eq!(
+            (tls.secure, tls.port, tls.explicit_port),
+            (true, 5658, false)
+        );
+        let tls_sctp = uri("aaas://ocs.example.com;transport=sctp");
+        assert_eq!(
+            (tls_sctp.port, tls_sctp.transport),
+            (5658, Some(Transport::Sctp))
+        );
+        assert_eq!(uri("aaas://h:3868").port, 3868);
+        assert_eq!(uri("aaa://h:5658").port, 5658);
+        assert_eq!(
+            uri("aaas://ocs.example.com").to_string(),
+            "aaas://ocs.example.com"
+        );
+    }
+
+    #[test]
+    fn uri_port_edges() {
+        assert_eq!(uri("aaa://h:0").port, 0);
+        assert_eq!(uri("aaa://h:65535").port, 65535);
+        assert_eq!(uri("aaa://h:00080").port, 80);
+    }
+
+    #[test]
+    fn uri_scheme_and_parameters_ignore_case() {
+        let u = uri("AAAS://Host.Example.Com:1;Transport=SCTP;PROTOCOL=Tacacs+");
+        assert!(u.secure);
+        assert_eq!(u.fqdn, "Host.Example.Com");
+        assert_eq!(u.transport, Some(Transport::Sctp));
+        assert_eq!(u.protocol, Some(UriProtocol::TacacsPlus));
+        assert_eq!(
+            uri("aaa://h;protocol=RADIUS").protocol,
+            Some(UriProtocol::Radius)
+        );
+        // Parameters may come in either order.
+        let u = uri("aaa://h;protocol=diameter;transport=tcp");
+        assert_eq!(
+            (u.transport, u.protocol),
+            (Some(Transport::Tcp), Some(UriProtocol::Diameter))
+        );
+    }
+
+    #[test]
+    fn uri_rejects_malformed_input() {
+        for bad in [
+            "",
+            "aaa:/host",
+            "aaa:host",
+            "http://host.example.com",
+            "aaaa://host",
+            "aaa://",
+            "aaas://",
+            "aaa://:3868",
+            "aaa://host:",
+            "aaa://host:port",
+            "aaa://host:65536",
+            "aaa://host:-1",
+            "aaa://host:+1",
+            "aaa://host:1:2",
+            "aaa://host/path",
+            "aaa://ho st",
+            "aaa://host@realm",
+            "aaa://[::1]:3868",
+            "aaa://host;",
+            "aaa://host;transport",
+            "aaa://host;transport=",
+            "aaa://host;transport=tls",
+            "aaa://host;protocol=http",
+            "aaa://host;transport=tcp;transport=sctp",
+            "aaa://host;protocol=diameter;protocol=radius",
+            "aaa://host;foo=bar",
+            "aaa://h\u{f6}st",
+        ] {
+            assert!(
+                is_value_error(decode_uri(bad.as_bytes())),
+                "{bad:?} was accepted"
+            );
+        }
+        assert!(is_value_error(decode_uri(&[b'a', b'a', b'a', 0xff])));
+    }
+
+    // ---- decode_value ------------------------------------------------------
+
+    #[test]
+    fn decode_value_dispatches_every_format() {
+        let four = [0xff, 0xff, 0xff, 0xfe];
+        let eight = [0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe];
+        assert_eq!(
+            decode_value(AvpType::OctetString, &[0, 0xff]),
+            Ok(Value::OctetString(&[0, 0xff][..]))
+        );
+        assert_eq!(
+            decode_value(AvpType::OctetString, &[]),
+            Ok(Value::OctetString(&[][..]))
+        );
+        assert_eq!(
+            decode_value(AvpType::Integer32, &four),
+            Ok(Value::Integer32(-2))
+        );
+        assert_eq!(
+            decode_value(AvpType::Unsigned32, &four),
+            Ok(Value::Unsigned32(u32::MAX - 1))
+        );
+        assert_eq!(
+            decode_value(AvpType::Enumerated, &four),
+            Ok(Value::Enumerated(-2))
+        );
+        assert_eq!(
+            decode_value(AvpType::Integer64, &eight),
+            Ok(Value::Integer64(-2))
+        );
+        assert_eq!(
+            decode_value(AvpType::Unsigned64, &eight),
+            Ok(Value::Unsigned64(u64::MAX - 1))
+        );
+        assert!(matches!(
+            decode_value(AvpType::Float32, &four),
+            Ok(Value::Float32(f)) if f.is_nan()
+        ));
+        assert!(matches!(
+            decode_value(AvpType::Float64, &eight),
+            Ok(Value::Float64(f)) if f.is_nan()
+        ));
+        assert_eq!(
+            decode_value(AvpType::Time, &four),
+            Ok(Value::Time(DiameterTime(u32::MAX - 1)))
+        );
+        assert_eq!(
+            decode_value(AvpType::Address, &[0, 1, 127, 0, 0, 1]),
+            Ok(Value::Address(Address::Ipv4(Ipv4Addr::LOCALHOST)))
+        );
+        assert_eq!(
+            decode_value(AvpType::UTF8String, "\u{20ac}".as_bytes()),
+            Ok(Value::UTF8String("\u{20ac}"))
+        );
+        assert_eq!(
+            decode_value(AvpType::DiameterIdentity, b"realm"),
+            Ok(Value::DiameterIdentity("realm"))
+        );
+        assert!(matches!(
+            decode_value(AvpType::DiameterURI, b"aaa://x"),
+            Ok(Value::DiameterURI(DiameterUri { port: 3868, .. }))
+        ));
+        // Grouped data are not looked at here; the AVP iterator walks them.
+        assert_eq!(
+            decode_value(AvpType::Grouped, &[1, 2, 3]),
+            Ok(Value::Grouped)
+        );
     }
 }
