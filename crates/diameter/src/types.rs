@@ -1039,7 +1039,14 @@ mod tests {
     fn uri_examples_of_rfc_6733_section_4_3_1() {
         use Transport::*;
         use UriProtocol::*;
-        let cases: [(&str, u16, bool, Option<Transport>, Option<UriProtocol>); 6] = [
+        type Case = (
+            &'static str,
+            u16,
+            bool,
+            Option<Transport>,
+            Option<UriProtocol>,
+        );
+        let cases: [Case; 6] = [
             (
                 "aaa://host.example.com;transport=tcp",
                 3868,
