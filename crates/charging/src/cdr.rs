@@ -78,7 +78,9 @@ pub struct Cdr {
     /// Money the usage cost beyond what the account could pay (usage past
     /// the grant on an exhausted account); recorded, never charged.
     pub unbilled: i64,
-    /// Available balance after this record.
+    /// Money left on the account after this record: available balance
+    /// plus what open reservations hold (unaffected by reservations coming
+    /// and going).
     pub balance_after: i64,
     /// Start of the period covered.
     pub started: Timestamp,

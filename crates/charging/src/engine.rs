@@ -416,7 +416,7 @@ impl Cx<'_> {
             .ledger
             .accounts
             .get(&who.account)
-            .map_or(0, |a| a.balance);
+            .map_or(0, |a| a.balance.saturating_add(a.reserved));
         let c = self.out.cdrs.next_slot();
         c.sequence = seq;
         c.node_id.clone_from(&self.options.node_id);
