@@ -224,7 +224,7 @@ impl World {
             *self.cdr_amounts.entry(c.account).or_default() += c.amount;
             self.cdr_sequences.push(c.sequence);
         }
-        self.journal.extend(self.out.effects.drain(..));
+        self.journal.append(&mut self.out.effects);
     }
 
     fn step(&mut self, op: Op) {
