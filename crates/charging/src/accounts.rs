@@ -161,10 +161,11 @@ impl Account {
 }
 
 /// Subscription-Id-Type (RFC 8506 section 8.47).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum SubscriptionType {
     /// END_USER_E164 (0): an MSISDN.
+    #[default]
     E164 = 0,
     /// END_USER_IMSI (1).
     Imsi = 1,
@@ -215,7 +216,7 @@ impl SubscriptionType {
 }
 
 /// A subscriber identity from a Subscription-Id AVP.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct SubscriptionId {
     /// Subscription-Id-Type.
     pub kind: SubscriptionType,

@@ -7,7 +7,7 @@
 use crate::accounts::{Account, AccountStatus, SubscriptionId};
 use crate::error::{Error, Result};
 use crate::session::{BundleHold, Reservation, Session};
-use crate::types::{AccountId, RatingKey, SessionKey, Timestamp, UnitKind};
+use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -151,9 +151,9 @@ pub enum Effect {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Ledger {
     /// Accounts by id.
-    pub accounts: HashMap<AccountId, Account>,
+    pub accounts: IdMap<AccountId, Account>,
     /// Open sessions by handle.
-    pub sessions: HashMap<SessionKey, Session>,
+    pub sessions: IdMap<SessionKey, Session>,
     /// Next session handle to assign.
     pub next_session_key: u64,
     #[serde(skip)]
@@ -192,7 +192,7 @@ impl Ledger {
     }
 
     fn reservation_mut(
-        sessions: &mut HashMap<SessionKey, Session>,
+        sessions: &mut IdMap<SessionKey, Session>,
         session: SessionKey,
         key: RatingKey,
         account: AccountId,

@@ -86,6 +86,7 @@ pub struct Engine {
     timers: BinaryHeap<Reverse<(Timestamp, SessionKey)>>,
     options: EngineOptions,
     next_cdr_sequence: u64,
+    scratch: SubscriptionId,
 }
 
 impl Engine {
@@ -99,6 +100,7 @@ impl Engine {
             timers: BinaryHeap::new(),
             options,
             next_cdr_sequence: 1,
+            scratch: SubscriptionId::default(),
         }
     }
 
@@ -335,6 +337,7 @@ impl Engine {
             timers: &mut self.timers,
             options: &self.options,
             next_cdr: &mut self.next_cdr_sequence,
+            scratch: &mut self.scratch,
             answer,
             out,
             now,
@@ -351,6 +354,7 @@ pub(crate) struct Cx<'a> {
     timers: &'a mut BinaryHeap<Reverse<(Timestamp, SessionKey)>>,
     pub(crate) options: &'a EngineOptions,
     next_cdr: &'a mut u64,
+    scratch: &'a mut SubscriptionId,
     pub(crate) answer: &'a mut CcAnswer,
     pub(crate) out: &'a mut Output,
     pub(crate) now: Timestamp,
@@ -586,9 +590,12 @@ impl Cx<'_> {
             );
         }
         let account = s.account;
-        // Copies so the session can change while these are in use; the
-        // subscriber is small and cloned only here.
-        let subscriber = s.subscriber.clone();
+        // The subscriber is copied into a reused buffer so the session can
+        // change while it is in use.
+        let mut subscriber = std::mem::take(self.scratch);
+        subscriber.kind = s.subscriber.kind;
+        subscriber.data.clear();
+        subscriber.data.push_str(&s.subscriber.data);
         let blocked = self
             .ledger
             .accounts
@@ -626,6 +633,7 @@ impl Cx<'_> {
         if blocked {
             self.answer.result_code = rc::END_USER_SERVICE_DENIED;
         }
+        *self.scratch = subscriber;
         if self.answer.result_code != rc::SUCCESS {
             // Open + UPDATE not processed OK -> Idle (usage was debited).
             let code = self.answer.result_code;
