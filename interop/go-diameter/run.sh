@@ -22,7 +22,7 @@ fi
 stale() {
 	for b in bin/gyclient bin/gyserver; do
 		[ -x "$b" ] || return 0
-		if [ -n "$(find go.mod go.sum cmd -newer "$b" -print 2>/dev/null | head -n 1)" ]; then
+		if [ -n "$(find go.mod go.sum cmd internal -newer "$b" -print 2>/dev/null | head -n 1)" ]; then
 			return 0
 		fi
 	done
