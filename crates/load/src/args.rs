@@ -1,0 +1,295 @@
+//! Command-line options of `gyro load`.
+
+use std::time::Duration;
+
+use clap::{Args, Parser, ValueEnum};
+
+/// What the simulated clients do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scenario {
+    /// Data sessions: CCR-I, `--updates` CCR-U with usage reports over the
+    /// rating groups, then CCR-T.
+    Data,
+    /// SMS events: one-shot CCR-Event with Requested-Action DIRECT_DEBITING.
+    Sms,
+    /// Both: each new session is an SMS event with probability
+    /// `--sms-ratio`, a data session otherwise.
+    Mix,
+}
+
+impl Scenario {
+    /// The name used on the command line and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scenario::Data => "data",
+            Scenario::Sms => "sms",
+            Scenario::Mix => "mix",
+        }
+    }
+}
+
+/// Options of the load generator.
+///
+/// Without `--rate` it runs closed loop: every connection keeps `--window`
+/// requests in flight and sends the next one as soon as an answer frees a
+/// place. With `--rate` it runs open loop: requests are scheduled at fixed
+/// intended send times and latency is measured from the intended time, so a
+/// slow server shows up as latency instead of quietly lowering the rate.
+///
+/// The run stops after `--duration` or `--count` requests, whichever comes
+/// first (10 s when neither is given). Sessions already started are then
+/// finished (their CCR-U and CCR-T are still sent) so the server is left
+/// with no open sessions.
+///
+/// Runtime threads default to the number of CPUs. On a small machine that
+/// also runs the server, give each its own cores, for example
+/// `taskset -c 0 gyro serve` and `taskset -c 1 gyro load --threads 1`.
+#[derive(Debug, Clone, Args, serde::Serialize, serde::Deserialize)]
+pub struct LoadArgs {
+    /// Address of the credit-control server (host:port).
+    #[arg(long, default_value = "127.0.0.1:3868")]
+    pub target: String,
+
+    /// Our Origin-Host (also the first part of every Session-Id).
+    #[arg(long, default_value = "load.gyro.test")]
+    pub origin_host: String,
+
+    /// Our Origin-Realm.
+    #[arg(long, default_value = "gyro.test")]
+    pub origin_realm: String,
+
+    /// Destination-Realm of every CCR.
+    #[arg(long, default_value = "gyro.test")]
+    pub destination_realm: String,
+
+    /// Destination-Host to put in every CCR (none by default).
+    #[arg(long)]
+    pub destination_host: Option<String>,
+
+    /// Number of TCP connections (each is one Diameter peer connection).
+    #[arg(long, short = 'c', default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    pub connections: u32,
+
+    /// Requests in flight per connection at most (also the number of
+    /// concurrent sessions per connection).
+    #[arg(long, short = 'w', default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65_536))]
+    pub window: u32,
+
+    /// Target rate in requests per second over all connections (open loop).
+    /// Without it, requests go as fast as the window allows (closed loop).
+    #[arg(long, short = 'r', value_parser = parse_rate)]
+    pub rate: Option<f64>,
+
+    /// How long to send (e.g. 10s, 500ms, 2m).
+    #[arg(long, short = 'd', value_parser = parse_duration)]
+    pub duration: Option<Duration>,
+
+    /// Total number of requests to send over all connections. With data
+    /// sessions each connection's share is rounded down to whole sessions.
+    #[arg(long, short = 'n')]
+    pub count: Option<u64>,
+
+    /// An unanswered request counts as a timeout after this long.
+    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    pub timeout: Duration,
+
+    /// Runtime threads (0 = one per CPU).
+    #[arg(long, default_value_t = 0)]
+    pub threads: usize,
+
+    /// First subscriber's E.164 number (MSISDN).
+    #[arg(long, default_value_t = 46_700_000_000)]
+    pub subscriber_start: u64,
+
+    /// Number of subscribers: MSISDNs subscriber-start .. subscriber-start +
+    /// subscribers - 1, picked at random for each new session.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..))]
+    pub subscribers: u64,
+
+    /// Also send an IMSI Subscription-Id (imsi-start + the subscriber's
+    /// offset, 15 digits).
+    #[arg(long)]
+    pub imsi: bool,
+
+    /// First IMSI when `--imsi` is given.
+    #[arg(long, default_value_t = 1_010_000_000_000)]
+    pub imsi_start: u64,
+
+    /// Send Subscription-Id in every CCR, not only in CCR-I and CCR-Event.
+    #[arg(long)]
+    pub subscription_id_always: bool,
+
+    /// What the clients do.
+    #[arg(long, value_enum, default_value_t = Scenario::Data)]
+    pub scenario: Scenario,
+
+    /// Share of new sessions that are SMS events in the mix scenario (0..1).
+    #[arg(long, default_value_t = 0.5, value_parser = parse_ratio)]
+    pub sms_ratio: f64,
+
+    /// CCR-U per data session (between CCR-I and CCR-T).
+    #[arg(long, default_value_t = 3)]
+    pub updates: u32,
+
+    /// Rating groups of a data session: one MSCC each.
+    #[arg(long, value_delimiter = ',', default_value = "10,20", num_args = 1..)]
+    pub rating_groups: Vec<u32>,
+
+    /// Service-Context-Id of data sessions.
+    #[arg(long, default_value = "32251@3gpp.org")]
+    pub data_context: String,
+
+    /// Service-Context-Id of SMS events.
+    #[arg(long, default_value = "32274@3gpp.org")]
+    pub sms_context: String,
+
+    /// Service-Identifier to put in SMS events (none by default).
+    #[arg(long)]
+    pub sms_service_id: Option<u32>,
+
+    /// CC-Total-Octets asked for in each Requested-Service-Unit.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub requested_octets: u64,
+
+    /// CC-Total-Octets reported in each Used-Service-Unit (a quarter as
+    /// input, the rest as output).
+    #[arg(long, default_value_t = 500_000)]
+    pub used_octets: u64,
+
+    /// CC-Time (seconds) reported in each Used-Service-Unit.
+    #[arg(long, default_value_t = 10)]
+    pub used_time: u32,
+
+    /// Device-Watchdog interval Tw: a DWR is sent after this long without
+    /// traffic (at least 6 s by RFC 3539).
+    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    pub watchdog: Duration,
+
+    /// Print the report as JSON on stdout.
+    #[arg(long)]
+    pub json: bool,
+
+    /// No progress bar.
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
+
+    /// Exit non-zero when errors (non-2xxx results, timeouts, lost requests,
+    /// protocol errors) exceed this share of the requests sent.
+    #[arg(long, default_value_t = 0.01, value_parser = parse_ratio)]
+    pub max_error_ratio: f64,
+}
+
+#[derive(Parser)]
+struct Wrapper {
+    #[command(flatten)]
+    args: LoadArgs,
+}
+
+impl Default for LoadArgs {
+    /// The command-line defaults.
+    fn default() -> Self {
+        Wrapper::parse_from(["load"]).args
+    }
+}
+
+impl LoadArgs {
+    /// The defaults, aimed at `target`, for a run of `duration`.
+    pub fn for_target(target: impl Into<String>, duration: Duration) -> Self {
+        LoadArgs {
+            target: target.into(),
+            duration: Some(duration),
+            quiet: true,
+            ..LoadArgs::default()
+        }
+    }
+
+    /// Requests a data session takes: CCR-I, the updates, CCR-T.
+    pub fn data_session_len(&self) -> u64 {
+        u64::from(self.updates) + 2
+    }
+}
+
+/// Parses `10s`, `250ms`, `2m`, `1h`, `1.5s` or a plain number of seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let v: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 10s, 500ms, 2m"))?;
+    let secs = match unit.trim() {
+        "" | "s" | "sec" | "secs" => v,
+        "ms" => v / 1000.0,
+        "us" => v / 1_000_000.0,
+        "m" | "min" => v * 60.0,
+        "h" => v * 3600.0,
+        u => return Err(format!("invalid duration unit {u:?} in {s:?}")),
+    };
+    if !(0.0..=1.0e9).contains(&secs) {
+        return Err(format!("duration {s:?} out of range"));
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("invalid rate {s:?}"))?;
+    if v.is_finite() && v > 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("rate must be above 0, got {s:?}"))
+    }
+}
+
+fn parse_ratio(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|_| format!("invalid ratio {s:?}"))?;
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!("ratio must be between 0 and 1, got {s:?}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_server_defaults() {
+        let a = LoadArgs::default();
+        assert_eq!(a.target, "127.0.0.1:3868");
+        assert_eq!(a.origin_host, "load.gyro.test");
+        assert_eq!(a.origin_realm, "gyro.test");
+        assert_eq!(a.destination_realm, "gyro.test");
+        assert_eq!((a.subscriber_start, a.subscribers), (46_700_000_000, 1000));
+        assert_eq!(a.rating_groups, vec![10, 20]);
+        assert_eq!(a.updates, 3);
+        assert_eq!(a.timeout, Duration::from_secs(5));
+        assert_eq!(a.scenario, Scenario::Data);
+        assert_eq!(a.max_error_ratio, 0.01);
+    }
+
+    #[test]
+    fn durations_parse_with_units() {
+        assert_eq!(parse_duration("10s").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
+        assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("x").is_err());
+        assert!(parse_duration("5 parsecs").is_err());
+        assert!(parse_duration("").is_err());
+    }
+
+    #[test]
+    fn thesis_benchmark_command_parses() {
+        let w = Wrapper::parse_from(["load", "--connections", "50", "--count", "3000000"]);
+        assert_eq!(w.args.connections, 50);
+        assert_eq!(w.args.count, Some(3_000_000));
+        let w = Wrapper::parse_from(["load", "--rating-groups", "1,2,3", "--scenario", "mix"]);
+        assert_eq!(w.args.rating_groups, vec![1, 2, 3]);
+        assert_eq!(w.args.scenario, Scenario::Mix);
+    }
+}

@@ -1,0 +1,240 @@
+//! `gyro load`: a Diameter credit-control client and load generator.
+//!
+//! It works against any credit-control server (RFC 8506, 3GPP Gy/Ro): it
+//! opens `--connections` connections, exchanges capabilities (CER/CEA),
+//! answers the server's DWR, and runs many concurrent sessions per
+//! connection, at most `--window` requests in flight each:
+//!
+//! * data sessions: CCR-I, `--updates` CCR-U reporting usage per rating
+//!   group (MSCC with USU and a new RSU), CCR-T; a session sends its next
+//!   request only when the previous answer has arrived;
+//! * SMS events: CCR-Event with Requested-Action DIRECT_DEBITING;
+//! * a mix of both.
+//!
+//! Closed loop (as fast as the window allows) or open loop (`--rate`, with
+//! latency measured from the intended send time so a slow server cannot
+//! hide behind a lower rate). The [`Report`] has counts, rates, latency
+//! percentiles per request type (hdrhistogram, microseconds) and counts per
+//! Result-Code.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! let args = gyro_load::LoadArgs::for_target("127.0.0.1:3868", Duration::from_secs(5));
+//! let report = gyro_load::run(args).expect("load run");
+//! report.print_human();
+//! ```
+
+mod args;
+mod ccr;
+mod conn;
+mod stats;
+
+use std::io::IsTerminal;
+use std::process::ExitCode;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::Context;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use tokio::sync::Barrier;
+
+pub use args::{parse_duration, LoadArgs, Scenario};
+pub use stats::{Latency, Report, Sessions, TypeReport};
+
+use conn::{Live, Plan};
+use stats::{ConnStats, RunInfo};
+
+/// How long a run lasts when neither `--duration` nor `--count` is given.
+pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
+
+/// Runs a load test on a runtime of its own (`--threads` threads) and
+/// returns the report. Ctrl-C stops the run early; the report covers what
+/// was done. Must not be called from inside a tokio runtime: use
+/// [`run_async`] there.
+pub fn run(args: LoadArgs) -> anyhow::Result<Report> {
+    let threads = match args.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .thread_name("gyro-load")
+        .enable_all()
+        .build()
+        .context("starting the runtime")?;
+    rt.block_on(run_inner(args, true))
+}
+
+/// Runs a load test on the current tokio runtime and returns the report
+/// (for tests and `gyro demo`). Ctrl-C is left to the caller.
+pub async fn run_async(args: LoadArgs) -> anyhow::Result<Report> {
+    run_inner(args, false).await
+}
+
+/// `gyro load`: runs, prints the report (JSON on stdout with `--json`,
+/// text otherwise) and returns the exit status of [`exit_code`].
+pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    let json = args.json;
+    let max = args.max_error_ratio;
+    let report = run(args)?;
+    if json {
+        println!("{}", report.to_json());
+    } else {
+        report.print_human();
+    }
+    if report.exceeds_error_ratio(max) {
+        eprintln!(
+            "gyro load: error ratio {:.4} is above --max-error-ratio {max}",
+            report.error_ratio()
+        );
+    }
+    Ok(exit_code(&report, max))
+}
+
+/// Failure (1) when the report's error ratio is above `max_error_ratio`,
+/// success otherwise.
+pub fn exit_code(report: &Report, max_error_ratio: f64) -> ExitCode {
+    if report.exceeds_error_ratio(max_error_ratio) {
+        ExitCode::FAILURE
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Report> {
+    anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
+    anyhow::ensure!(args.window > 0, "--window must be at least 1");
+    anyhow::ensure!(args.subscribers > 0, "--subscribers must be at least 1");
+    let addr = tokio::net::lookup_host(&args.target)
+        .await
+        .with_context(|| format!("resolving {}", args.target))?
+        .next()
+        .with_context(|| format!("{} has no address", args.target))?;
+    let duration = match (args.duration, args.count) {
+        (None, None) => Some(DEFAULT_DURATION),
+        (d, _) => d,
+    };
+    let wall = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    let seed = (wall.as_nanos() as u64) ^ (u64::from(std::process::id()) << 40) | 1;
+    let plan = Arc::new(Plan {
+        builder: ccr::Builder::new(&args),
+        addr,
+        base: Instant::now(),
+        duration,
+        session_high: wall.as_secs() as u32,
+        session_low: (seed >> 16) as u32 & 0xFFFF_F000,
+        seed,
+        args,
+    });
+    let a = &plan.args;
+    let live = Arc::new(Live::default());
+    let n = a.connections as usize;
+    let barrier = Arc::new(Barrier::new(n + 1));
+    let tasks: Vec<_> = (0..a.connections)
+        .map(|i| {
+            tokio::spawn(conn::run_connection(
+                i,
+                plan.clone(),
+                live.clone(),
+                barrier.clone(),
+            ))
+        })
+        .collect();
+    barrier.wait().await;
+    let start = Instant::now();
+    let signals = handle_signals.then(|| {
+        let live = live.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                live.stop.store(true, Ordering::Relaxed);
+            }
+        })
+    });
+    let progress = (!a.quiet && std::io::stderr().is_terminal())
+        .then(|| spawn_progress(a, duration, live.clone(), start));
+    let mut conns = Vec::with_capacity(n);
+    for t in tasks {
+        match t.await {
+            Ok(s) => conns.push(s),
+            Err(e) => {
+                let mut s = ConnStats::new();
+                s.connection_error(format!("connection task failed: {e}"));
+                conns.push(s);
+            }
+        }
+    }
+    let end = Instant::now();
+    if let Some((pb, task)) = progress {
+        task.abort();
+        pb.finish_and_clear();
+    }
+    if let Some(s) = signals {
+        s.abort();
+    }
+    Ok(Report::build(
+        RunInfo {
+            target: a.target.clone(),
+            scenario: a.scenario.name(),
+            connections: a.connections,
+            window: a.window,
+            target_rate: a.rate,
+            start,
+            end,
+        },
+        &conns,
+    ))
+}
+
+fn spawn_progress(
+    a: &LoadArgs,
+    duration: Option<Duration>,
+    live: Arc<Live>,
+    start: Instant,
+) -> (ProgressBar, tokio::task::JoinHandle<()>) {
+    let by_count = a.count.is_some();
+    let len = match (a.count, duration) {
+        (Some(n), _) => n,
+        (None, Some(d)) => d.as_millis() as u64,
+        (None, None) => 0,
+    };
+    let pb = ProgressBar::with_draw_target(Some(len), ProgressDrawTarget::stderr());
+    let template = if by_count {
+        "{spinner} [{elapsed_precise}] {wide_bar} {pos}/{len} {msg}"
+    } else {
+        "{spinner} [{elapsed_precise}] {wide_bar} {msg}"
+    };
+    if let Ok(style) = ProgressStyle::with_template(template) {
+        pb.set_style(style);
+    }
+    let bar = pb.clone();
+    let task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        let mut last = (Instant::now(), 0u64);
+        loop {
+            tick.tick().await;
+            let now = Instant::now();
+            let sent = live.sent.load(Ordering::Relaxed);
+            let answered = live.answered.load(Ordering::Relaxed);
+            let errors = live.errors.load(Ordering::Relaxed);
+            let dt = now.duration_since(last.0).as_secs_f64();
+            let rate = if dt > 0.0 {
+                answered.saturating_sub(last.1) as f64 / dt
+            } else {
+                0.0
+            };
+            last = (now, answered);
+            if by_count {
+                bar.set_position(sent.min(len));
+            } else {
+                bar.set_position((now.duration_since(start).as_millis() as u64).min(len));
+            }
+            bar.set_message(format!(
+                "sent {sent}  answered {answered}  {rate:.0} answers/s  errors {errors}"
+            ));
+        }
+    });
+    (pb, task)
+}

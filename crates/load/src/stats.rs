@@ -1,0 +1,521 @@
+//! Counters and latency histograms kept by each connection, and the final
+//! report they are merged into.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+
+/// Highest latency the histograms hold, in microseconds (larger values are
+/// recorded as this).
+const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// The four kinds of CCR.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReqType {
+    Initial = 0,
+    Update = 1,
+    Terminate = 2,
+    Event = 3,
+}
+
+impl ReqType {
+    pub(crate) const ALL: [ReqType; 4] = [
+        ReqType::Initial,
+        ReqType::Update,
+        ReqType::Terminate,
+        ReqType::Event,
+    ];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            ReqType::Initial => "CCR-I",
+            ReqType::Update => "CCR-U",
+            ReqType::Terminate => "CCR-T",
+            ReqType::Event => "CCR-E",
+        }
+    }
+
+    /// CC-Request-Type value (RFC 8506 section 8.3).
+    pub(crate) fn cc_request_type(self) -> i32 {
+        self as i32 + 1
+    }
+}
+
+/// Counts per code, for the handful of distinct codes a run sees: a linear
+/// scan of a short vector beats hashing.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Counts(Vec<(u32, u64)>);
+
+impl Counts {
+    #[inline]
+    pub(crate) fn add(&mut self, code: u32) {
+        for e in &mut self.0 {
+            if e.0 == code {
+                e.1 += 1;
+                return;
+            }
+        }
+        self.0.push((code, 1));
+    }
+
+    fn merge_into(&self, m: &mut BTreeMap<u32, u64>) {
+        for &(c, n) in &self.0 {
+            *m.entry(c).or_default() += n;
+        }
+    }
+}
+
+pub(crate) fn new_histogram() -> Histogram<u64> {
+    // Three significant digits from 1 us to an hour; the bounds are valid,
+    // so this cannot fail, but fall back to an auto-resizing one anyway.
+    Histogram::new_with_bounds(1, MAX_LATENCY_US, 3)
+        .or_else(|_| Histogram::new(3))
+        .unwrap_or_else(|_| unreachable_histogram())
+}
+
+#[cold]
+fn unreachable_histogram() -> Histogram<u64> {
+    // Histogram::new(3) only fails for more than 5 significant digits.
+    match Histogram::new(2) {
+        Ok(h) => h,
+        Err(e) => panic!("hdrhistogram refused 2 significant digits: {e}"),
+    }
+}
+
+/// Per request type, per connection.
+#[derive(Debug)]
+pub(crate) struct TypeStats {
+    pub sent: u64,
+    pub answered: u64,
+    pub timeouts: u64,
+    pub errors: u64,
+    pub hist: Histogram<u64>,
+    pub result_codes: Counts,
+}
+
+impl TypeStats {
+    fn new() -> Self {
+        TypeStats {
+            sent: 0,
+            answered: 0,
+            timeouts: 0,
+            errors: 0,
+            hist: new_histogram(),
+            result_codes: Counts::default(),
+        }
+    }
+
+    #[inline]
+    pub(crate) fn record_latency(&mut self, us: u64) {
+        self.hist.saturating_record(us.clamp(1, MAX_LATENCY_US));
+    }
+}
+
+/// Everything one connection counts; merged into a [`Report`] at the end.
+#[derive(Debug)]
+pub(crate) struct ConnStats {
+    pub types: [TypeStats; 4],
+    pub mscc_result_codes: Counts,
+    pub experimental_result_codes: Counts,
+    pub protocol_errors: u64,
+    pub unmatched_answers: u64,
+    pub lost: u64,
+    pub abandoned: u64,
+    pub connection_errors: u64,
+    pub opened: bool,
+    pub server_requests: u64,
+    pub sessions_started: u64,
+    pub sessions_completed: u64,
+    pub sessions_failed: u64,
+    pub last_answer: Option<Instant>,
+    pub first_error: Option<String>,
+}
+
+impl ConnStats {
+    pub(crate) fn new() -> Self {
+        ConnStats {
+            types: ReqType::ALL.map(|_| TypeStats::new()),
+            mscc_result_codes: Counts::default(),
+            experimental_result_codes: Counts::default(),
+            protocol_errors: 0,
+            unmatched_answers: 0,
+            lost: 0,
+            abandoned: 0,
+            connection_errors: 0,
+            opened: false,
+            server_requests: 0,
+            sessions_started: 0,
+            sessions_completed: 0,
+            sessions_failed: 0,
+            last_answer: None,
+            first_error: None,
+        }
+    }
+
+    pub(crate) fn connection_error(&mut self, what: String) {
+        self.connection_errors += 1;
+        if self.first_error.is_none() {
+            self.first_error = Some(what);
+        }
+    }
+}
+
+/// Latency percentiles in microseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Number of latencies recorded.
+    pub count: u64,
+    /// Smallest.
+    pub min: u64,
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+impl Latency {
+    fn of(h: &Histogram<u64>) -> Self {
+        if h.is_empty() {
+            return Latency::default();
+        }
+        Latency {
+            count: h.len(),
+            min: h.min(),
+            mean: h.mean(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        }
+    }
+}
+
+/// Figures for one request type.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TypeReport {
+    /// "CCR-I", "CCR-U", "CCR-T" or "CCR-E".
+    pub name: String,
+    /// Requests sent.
+    pub sent: u64,
+    /// Answers received (within the timeout).
+    pub answered: u64,
+    /// Requests not answered within the timeout.
+    pub timeouts: u64,
+    /// Answers whose result was not 2xxx, or that could not be read.
+    pub errors: u64,
+    /// Latency from the intended send time to the answer, in microseconds.
+    pub latency_us: Latency,
+    /// Answers per command-level Result-Code (or Experimental-Result-Code
+    /// when there is no Result-Code).
+    pub result_codes: BTreeMap<u32, u64>,
+}
+
+/// Session outcomes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sessions {
+    /// Sessions (and events) started.
+    pub started: u64,
+    /// Finished with a successful CCA-T (or CCA-Event).
+    pub completed: u64,
+    /// Ended by a failed answer or a timeout.
+    pub failed: u64,
+}
+
+/// The result of a run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Report {
+    /// Server address.
+    pub target: String,
+    /// Scenario name.
+    pub scenario: String,
+    /// Connections asked for.
+    pub connections: u32,
+    /// Connections that completed the capabilities exchange.
+    pub connections_opened: u32,
+    /// Requests in flight per connection at most.
+    pub window: u32,
+    /// Target rate (requests/s), when open loop.
+    pub target_rate: Option<f64>,
+    /// Seconds from the start of sending to the last answer.
+    pub elapsed_secs: f64,
+    /// Requests sent.
+    pub sent: u64,
+    /// Answers received in time.
+    pub answered: u64,
+    /// Answers per second.
+    pub rate: f64,
+    /// Requests not answered within the timeout.
+    pub timeouts: u64,
+    /// Requests in flight when their connection closed.
+    pub lost: u64,
+    /// Requests in flight when the run was stopped (not counted as errors).
+    pub abandoned: u64,
+    /// Answers that could not be read (malformed AVPs, a Session-Id that
+    /// does not match the request, no result code) and streams that could
+    /// not be framed.
+    pub protocol_errors: u64,
+    /// Answers that match no request in flight (e.g. after a timeout).
+    pub unmatched_answers: u64,
+    /// Connections that failed to open or broke during the run.
+    pub connection_errors: u64,
+    /// Requests from the server other than DWR/DPR (answered with 3001).
+    pub server_requests: u64,
+    /// The first connection error, if any.
+    pub first_connection_error: Option<String>,
+    /// Latency over all request types, in microseconds.
+    pub latency_us: Latency,
+    /// Figures per request type (only types that were sent).
+    pub per_type: Vec<TypeReport>,
+    /// Answers per command-level Result-Code (or Experimental-Result-Code
+    /// when there is no Result-Code).
+    pub result_codes: BTreeMap<u32, u64>,
+    /// Result-Codes found inside MSCC AVPs.
+    pub mscc_result_codes: BTreeMap<u32, u64>,
+    /// Experimental-Result-Codes, wherever present.
+    pub experimental_result_codes: BTreeMap<u32, u64>,
+    /// Session outcomes.
+    pub sessions: Sessions,
+    /// Non-2xxx answers + timeouts + lost requests + protocol errors.
+    pub errors: u64,
+    /// `errors / sent` (1.0 when nothing could be sent because no
+    /// connection opened).
+    pub error_ratio: f64,
+}
+
+/// Static facts of a run, for the report header.
+pub(crate) struct RunInfo {
+    pub target: String,
+    pub scenario: &'static str,
+    pub connections: u32,
+    pub window: u32,
+    pub target_rate: Option<f64>,
+    pub start: Instant,
+    pub end: Instant,
+}
+
+impl Report {
+    pub(crate) fn build(info: RunInfo, conns: &[ConnStats]) -> Report {
+        let mut r = Report {
+            target: info.target,
+            scenario: info.scenario.to_string(),
+            connections: info.connections,
+            window: info.window,
+            target_rate: info.target_rate,
+            ..Report::default()
+        };
+        let mut all = new_histogram();
+        let mut last = None::<Instant>;
+        for (i, t) in ReqType::ALL.into_iter().enumerate() {
+            let mut tr = TypeReport {
+                name: t.name().to_string(),
+                ..TypeReport::default()
+            };
+            let mut h = new_histogram();
+            for c in conns {
+                let s = &c.types[i];
+                tr.sent += s.sent;
+                tr.answered += s.answered;
+                tr.timeouts += s.timeouts;
+                tr.errors += s.errors;
+                // Same bounds everywhere, so adding cannot fail.
+                let _ = h.add(&s.hist);
+                s.result_codes.merge_into(&mut tr.result_codes);
+            }
+            let _ = all.add(&h);
+            tr.latency_us = Latency::of(&h);
+            for (c, n) in &tr.result_codes {
+                *r.result_codes.entry(*c).or_default() += n;
+            }
+            r.sent += tr.sent;
+            r.answered += tr.answered;
+            r.timeouts += tr.timeouts;
+            r.errors += tr.errors;
+            if tr.sent > 0 {
+                r.per_type.push(tr);
+            }
+        }
+        for c in conns {
+            c.mscc_result_codes.merge_into(&mut r.mscc_result_codes);
+            c.experimental_result_codes
+                .merge_into(&mut r.experimental_result_codes);
+            r.protocol_errors += c.protocol_errors;
+            r.unmatched_answers += c.unmatched_answers;
+            r.lost += c.lost;
+            r.abandoned += c.abandoned;
+            r.connection_errors += c.connection_errors;
+            r.server_requests += c.server_requests;
+            r.connections_opened += u32::from(c.opened);
+            r.sessions.started += c.sessions_started;
+            r.sessions.completed += c.sessions_completed;
+            r.sessions.failed += c.sessions_failed;
+            if r.first_connection_error.is_none() {
+                r.first_connection_error.clone_from(&c.first_error);
+            }
+            if let Some(t) = c.last_answer {
+                last = Some(last.map_or(t, |l| l.max(t)));
+            }
+        }
+        r.latency_us = Latency::of(&all);
+        let end = last.unwrap_or(info.end).max(info.start);
+        r.elapsed_secs = end.duration_since(info.start).as_secs_f64();
+        r.rate = if r.elapsed_secs > 0.0 {
+            r.answered as f64 / r.elapsed_secs
+        } else {
+            0.0
+        };
+        // Per-type errors count non-2xxx and unreadable answers; add what
+        // never got an answer (a broken stream loses its requests).
+        r.errors += r.timeouts + r.lost;
+        r.error_ratio = if r.sent > 0 {
+            r.errors as f64 / r.sent as f64
+        } else if r.connection_errors > 0 {
+            1.0
+        } else {
+            0.0
+        };
+        r
+    }
+
+    /// Errors (non-2xxx answers, timeouts, lost requests, protocol errors)
+    /// divided by requests sent; 1.0 when no connection could be opened.
+    pub fn error_ratio(&self) -> f64 {
+        self.error_ratio
+    }
+
+    /// True when the error ratio is above `max_error_ratio`, which is when
+    /// `gyro load` exits non-zero.
+    pub fn exceeds_error_ratio(&self, max_error_ratio: f64) -> bool {
+        self.error_ratio() > max_error_ratio
+    }
+
+    /// The report as pretty-printed JSON.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// The report as text for people.
+    pub fn human(&self) -> String {
+        let mut s = String::new();
+        let rate = match self.target_rate {
+            Some(r) => format!("open loop at {r:.0} req/s"),
+            None => "closed loop".to_string(),
+        };
+        let _ = writeln!(
+            s,
+            "gyro load: {} scenario against {}, {}/{} connections, window {}, {}",
+            self.scenario,
+            self.target,
+            self.connections_opened,
+            self.connections,
+            self.window,
+            rate
+        );
+        let _ = writeln!(
+            s,
+            "  sent {}  answered {}  in {:.3} s  = {:.0} answers/s",
+            self.sent, self.answered, self.elapsed_secs, self.rate
+        );
+        let _ = writeln!(
+            s,
+            "  errors {} ({:.4}%): timeouts {}, lost {}, protocol errors {}, connection errors {}",
+            self.errors,
+            self.error_ratio * 100.0,
+            self.timeouts,
+            self.lost,
+            self.protocol_errors,
+            self.connection_errors
+        );
+        if self.unmatched_answers + self.abandoned + self.server_requests > 0 {
+            let _ = writeln!(
+                s,
+                "  unmatched answers {}, abandoned at stop {}, server requests {}",
+                self.unmatched_answers, self.abandoned, self.server_requests
+            );
+        }
+        if let Some(e) = &self.first_connection_error {
+            let _ = writeln!(s, "  first connection error: {e}");
+        }
+        let _ = writeln!(
+            s,
+            "  sessions: started {}, completed {}, failed {}",
+            self.sessions.started, self.sessions.completed, self.sessions.failed
+        );
+        let _ = writeln!(
+            s,
+            "\n  {:<7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+            "latency",
+            "sent",
+            "answered",
+            "timeout",
+            "errors",
+            "p50 us",
+            "p90 us",
+            "p99 us",
+            "p99.9 us",
+            "max us"
+        );
+        let row = |s: &mut String, name: &str, sent, ans, to, err, l: &Latency| {
+            let _ = writeln!(
+                s,
+                "  {:<7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                name, sent, ans, to, err, l.p50, l.p90, l.p99, l.p999, l.max
+            );
+        };
+        for t in &self.per_type {
+            row(
+                &mut s,
+                &t.name,
+                t.sent,
+                t.answered,
+                t.timeouts,
+                t.errors,
+                &t.latency_us,
+            );
+        }
+        row(
+            &mut s,
+            "all",
+            self.sent,
+            self.answered,
+            self.timeouts,
+            self.errors,
+            &self.latency_us,
+        );
+        let codes = |s: &mut String, title: &str, m: &BTreeMap<u32, u64>| {
+            if m.is_empty() {
+                return;
+            }
+            let list: Vec<String> = m.iter().map(|(c, n)| format!("{c}: {n}")).collect();
+            let _ = writeln!(s, "  {title}: {}", list.join(", "));
+        };
+        s.push('\n');
+        codes(&mut s, "Result-Code", &self.result_codes);
+        for t in &self.per_type {
+            codes(&mut s, &format!("  {}", t.name), &t.result_codes);
+        }
+        codes(&mut s, "MSCC Result-Code", &self.mscc_result_codes);
+        codes(
+            &mut s,
+            "Experimental-Result-Code",
+            &self.experimental_result_codes,
+        );
+        s
+    }
+
+    /// Prints [`Report::human`] on stdout.
+    pub fn print_human(&self) {
+        print!("{}", self.human());
+    }
+}

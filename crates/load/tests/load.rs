@@ -1,0 +1,270 @@
+//! The load generator against a fake credit-control server.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{start, FakeConfig};
+use gyro_load::{run_async, LoadArgs, Report, Scenario};
+
+fn args(addr: std::net::SocketAddr) -> LoadArgs {
+    LoadArgs {
+        target: addr.to_string(),
+        connections: 1,
+        window: 8,
+        quiet: true,
+        timeout: Duration::from_secs(2),
+        ..LoadArgs::default()
+    }
+}
+
+fn per_type(r: &Report, name: &str) -> (u64, u64) {
+    r.per_type
+        .iter()
+        .find(|t| t.name == name)
+        .map_or((0, 0), |t| (t.sent, t.answered))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn data_sessions_run_initial_updates_terminate_in_order() {
+    let (addr, obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        count: Some(200),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.sent, 200, "{}", r.human());
+    assert_eq!(r.answered, 200);
+    assert_eq!(per_type(&r, "CCR-I"), (40, 40));
+    assert_eq!(per_type(&r, "CCR-U"), (120, 120));
+    assert_eq!(per_type(&r, "CCR-T"), (40, 40));
+    assert_eq!(per_type(&r, "CCR-E"), (0, 0));
+    assert_eq!(r.result_codes.get(&2001), Some(&200));
+    // Two rating groups: one MSCC Result-Code each in CCA-I and CCA-U.
+    assert_eq!(r.mscc_result_codes.get(&2001), Some(&320));
+    assert_eq!((r.errors, r.timeouts, r.protocol_errors), (0, 0, 0));
+    assert_eq!(r.error_ratio(), 0.0);
+    assert_eq!(r.sessions.started, 40);
+    assert_eq!(r.sessions.completed, 40);
+    assert_eq!(r.connections_opened, 1);
+    assert!(r.latency_us.count == 200 && r.latency_us.max >= r.latency_us.p50);
+
+    // The server saw each session as I, U, U, U, T numbered 0..=4, the
+    // Subscription-Id on CCR-I only, and one MSCC per rating group.
+    let sessions = obs.sessions();
+    assert_eq!(sessions.len(), 40);
+    for (sid, reqs) in &sessions {
+        assert!(sid.starts_with("load.gyro.test;"), "{sid}");
+        assert_eq!(sid.split(';').count(), 4, "{sid}");
+        let types: Vec<i32> = reqs.iter().map(|s| s.request_type).collect();
+        let numbers: Vec<u32> = reqs.iter().map(|s| s.number).collect();
+        assert_eq!(types, vec![1, 2, 2, 2, 3], "{sid}");
+        assert_eq!(numbers, vec![0, 1, 2, 3, 4], "{sid}");
+        assert!(reqs[0].has_subscription_id && !reqs[1].has_subscription_id);
+        assert!(reqs.iter().all(|s| s.mscc == 2));
+    }
+    // The server's DWR was answered, and the client said goodbye with a DPR.
+    assert_eq!(obs.dwa.load(std::sync::atomic::Ordering::SeqCst), 1);
+    assert_eq!(obs.dpr.load(std::sync::atomic::Ordering::SeqCst), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn window_is_respected_with_answers_out_of_order() {
+    let (addr, obs) = start(FakeConfig {
+        hold: Some(Duration::from_millis(2)),
+        log: false,
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        connections: 3,
+        window: 16,
+        count: Some(3000),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.sent, 3000, "{}", r.human());
+    assert_eq!(r.answered, 3000);
+    assert_eq!(r.unmatched_answers, 0);
+    assert_eq!(r.errors, 0);
+    let max = obs.max_outstanding.lock().unwrap().clone();
+    assert_eq!(max.len(), 3);
+    for m in max {
+        assert!(m <= 16, "window exceeded: {m} in flight");
+        assert!(m >= 8, "window not filled: at most {m} in flight");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sms_events_are_one_shot_direct_debits() {
+    let (addr, obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        scenario: Scenario::Sms,
+        count: Some(100),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(per_type(&r, "CCR-E"), (100, 100), "{}", r.human());
+    assert_eq!(r.per_type.len(), 1);
+    let sessions = obs.sessions();
+    assert_eq!(sessions.len(), 100);
+    for reqs in sessions.values() {
+        assert_eq!(reqs.len(), 1);
+        let s = &reqs[0];
+        assert_eq!((s.request_type, s.number), (4, 0));
+        assert_eq!(s.requested_action, Some(0));
+        assert!(s.has_subscription_id);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mix_sends_both_kinds_and_uses_the_whole_count() {
+    let (addr, _obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        scenario: Scenario::Mix,
+        sms_ratio: 0.5,
+        connections: 2,
+        count: Some(601),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.sent, 601, "{}", r.human());
+    let (i, _) = per_type(&r, "CCR-I");
+    let (t, _) = per_type(&r, "CCR-T");
+    let (e, _) = per_type(&r, "CCR-E");
+    assert!(i > 10 && e > 10, "{}", r.human());
+    assert_eq!(i, t);
+    assert_eq!(r.errors, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rate_limited_run_sends_about_rate_times_duration() {
+    let (addr, obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        connections: 2,
+        window: 16,
+        rate: Some(2000.0),
+        duration: Some(Duration::from_millis(1000)),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    // 2000 scheduled in the second, plus the rest of the sessions still open
+    // at the end (at most 4 more requests for each of the 32 sessions).
+    assert!((1000..=2400).contains(&r.sent), "{}", r.human());
+    assert_eq!(r.answered, r.sent);
+    assert_eq!(r.errors, 0);
+    // Sessions open at the deadline were finished: every CCR-I has a CCR-T.
+    assert_eq!(r.sessions.started, r.sessions.completed);
+    for reqs in obs.sessions().values() {
+        assert_eq!(reqs.last().map(|s| s.request_type), Some(3));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn closed_loop_duration_run_finishes_its_sessions() {
+    let (addr, obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        connections: 2,
+        window: 32,
+        duration: Some(Duration::from_millis(300)),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert!(r.sent > 100, "{}", r.human());
+    assert_eq!(r.answered, r.sent);
+    assert_eq!(r.sessions.started, r.sessions.completed);
+    let (i, _) = per_type(&r, "CCR-I");
+    let (t, _) = per_type(&r, "CCR-T");
+    assert_eq!(i, t);
+    assert_eq!(obs.sessions().len() as u64, i);
+    assert!(r.rate > 0.0 && r.elapsed_secs > 0.2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_that_never_answers_gives_timeouts_and_errors() {
+    let (addr, _obs) = start(FakeConfig {
+        answer_ccr: false,
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        scenario: Scenario::Sms,
+        window: 32,
+        count: Some(20),
+        timeout: Duration::from_millis(300),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.sent, 20, "{}", r.human());
+    assert_eq!(r.answered, 0);
+    assert_eq!(r.timeouts, 20);
+    assert_eq!(r.error_ratio(), 1.0);
+    assert!(r.exceeds_error_ratio(0.01));
+    assert_eq!(
+        gyro_load::exit_code(&r, 0.01),
+        std::process::ExitCode::FAILURE
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_without_cea_is_a_connection_error() {
+    let (addr, _obs) = start(FakeConfig {
+        answer_cer: false,
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        count: Some(10),
+        timeout: Duration::from_millis(300),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(
+        (r.sent, r.connections_opened, r.connection_errors),
+        (0, 0, 1)
+    );
+    assert!(r.first_connection_error.is_some());
+    assert_eq!(r.error_ratio(), 1.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn failed_initial_answer_ends_the_session() {
+    let (addr, obs) = start(FakeConfig {
+        initial_result: 4012,
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        count: Some(50),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    let (i, ia) = per_type(&r, "CCR-I");
+    assert_eq!(r.per_type.len(), 1, "{}", r.human());
+    assert!(i >= 46 && i == ia && i == r.sent, "{}", r.human());
+    assert_eq!(r.result_codes.get(&4012), Some(&i));
+    assert_eq!(r.sessions.failed, i);
+    assert_eq!(r.error_ratio(), 1.0);
+    assert!(obs.sessions().values().all(|v| v.len() == 1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn json_report_parses_and_round_trips() {
+    let (addr, _obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        count: Some(50),
+        scenario: Scenario::Mix,
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    let json = r.to_json();
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["sent"], 50);
+    assert_eq!(v["result_codes"]["2001"], 50);
+    assert!(v["latency_us"]["p99"].is_u64());
+    assert!(v["per_type"].as_array().is_some_and(|t| !t.is_empty()));
+    let back: Report = serde_json::from_str(&json).unwrap();
+    assert_eq!(back.sent, r.sent);
+    assert_eq!(back.result_codes, r.result_codes);
+    assert!(r.human().contains("p99.9"));
+}
