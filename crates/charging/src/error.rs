@@ -32,6 +32,15 @@ pub enum Error {
     /// A Diameter message could not be mapped to or from the engine's types.
     #[error("diameter mapping: {0}")]
     Mapping(String),
+    /// A CCR the engine cannot take: answer it with `result_code`
+    /// (Failed-AVP: the AVP with code `avp_code`).
+    #[error("invalid CCR: result code {result_code}, AVP {avp_code}")]
+    InvalidCcr {
+        /// Result-Code to answer with (5004, 5005, 5014, 3001).
+        result_code: u32,
+        /// Code of the offending or missing AVP (0 when not about an AVP).
+        avp_code: u32,
+    },
 }
 
 /// The crate's result type.

@@ -3,6 +3,8 @@
 
 use gyro_charging::*;
 
+pub mod script;
+
 pub const DATA: &str = "32251@3gpp.org";
 pub const SMS: &str = "32274@3gpp.org";
 
