@@ -61,6 +61,13 @@ pub enum Error {
         /// The size it would have had.
         len: usize,
     },
+    /// Dictionary data could not be loaded (bad TOML, unknown type or AVP
+    /// name in a grammar, duplicate definition, ...).
+    #[error("dictionary: {reason}")]
+    Dictionary {
+        /// What is wrong, naming the AVP or command.
+        reason: String,
+    },
 }
 
 impl Error {

@@ -16,15 +16,18 @@
 
 pub mod avp;
 pub mod codes;
+pub mod dict;
 pub mod encode;
 pub mod error;
 pub mod header;
 pub mod message;
 pub mod peer;
 pub mod types;
+pub mod validate;
 
 pub use avp::{Avp, AvpIter};
 pub use codes::AvpId;
+pub use dict::Dictionary;
 pub use encode::{Encoder, Group};
 pub use error::{Error, Result};
 pub use header::Header;
