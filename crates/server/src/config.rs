@@ -1,0 +1,223 @@
+//! Server configuration: a TOML file where every key has a default, so an
+//! empty file (or none) runs gyro on its embedded default.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::Error;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Listening, identity and threads.
+    pub server: ServerSection,
+    /// Which peers may connect and the peer timers.
+    pub peers: PeersSection,
+    /// Limits that hold under abuse.
+    pub limits: LimitsSection,
+    /// How strictly requests are checked against the dictionary.
+    pub validation: ValidationSection,
+}
+
+/// `[server]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerSection {
+    /// Addresses to listen on (TCP). Default `["127.0.0.1:3868"]`.
+    pub listen: Vec<SocketAddr>,
+    /// Our Origin-Host. Default `ocs.gyro.test`.
+    pub origin_host: String,
+    /// Our Origin-Realm. Default `gyro.test`.
+    pub origin_realm: String,
+    /// Worker threads (event loops, one shard each). 0 = one per CPU.
+    pub workers: usize,
+    /// Pin worker i to CPU `cpus[i % cpus.len()]` (or to CPU i when `cpus`
+    /// is empty). Default false.
+    pub pin_workers: bool,
+    /// CPUs to pin workers to. Default: all.
+    pub cpus: Vec<usize>,
+    /// Directory for gyro's data (ledger, CDRs). Default `gyro-data`.
+    pub data_dir: PathBuf,
+}
+
+/// `[peers]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct PeersSection {
+    /// Origin-Host values allowed past CER (case-insensitive). Empty (the
+    /// default) accepts any peer; the default listens on loopback only.
+    pub allowed: Vec<String>,
+    /// Watchdog interval Tw in seconds (RFC 3539: default 30, at least 6).
+    pub watchdog_secs: f64,
+    /// Watchdog jitter in seconds (+/-). Default 2.
+    pub watchdog_jitter_secs: f64,
+    /// Time allowed for CER after connect, and for DPA after DPR. Default 10.
+    pub handshake_timeout_secs: f64,
+}
+
+/// `[limits]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsSection {
+    /// Largest message accepted, in bytes; a peer that declares a larger one
+    /// is disconnected. Default 65536.
+    pub max_message_size: usize,
+    /// Requests in flight per connection; beyond it gyro stops reading the
+    /// connection (TCP backpressure). Default 1024.
+    pub max_inflight_per_connection: usize,
+    /// A message that has started but not completed within this many
+    /// milliseconds closes the connection. Default 10000.
+    pub message_timeout_ms: u64,
+    /// Largest read buffer per connection, in bytes. Default 262144.
+    pub read_buffer_size: usize,
+}
+
+/// `[validation]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValidationSection {
+    /// `"lenient"` (default) or `"strict"`.
+    pub mode: String,
+}
+
+impl Default for ServerSection {
+    fn default() -> Self {
+        ServerSection {
+            listen: vec![SocketAddr::from(([127, 0, 0, 1], 3868))],
+            origin_host: "ocs.gyro.test".into(),
+            origin_realm: "gyro.test".into(),
+            workers: 0,
+            pin_workers: false,
+            cpus: Vec::new(),
+            data_dir: PathBuf::from("gyro-data"),
+        }
+    }
+}
+
+impl Default for PeersSection {
+    fn default() -> Self {
+        PeersSection {
+            allowed: Vec::new(),
+            watchdog_secs: 30.0,
+            watchdog_jitter_secs: 2.0,
+            handshake_timeout_secs: 10.0,
+        }
+    }
+}
+
+impl Default for LimitsSection {
+    fn default() -> Self {
+        LimitsSection {
+            max_message_size: 65536,
+            max_inflight_per_connection: 1024,
+            message_timeout_ms: 10_000,
+            read_buffer_size: 256 * 1024,
+        }
+    }
+}
+
+impl Default for ValidationSection {
+    fn default() -> Self {
+        ValidationSection {
+            mode: "lenient".into(),
+        }
+    }
+}
+
+#[allow(clippy::derivable_impls)]
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            server: ServerSection::default(),
+            peers: PeersSection::default(),
+            limits: LimitsSection::default(),
+            validation: ValidationSection::default(),
+        }
+    }
+}
+
+impl Config {
+    /// Parses a configuration file's text; missing keys take their defaults.
+    pub fn from_toml_str(s: &str) -> Result<Config, Error> {
+        let c: Config = toml::from_str(s).map_err(|e| Error::Config(e.to_string()))?;
+        c.check()?;
+        if c.peers.watchdog_secs < 6.0 {
+            return Err(Error::Config(
+                "peers.watchdog_secs: RFC 3539 requires at least 6 seconds".into(),
+            ));
+        }
+        Ok(c)
+    }
+
+    /// Checks values that parse but make no sense. (Files are also held to
+    /// RFC 3539's 6-second minimum watchdog; programs, such as tests, may
+    /// use shorter timers.)
+    pub fn check(&self) -> Result<(), Error> {
+        let bad = |m: &str| Err(Error::Config(m.to_string()));
+        if self.server.listen.is_empty() {
+            return bad("server.listen: at least one address is needed");
+        }
+        if self.server.origin_host.is_empty() || self.server.origin_realm.is_empty() {
+            return bad("server.origin_host and server.origin_realm must not be empty");
+        }
+        if self.peers.watchdog_secs <= 0.0 || self.peers.handshake_timeout_secs <= 0.0 {
+            return bad("peers.watchdog_secs and peers.handshake_timeout_secs must be positive");
+        }
+        if self.peers.watchdog_jitter_secs < 0.0
+            || self.peers.watchdog_jitter_secs * 2.0 >= self.peers.watchdog_secs
+        {
+            return bad("peers.watchdog_jitter_secs must be >= 0 and below half of watchdog_secs");
+        }
+        if self.limits.max_message_size < 20 || self.limits.max_message_size > 0x00FF_FFFF {
+            return bad("limits.max_message_size must be between 20 and 16777215");
+        }
+        if self.limits.max_inflight_per_connection == 0 {
+            return bad("limits.max_inflight_per_connection must be at least 1");
+        }
+        if self.limits.read_buffer_size < self.limits.max_message_size {
+            return bad("limits.read_buffer_size must be at least limits.max_message_size");
+        }
+        if !matches!(self.validation.mode.as_str(), "lenient" | "strict") {
+            return bad("validation.mode must be \"lenient\" or \"strict\"");
+        }
+        Ok(())
+    }
+
+    /// The number of workers to run: `server.workers`, or one per CPU.
+    pub fn worker_count(&self) -> usize {
+        if self.server.workers > 0 {
+            self.server.workers
+        } else {
+            std::thread::available_parallelism().map_or(1, |n| n.get())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_file_is_the_default() {
+        assert_eq!(Config::from_toml_str("").unwrap(), Config::default());
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_are_named() {
+        let e = Config::from_toml_str("[server]\nlisten_on = []\n").unwrap_err();
+        assert!(e.to_string().contains("listen_on"), "{e}");
+        let e = Config::from_toml_str("[peers]\nwatchdog_secs = 2\n").unwrap_err();
+        assert!(e.to_string().contains("watchdog_secs"), "{e}");
+        let e = Config::from_toml_str("[validation]\nmode = \"loose\"\n").unwrap_err();
+        assert!(e.to_string().contains("validation.mode"), "{e}");
+    }
+
+    #[test]
+    fn documented_example_parses() {
+        let c = Config::from_toml_str(include_str!("../../../config/gyro.toml")).unwrap();
+        assert_eq!(c, Config::default());
+    }
+}

@@ -1,0 +1,201 @@
+//! gyro's runtime: it wires the sans-IO codec and charging crates to the
+//! operating system.
+//!
+//! * One worker thread per core, each running a current-thread tokio event
+//!   loop, optionally pinned to a CPU. No thread per connection, no pipeline.
+//! * Every worker listens on every address with `SO_REUSEPORT`, so the
+//!   kernel spreads connections over workers.
+//! * Each worker owns one shard of the application state ([`ShardApp`]):
+//!   plain data, no locks. A request goes to the shard that owns its state
+//!   ([`AppFactory::route`]): handled inline when that is the local shard,
+//!   otherwise handed to the owning worker as a refcounted frame, in one
+//!   batch per read. One busy connection therefore still uses every core.
+//! * Answers are written back in batches, in completion order.
+//! * Limits hold under abuse: maximum message size, maximum requests in
+//!   flight per connection (then TCP backpressure), a timeout for a message
+//!   that never completes, and a bounded read buffer.
+//! * Shutdown ([`ServerHandle::shutdown`]) stops accepting, sends DPR on
+//!   every open connection, answers everything in flight, then stops.
+
+mod app;
+pub mod config;
+mod conn;
+mod error;
+pub mod metrics;
+mod worker;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use gyro_diameter::dict::Dictionary;
+use gyro_diameter::peer::PeerConfig;
+use gyro_diameter::validate::Options;
+use socket2::{Domain, Protocol, Socket, Type};
+use tokio::sync::{mpsc, watch};
+
+pub use app::{AppFactory, ShardApp};
+pub use config::Config;
+pub use error::Error;
+pub use metrics::{StatsSnapshot, WorkerStats};
+
+/// A running server.
+pub struct ServerHandle {
+    shutdown: watch::Sender<bool>,
+    threads: Vec<JoinHandle<()>>,
+    local_addrs: Vec<SocketAddr>,
+    stats: Arc<[WorkerStats]>,
+}
+
+impl ServerHandle {
+    /// The addresses actually listened on (useful with port 0).
+    pub fn local_addrs(&self) -> &[SocketAddr] {
+        &self.local_addrs
+    }
+
+    /// Each worker's counters.
+    pub fn worker_stats(&self) -> Vec<StatsSnapshot> {
+        self.stats.iter().map(WorkerStats::snapshot).collect()
+    }
+
+    /// All workers' counters summed.
+    pub fn stats(&self) -> StatsSnapshot {
+        self.worker_stats()
+            .into_iter()
+            .fold(StatsSnapshot::default(), |a, b| a + b)
+    }
+
+    /// Starts a graceful shutdown: stop accepting, DPR every peer, answer
+    /// everything in flight.
+    pub fn shutdown(&self) {
+        let _ = self.shutdown.send(true);
+    }
+
+    /// Waits until every worker has stopped.
+    pub fn join(self) {
+        for t in self.threads {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The peer-layer configuration derived from the server configuration.
+pub fn peer_config(config: &Config, local_ips: &[std::net::IpAddr]) -> PeerConfig {
+    let mut p = PeerConfig::new(&config.server.origin_host, &config.server.origin_realm);
+    p.host_ip_addresses = local_ips.to_vec();
+    p.product_name = "gyro".into();
+    p.firmware_revision = firmware_revision();
+    p.origin_state_id = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(1, |d| d.as_secs() as u32);
+    p.allowed_peers = config.peers.allowed.clone();
+    p.watchdog_ms = (config.peers.watchdog_secs * 1000.0) as u64;
+    p.watchdog_jitter_ms = (config.peers.watchdog_jitter_secs * 1000.0) as u64;
+    p.handshake_timeout_ms = (config.peers.handshake_timeout_secs * 1000.0) as u64;
+    p
+}
+
+/// The crate version as a Firmware-Revision number (major*10000 + minor*100
+/// + patch).
+fn firmware_revision() -> u32 {
+    let v: Vec<u32> = env!("CARGO_PKG_VERSION")
+        .split('.')
+        .map(|p| p.parse().unwrap_or(0))
+        .collect();
+    v.first().unwrap_or(&0) * 10000 + v.get(1).unwrap_or(&0) * 100 + v.get(2).unwrap_or(&0)
+}
+
+fn listener(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
+    let err = |source| Error::Listen { addr, source };
+    let s =
+        Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP)).map_err(err)?;
+    s.set_reuse_address(true).map_err(err)?;
+    s.set_reuse_port(true).map_err(err)?;
+    s.set_nonblocking(true).map_err(err)?;
+    s.bind(&addr.into()).map_err(err)?;
+    s.listen(1024).map_err(err)?;
+    Ok(s.into())
+}
+
+/// Starts the server: binds every listen address once per worker and starts
+/// the workers. Returns once the sockets are listening.
+pub fn start<F: AppFactory>(config: Config, factory: F) -> Result<ServerHandle, Error> {
+    config.check()?;
+    let workers = config.worker_count();
+    // Bind the first worker's sockets, then the others on the ports actually
+    // chosen (port 0 picks one for all).
+    let mut local_addrs = Vec::new();
+    let mut per_worker: Vec<Vec<std::net::TcpListener>> =
+        (0..workers).map(|_| Vec::new()).collect();
+    for &addr in &config.server.listen {
+        let first = listener(addr)?;
+        let actual = first.local_addr()?;
+        local_addrs.push(actual);
+        per_worker[0].push(first);
+        for w in per_worker.iter_mut().skip(1) {
+            w.push(listener(actual)?);
+        }
+    }
+    let mut ips: Vec<std::net::IpAddr> = local_addrs.iter().map(|a| a.ip()).collect();
+    ips.dedup();
+    if ips.iter().any(|ip| ip.is_unspecified()) {
+        ips = vec![std::net::IpAddr::from([127, 0, 0, 1])];
+    }
+    let peer = peer_config(&config, &ips);
+    let validation = if config.validation.mode == "strict" {
+        Options::strict()
+    } else {
+        Options::lenient()
+    };
+    let stats: Arc<[WorkerStats]> = (0..workers).map(|_| WorkerStats::default()).collect();
+    let mut inboxes = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..workers {
+        let (tx, rx) = mpsc::unbounded_channel();
+        inboxes.push(tx);
+        receivers.push(rx);
+    }
+    let cpus: Vec<usize> = if config.server.cpus.is_empty() {
+        core_affinity::get_core_ids()
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| c.id)
+            .collect()
+    } else {
+        config.server.cpus.clone()
+    };
+    let pin = config.server.pin_workers;
+    let shared = Arc::new(worker::Shared {
+        factory,
+        config,
+        peer,
+        dict: Dictionary::builtin(),
+        validation,
+        stats: stats.clone(),
+        inboxes,
+        clock: Instant::now(),
+    });
+    let (shutdown, shutdown_rx) = watch::channel(false);
+    let mut threads = Vec::new();
+    for (index, (listeners, inbox)) in per_worker.into_iter().zip(receivers).enumerate() {
+        let shared = shared.clone();
+        let sd = shutdown_rx.clone();
+        let cpu = (pin && !cpus.is_empty()).then(|| cpus[index % cpus.len()]);
+        let t = std::thread::Builder::new()
+            .name(format!("gyro-worker-{index}"))
+            .spawn(move || {
+                if let Some(id) = cpu {
+                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                }
+                worker::run(index, shared, listeners, inbox, sd)
+            })?;
+        threads.push(t);
+    }
+    Ok(ServerHandle {
+        shutdown,
+        threads,
+        local_addrs,
+        stats,
+    })
+}

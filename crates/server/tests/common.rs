@@ -1,0 +1,199 @@
+//! A raw Diameter test client and a trivial credit-control shard for the
+//! runtime's integration tests.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use gyro_diameter::codes::{app, avp, cmd, result};
+use gyro_diameter::header::frame_length;
+use gyro_diameter::{Address, Encoder, Message};
+use gyro_server::{AppFactory, Config, ShardApp};
+
+/// Answers every CCR with 2001, echoing the CC-Request-Type/Number, and
+/// records which shard handled it (in Origin-State-Id, for the tests).
+pub struct EchoShard {
+    pub index: usize,
+}
+
+impl ShardApp for EchoShard {
+    fn handle(&mut self, req: &Message<'_>, _now_ms: u64, out: &mut BytesMut) {
+        let mut e = Encoder::answer(out, req, false);
+        e.u32(avp::RESULT_CODE, result::SUCCESS)
+            .str(avp::ORIGIN_HOST, "ocs.test")
+            .str(avp::ORIGIN_REALM, "test")
+            .u32(avp::AUTH_APPLICATION_ID, 4);
+        for id in [avp::CC_REQUEST_TYPE, avp::CC_REQUEST_NUMBER] {
+            if let Some(a) = req.find(id) {
+                e.raw_avp(&a);
+            }
+        }
+        e.u32(avp::ORIGIN_STATE_ID, self.index as u32);
+        e.finish().expect("answer fits");
+    }
+}
+
+/// Routes by the last digit of the Subscription-Id-Data.
+pub struct Echo;
+
+impl AppFactory for Echo {
+    type Shard = EchoShard;
+    fn shard(&self, index: usize, _count: usize) -> EchoShard {
+        EchoShard { index }
+    }
+    fn route(&self, req: &Message<'_>, count: usize) -> Option<usize> {
+        let sub = req.find(avp::SUBSCRIPTION_ID)?;
+        let data = sub.child(avp::SUBSCRIPTION_ID_DATA)?.data();
+        Some(*data.last()? as usize % count)
+    }
+}
+
+/// A configuration for tests: port 0 on loopback, short timers.
+pub fn test_config(workers: usize) -> Config {
+    let mut c = Config::default();
+    c.server.listen = vec![SocketAddr::from(([127, 0, 0, 1], 0))];
+    c.server.workers = workers;
+    c.peers.watchdog_secs = 1.0;
+    c.peers.watchdog_jitter_secs = 0.0;
+    c.peers.handshake_timeout_secs = 1.0;
+    c
+}
+
+/// A blocking Diameter client over a real socket.
+pub struct Client {
+    pub stream: TcpStream,
+    buf: Vec<u8>,
+    next: u32,
+}
+
+impl Client {
+    pub fn connect(addr: SocketAddr) -> Client {
+        let stream = TcpStream::connect(addr).expect("connect");
+        stream
+            .set_read_timeout(Some(Duration::from_secs(5)))
+            .expect("timeout");
+        Client {
+            stream,
+            buf: Vec::new(),
+            next: 1,
+        }
+    }
+
+    pub fn send(&mut self, bytes: &[u8]) {
+        self.stream.write_all(bytes).expect("write");
+    }
+
+    pub fn ids(&mut self) -> (u32, u32) {
+        self.next += 1;
+        (self.next, self.next + 0x1000)
+    }
+
+    /// Reads one whole message; None when the server closed the connection.
+    pub fn recv(&mut self) -> Option<Vec<u8>> {
+        loop {
+            if let Ok(Some(n)) = frame_length(&self.buf, 1 << 20) {
+                if self.buf.len() >= n {
+                    return Some(self.buf.drain(..n).collect());
+                }
+            }
+            let mut tmp = [0u8; 65536];
+            match self.stream.read(&mut tmp) {
+                Ok(0) | Err(_) => return None,
+                Ok(n) => self.buf.extend_from_slice(&tmp[..n]),
+            }
+        }
+    }
+
+    pub fn cer(&mut self, host: &str, apps: &[u32]) -> Vec<u8> {
+        let (h, e2e) = self.ids();
+        let mut b = BytesMut::new();
+        let mut e = Encoder::request(
+            &mut b,
+            cmd::CAPABILITIES_EXCHANGE,
+            app::COMMON,
+            false,
+            h,
+            e2e,
+        );
+        e.str(avp::ORIGIN_HOST, host)
+            .str(avp::ORIGIN_REALM, "test")
+            .address(
+                avp::HOST_IP_ADDRESS,
+                &Address::from(std::net::IpAddr::from([127, 0, 0, 1])),
+            )
+            .u32(avp::VENDOR_ID, 0)
+            .str(avp::PRODUCT_NAME, "test client");
+        for &a in apps {
+            e.u32(avp::AUTH_APPLICATION_ID, a);
+        }
+        e.finish().unwrap();
+        self.send(&b);
+        self.recv().expect("CEA")
+    }
+
+    /// Sends a CER for application 4 and checks the CEA says 2001.
+    pub fn open(addr: SocketAddr) -> Client {
+        let mut c = Client::connect(addr);
+        let cea = c.cer("client.test", &[4]);
+        assert_eq!(result_code(&cea), Some(2001));
+        c
+    }
+
+    pub fn ccr(&mut self, session: &str, subscriber: &str, rtype: i32, number: u32) -> Vec<u8> {
+        let (h, e2e) = self.ids();
+        ccr_bytes(h, e2e, session, subscriber, rtype, number)
+    }
+}
+
+pub fn ccr_bytes(
+    h: u32,
+    e2e: u32,
+    session: &str,
+    subscriber: &str,
+    rtype: i32,
+    number: u32,
+) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(
+        &mut b,
+        cmd::CREDIT_CONTROL,
+        app::CREDIT_CONTROL,
+        true,
+        h,
+        e2e,
+    );
+    e.str(avp::SESSION_ID, session)
+        .str(avp::ORIGIN_HOST, "client.test")
+        .str(avp::ORIGIN_REALM, "test")
+        .str(avp::DESTINATION_REALM, "gyro.test")
+        .u32(avp::AUTH_APPLICATION_ID, 4)
+        .str(avp::SERVICE_CONTEXT_ID, "32251@3gpp.org")
+        .i32(avp::CC_REQUEST_TYPE, rtype)
+        .u32(avp::CC_REQUEST_NUMBER, number);
+    if !subscriber.is_empty() {
+        let g = e.begin_group(avp::SUBSCRIPTION_ID);
+        e.i32(avp::SUBSCRIPTION_ID_TYPE, 0)
+            .str(avp::SUBSCRIPTION_ID_DATA, subscriber);
+        e.end_group(g);
+    }
+    if rtype == 4 {
+        e.i32(avp::REQUESTED_ACTION, 0);
+    }
+    e.finish().unwrap();
+    b.to_vec()
+}
+
+pub fn parse(b: &[u8]) -> Message<'_> {
+    Message::parse(b).expect("valid message")
+}
+
+pub fn result_code(b: &[u8]) -> Option<u32> {
+    parse(b).find(avp::RESULT_CODE)?.u32().ok()
+}
+
+pub fn avp_u32(b: &[u8], id: gyro_diameter::AvpId) -> Option<u32> {
+    parse(b).find(id)?.u32().ok()
+}

@@ -1,0 +1,385 @@
+//! The runtime over real loopback sockets: capabilities exchange, watchdog,
+//! disconnection, validation errors, limits, shutdown and shard routing.
+
+mod common;
+
+use std::io::Write;
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use common::*;
+use gyro_diameter::codes::{app, avp, cmd};
+use gyro_diameter::Encoder;
+
+#[test]
+fn capabilities_exchange_then_credit_control() {
+    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let addr = server.local_addrs()[0];
+    let mut c = Client::connect(addr);
+    let cea = c.cer("client.test", &[4]);
+    let m = parse(&cea);
+    assert_eq!(m.command_code(), 257);
+    assert_eq!(result_code(&cea), Some(2001));
+    assert_eq!(avp_u32(&cea, avp::AUTH_APPLICATION_ID), Some(4));
+    assert!(m.find(avp::HOST_IP_ADDRESS).is_some());
+    assert!(m.find(avp::FIRMWARE_REVISION).is_some());
+    let ccr = c.ccr("client.test;1;1", "46700000001", 1, 0);
+    c.send(&ccr);
+    let cca = c.recv().unwrap();
+    assert_eq!(result_code(&cca), Some(2001));
+    assert_eq!(
+        parse(&cca).header().hop_by_hop,
+        parse(&ccr).header().hop_by_hop
+    );
+    assert_eq!(avp_u32(&cca, avp::CC_REQUEST_NUMBER), Some(0));
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn no_common_application_gets_5010_and_close() {
+    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let mut c = Client::connect(server.local_addrs()[0]);
+    let cea = c.cer("client.test", &[16777238]);
+    assert_eq!(result_code(&cea), Some(5010));
+    assert!(!parse(&cea).header().is_error());
+    assert!(c.recv().is_none(), "connection must be closed after 5010");
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn unknown_peer_gets_3010_and_close() {
+    let mut cfg = test_config(1);
+    cfg.peers.allowed = vec!["pgw.test".into()];
+    let server = gyro_server::start(cfg, Echo).unwrap();
+    let mut c = Client::connect(server.local_addrs()[0]);
+    let cea = c.cer("client.test", &[4]);
+    assert_eq!(result_code(&cea), Some(3010));
+    assert!(parse(&cea).header().is_error());
+    assert!(c.recv().is_none());
+    // An allowed peer gets in.
+    let mut ok = Client::connect(server.local_addrs()[0]);
+    assert_eq!(result_code(&ok.cer("PGW.test", &[4])), Some(2001));
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn first_message_must_be_cer() {
+    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let mut c = Client::connect(server.local_addrs()[0]);
+    let ccr = c.ccr("client.test;1;1", "1", 1, 0);
+    c.send(&ccr);
+    assert!(c.recv().is_none());
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn watchdog_both_ways_and_silent_peer_dropped() {
+    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    // Our DWR is answered.
+    let (h, e2e) = c.ids();
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(&mut b, cmd::DEVICE_WATCHDOG, app::COMMON, false, h, e2e);
+    e.str(avp::ORIGIN_HOST, "client.test")
+        .str(avp::ORIGIN_REALM, "test");
+    e.finish().unwrap();
+    c.send(&b);
+    let dwa = c.recv().unwrap();
+    assert_eq!(
+        (parse(&dwa).command_code(), result_code(&dwa)),
+        (280, Some(2001))
+    );
+    // Idle for Tw (1 s): the server sends a DWR; answer it.
+    let t = Instant::now();
+    let dwr = c.recv().unwrap();
+    let m = parse(&dwr);
+    assert!(m.is_request() && m.command_code() == 280);
+    assert!(t.elapsed() >= Duration::from_millis(800));
+    let mut b = BytesMut::new();
+    let mut e = Encoder::answer(&mut b, &m, false);
+    e.u32(avp::RESULT_CODE, 2001)
+        .str(avp::ORIGIN_HOST, "client.test")
+        .str(avp::ORIGIN_REALM, "test");
+    e.finish().unwrap();
+    c.send(&b);
+    // Now stay silent: DWRs keep coming, then the server closes.
+    let t = Instant::now();
+    let mut dwrs = 0;
+    while let Some(msg) = c.recv() {
+        assert_eq!(parse(&msg).command_code(), 280);
+        dwrs += 1;
+    }
+    assert!(dwrs >= 1);
+    assert!(
+        t.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        t.elapsed()
+    );
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn client_dpr_is_answered() {
+    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    let (h, e2e) = c.ids();
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(&mut b, cmd::DISCONNECT_PEER, app::COMMON, false, h, e2e);
+    e.str(avp::ORIGIN_HOST, "client.test")
+        .str(avp::ORIGIN_REALM, "test")
+        .i32(avp::DISCONNECT_CAUSE, 0);
+    e.finish().unwrap();
+    c.send(&b);
+    let dpa = c.recv().unwrap();
+    assert_eq!(
+        (parse(&dpa).command_code(), result_code(&dpa)),
+        (282, Some(2001))
+    );
+    // We close; the server notices.
+    drop(c);
+    let t = Instant::now();
+    while server.stats().open_connections > 0 && t.elapsed() < Duration::from_secs(3) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(server.stats().open_connections, 0);
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn malformed_request_gets_error_answer_and_connection_stays() {
+    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    // A CCR without CC-Request-Number: 5005 with Failed-AVP.
+    let (h, e2e) = c.ids();
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(
+        &mut b,
+        cmd::CREDIT_CONTROL,
+        app::CREDIT_CONTROL,
+        true,
+        h,
+        e2e,
+    );
+    e.str(avp::SESSION_ID, "client.test;9;9")
+        .str(avp::ORIGIN_HOST, "client.test")
+        .str(avp::ORIGIN_REALM, "test")
+        .str(avp::DESTINATION_REALM, "gyro.test")
+        .u32(avp::AUTH_APPLICATION_ID, 4)
+        .str(avp::SERVICE_CONTEXT_ID, "32251@3gpp.org")
+        .i32(avp::CC_REQUEST_TYPE, 1);
+    e.finish().unwrap();
+    c.send(&b);
+    let ans = c.recv().unwrap();
+    assert_eq!(result_code(&ans), Some(5005));
+    let failed = parse(&ans).find(avp::FAILED_AVP).expect("Failed-AVP");
+    assert!(failed.child(avp::CC_REQUEST_NUMBER).is_some());
+    // An unknown command: 3001 with the E bit.
+    let (h, e2e) = c.ids();
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(&mut b, 999, app::CREDIT_CONTROL, true, h, e2e);
+    e.str(avp::SESSION_ID, "client.test;9;10")
+        .str(avp::ORIGIN_HOST, "client.test")
+        .str(avp::ORIGIN_REALM, "test");
+    e.finish().unwrap();
+    c.send(&b);
+    let ans = c.recv().unwrap();
+    assert_eq!(result_code(&ans), Some(3001));
+    assert!(parse(&ans).header().is_error());
+    // The connection still works.
+    let ccr = c.ccr("client.test;1;1", "46700000001", 1, 0);
+    c.send(&ccr);
+    assert_eq!(result_code(&c.recv().unwrap()), Some(2001));
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn oversized_message_closes_only_that_connection() {
+    let mut cfg = test_config(1);
+    cfg.limits.max_message_size = 4096;
+    cfg.limits.read_buffer_size = 8192;
+    let server = gyro_server::start(cfg, Echo).unwrap();
+    let addr = server.local_addrs()[0];
+    let mut bad = Client::open(addr);
+    let mut good = Client::open(addr);
+    // A header declaring 1 MiB.
+    bad.send(&[
+        1, 0x10, 0, 0, 0x80, 0, 1, 0x10, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 1,
+    ]);
+    assert!(
+        bad.recv().is_none(),
+        "oversized message must close the connection"
+    );
+    let ccr = good.ccr("client.test;1;1", "46700000001", 1, 0);
+    good.send(&ccr);
+    assert_eq!(result_code(&good.recv().unwrap()), Some(2001));
+    assert!(server.stats().aborted_connections >= 1);
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn incomplete_message_times_out() {
+    let mut cfg = test_config(1);
+    cfg.limits.message_timeout_ms = 300;
+    cfg.peers.watchdog_secs = 30.0;
+    let server = gyro_server::start(cfg, Echo).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    let ccr = c.ccr("client.test;1;1", "46700000001", 1, 0);
+    c.send(&ccr[..30]);
+    let t = Instant::now();
+    assert!(c.recv().is_none());
+    assert!(t.elapsed() < Duration::from_secs(3));
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn peer_that_stops_reading_is_held_back() {
+    let mut cfg = test_config(1);
+    cfg.limits.max_inflight_per_connection = 64;
+    cfg.peers.watchdog_secs = 30.0;
+    let server = gyro_server::start(cfg, Echo).unwrap();
+    let addr = server.local_addrs()[0];
+    let c = Client::open(addr);
+    let mut stream = c.stream.try_clone().unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    // Write requests and never read an answer. Once the server's in-flight
+    // limit is reached it stops reading, the socket buffers fill and our
+    // writes block: the total the server accepted stays bounded.
+    let one = ccr_bytes(1, 1, "client.test;1;1", "46700000001", 1, 0);
+    let chunk: Vec<u8> = one.iter().copied().cycle().take(one.len() * 256).collect();
+    let mut written = 0usize;
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(3) {
+        match stream.write(&chunk) {
+            Ok(n) => written += n,
+            Err(_) => break,
+        }
+    }
+    let requests_written = written / one.len();
+    assert!(
+        written < 64 << 20,
+        "the server kept reading: {written} bytes accepted"
+    );
+    let handled = server.stats().requests;
+    assert!(
+        handled < requests_written as u64,
+        "server handled {handled} of {requests_written}"
+    );
+    // Other connections are unaffected.
+    let mut other = Client::open(addr);
+    let ccr = other.ccr("client.test;2;2", "46700000002", 1, 0);
+    other.send(&ccr);
+    assert_eq!(result_code(&other.recv().unwrap()), Some(2001));
+    drop(c);
+    drop(stream);
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn one_busy_connection_keeps_both_workers_busy() {
+    let server = gyro_server::start(test_config(2), Echo).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    let n = 2000u32;
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let (h, e2e) = c.ids();
+        let sub = format!("4670000{:04}", i);
+        batch.extend(ccr_bytes(h, e2e, &format!("client.test;{i};0"), &sub, 1, 0));
+    }
+    c.send(&batch);
+    let mut by_worker = [0u32; 2];
+    for _ in 0..n {
+        let a = c.recv().expect("answer");
+        assert_eq!(result_code(&a), Some(2001));
+        by_worker[avp_u32(&a, avp::ORIGIN_STATE_ID).unwrap() as usize] += 1;
+    }
+    let stats = server.worker_stats();
+    println!(
+        "per-worker requests: {:?}",
+        stats.iter().map(|s| s.requests).collect::<Vec<_>>()
+    );
+    assert_eq!(by_worker[0] + by_worker[1], n);
+    assert!(
+        by_worker[0] >= n / 4 && by_worker[1] >= n / 4,
+        "{by_worker:?}"
+    );
+    assert!(stats[0].requests > 0 && stats[1].requests > 0);
+    assert_eq!(stats[0].requests + stats[1].requests, n as u64);
+    assert!(stats.iter().any(|s| s.from_other_workers > 0));
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn updates_without_subscription_id_follow_their_session() {
+    let server = gyro_server::start(test_config(2), Echo).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    for i in 0..20u32 {
+        let sid = format!("client.test;{i};7");
+        let sub = format!("4670000000{}", i % 10);
+        let ccr = c.ccr(&sid, &sub, 1, 0);
+        c.send(&ccr);
+        let first = avp_u32(&c.recv().unwrap(), avp::ORIGIN_STATE_ID);
+        let ccr = c.ccr(&sid, "", 2, 1);
+        c.send(&ccr);
+        let second = avp_u32(&c.recv().unwrap(), avp::ORIGIN_STATE_ID);
+        assert_eq!(first, second, "session {sid} changed shard");
+    }
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn shutdown_answers_everything_in_flight_and_sends_dpr() {
+    let server = gyro_server::start(test_config(2), Echo).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    let n = 500u32;
+    let mut batch = Vec::new();
+    for i in 0..n {
+        let (h, e2e) = c.ids();
+        batch.extend(ccr_bytes(
+            h,
+            e2e,
+            &format!("c;{i};0"),
+            &format!("467{i:08}"),
+            1,
+            0,
+        ));
+    }
+    c.send(&batch);
+    server.shutdown();
+    let mut answers = 0;
+    let mut dpr = None;
+    while let Some(m) = c.recv() {
+        let msg = parse(&m);
+        if msg.command_code() == 282 && msg.is_request() {
+            dpr = Some(m.clone());
+            let mut b = BytesMut::new();
+            let mut e = Encoder::answer(&mut b, &msg, false);
+            e.u32(avp::RESULT_CODE, 2001)
+                .str(avp::ORIGIN_HOST, "client.test")
+                .str(avp::ORIGIN_REALM, "test");
+            e.finish().unwrap();
+            c.send(&b);
+        } else if msg.command_code() == 272 {
+            answers += 1;
+        }
+        if dpr.is_some() && answers == n {
+            break;
+        }
+    }
+    assert_eq!(answers, n, "every accepted request is answered");
+    assert!(dpr.is_some(), "the server sends DPR on shutdown");
+    server.join();
+}
