@@ -10,7 +10,7 @@
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Buf, BytesMut};
@@ -49,6 +49,9 @@ pub(crate) struct Plan {
     pub session_high: u32,
     pub session_low: u32,
     pub seed: u64,
+    /// The common start, set by whichever task passes the start barrier
+    /// first.
+    pub start: OnceLock<Instant>,
 }
 
 /// Counters the progress bar reads while the run goes on.
@@ -125,6 +128,7 @@ pub(crate) async fn run_connection(
 ) -> ConnStats {
     let opened = open(idx, &plan).await;
     barrier.wait().await;
+    let t0 = *plan.start.get_or_init(Instant::now);
     let mut stats = ConnStats::new();
     let (stream, peer, pcfg, inbuf) = match opened {
         Ok(x) => x,
@@ -134,7 +138,7 @@ pub(crate) async fn run_connection(
         }
     };
     stats.opened = true;
-    let mut c = Conn::new(idx, &plan, &live, stats);
+    let mut c = Conn::new(idx, &plan, &live, stats, t0);
     c.drive(stream, peer, pcfg, inbuf).await;
     c.flush_live();
     c.stats
@@ -233,11 +237,10 @@ fn xorshift(s: &mut u64) -> u64 {
 }
 
 impl<'p> Conn<'p> {
-    fn new(idx: u32, plan: &'p Plan, live: &'p Live, stats: ConnStats) -> Self {
+    fn new(idx: u32, plan: &'p Plan, live: &'p Live, stats: ConnStats, now: Instant) -> Self {
         let a = &plan.args;
         let window = a.window.max(1);
         let slot_bits = 32 - (window - 1).leading_zeros();
-        let now = Instant::now();
         let conns = u64::from(a.connections.max(1));
         let budget = a
             .count
@@ -490,7 +493,7 @@ impl<'p> Conn<'p> {
         if let Some(h) = self.hard_stop {
             w = w.min(h);
         }
-        if self.interval.is_some() && !self.ready.is_empty() {
+        if self.interval.is_some() && !self.ready.is_empty() && peer.state() == State::Open {
             w = w.min(self.next_intended);
         }
         if let Some(t) = peer.poll_timeout() {

@@ -127,6 +127,7 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
         session_high: wall.as_secs() as u32,
         session_low: (seed >> 16) as u32 & 0xFFFF_F000,
         seed,
+        start: std::sync::OnceLock::new(),
         args,
     });
     let a = &plan.args;
@@ -144,7 +145,7 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
         })
         .collect();
     barrier.wait().await;
-    let start = Instant::now();
+    let start = *plan.start.get_or_init(Instant::now);
     let signals = handle_signals.then(|| {
         let live = live.clone();
         tokio::spawn(async move {

@@ -90,7 +90,12 @@ impl Observed {
 
 /// Starts the server on an ephemeral loopback port.
 pub async fn start(cfg: FakeConfig) -> (SocketAddr, Arc<Observed>) {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    start_on("127.0.0.1:0", cfg).await
+}
+
+/// Starts the server on `listen`.
+pub async fn start_on(listen: &str, cfg: FakeConfig) -> (SocketAddr, Arc<Observed>) {
+    let listener = TcpListener::bind(listen).await.unwrap();
     let addr = listener.local_addr().unwrap();
     let obs = Arc::new(Observed::default());
     let o = obs.clone();
@@ -114,7 +119,6 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
     let mut flush_at: Option<tokio::time::Instant> = None;
     let mut outstanding = 0usize;
     let mut max_out = 0usize;
-    let mut log = Vec::new();
     let mut closing = false;
     loop {
         let sleep = async move {
@@ -162,13 +166,16 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                         (cmd::CREDIT_CONTROL, true) => {
                             obs.ccrs.fetch_add(1, Ordering::Relaxed);
                             if cfg.log {
-                                log.push(seen(&m));
+                                obs.log.lock().unwrap()[idx].push(seen(&m));
                             }
                             if !cfg.answer_ccr {
                                 continue;
                             }
                             outstanding += 1;
-                            max_out = max_out.max(outstanding);
+                            if outstanding > max_out {
+                                max_out = outstanding;
+                                obs.max_outstanding.lock().unwrap()[idx] = max_out;
+                            }
                             if cfg.hold.is_some() {
                                 let mut b = BytesMut::new();
                                 cca(&m, &cfg, &mut b);
@@ -204,8 +211,6 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
             break;
         }
     }
-    obs.max_outstanding.lock().unwrap()[idx] = max_out;
-    obs.log.lock().unwrap()[idx] = log;
 }
 
 fn seen(m: &Message<'_>) -> Seen {
