@@ -129,7 +129,7 @@ pub struct LoadArgs {
     pub sms_ratio: f64,
 
     /// CCR-U per data session (between CCR-I and CCR-T).
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=1_000_000))]
     pub updates: u32,
 
     /// Rating groups of a data session: one MSCC each.

@@ -283,6 +283,235 @@ pub(crate) fn read_answer(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gyro_diameter::Avp;
+
+    fn build(kind: ReqType, a: &LoadArgs) -> BytesMut {
+        let mut out = BytesMut::new();
+        Builder::new(a).write(
+            &mut out,
+            &Req {
+                kind,
+                number: 2,
+                session_id: b"load.gyro.test;1;2;3",
+                msisdn: 46_700_000_007,
+                offset: 7,
+                hop_by_hop: 11,
+                end_to_end: 12,
+                timestamp: DiameterTime(3_900_000_000),
+            },
+        );
+        out
+    }
+
+    fn codes(m: &Message<'_>) -> Vec<u32> {
+        m.avps().map(|a| a.unwrap().code()).collect()
+    }
+
+    fn mscc<'a>(m: &Message<'a>) -> Vec<Avp<'a>> {
+        m.avps()
+            .map(|a| a.unwrap())
+            .filter(|a| a.code() == 456)
+            .collect()
+    }
+
+    #[test]
+    fn every_ccr_starts_with_the_required_avps() {
+        let a = LoadArgs::default();
+        for kind in ReqType::ALL {
+            let buf = build(kind, &a);
+            let m = Message::parse(&buf).unwrap();
+            let h = m.header();
+            assert!(h.is_request() && h.is_proxiable());
+            assert_eq!((h.command_code, h.application_id), (272, 4));
+            assert_eq!((h.hop_by_hop, h.end_to_end), (11, 12));
+            // Session-Id, Origin-Host, Origin-Realm, Destination-Realm,
+            // Auth-Application-Id, Service-Context-Id, CC-Request-Type,
+            // CC-Request-Number, Event-Timestamp.
+            assert_eq!(
+                codes(&m)[..9],
+                [263, 264, 296, 283, 258, 461, 416, 415, 55],
+                "{kind:?}"
+            );
+            assert_eq!(m.session_id(), Some("load.gyro.test;1;2;3"));
+            let rt = m.find(avp::CC_REQUEST_TYPE).unwrap().i32().unwrap();
+            assert_eq!(rt, kind.cc_request_type());
+            let ctx = m.find(avp::SERVICE_CONTEXT_ID).unwrap().utf8().unwrap();
+            let want = if kind == ReqType::Event {
+                "32274@3gpp.org"
+            } else {
+                "32251@3gpp.org"
+            };
+            assert_eq!(ctx, want);
+        }
+    }
+
+    #[test]
+    fn initial_asks_quota_per_rating_group_with_subscription_id() {
+        let a = LoadArgs {
+            imsi: true,
+            ..LoadArgs::default()
+        };
+        let buf = build(ReqType::Initial, &a);
+        let m = Message::parse(&buf).unwrap();
+        let subs: Vec<(i32, String)> = m
+            .avps()
+            .map(|x| x.unwrap())
+            .filter(|x| x.code() == 443)
+            .map(|x| {
+                let t = x.child(avp::SUBSCRIPTION_ID_TYPE).unwrap().i32().unwrap();
+                let d = x.child(avp::SUBSCRIPTION_ID_DATA).unwrap().utf8().unwrap();
+                (t, d.to_string())
+            })
+            .collect();
+        assert_eq!(
+            subs,
+            vec![
+                (0, "46700000007".to_string()),
+                (1, "001010000000007".to_string())
+            ]
+        );
+        assert_eq!(
+            m.find(avp::MULTIPLE_SERVICES_INDICATOR)
+                .unwrap()
+                .i32()
+                .unwrap(),
+            1
+        );
+        let groups = mscc(&m);
+        assert_eq!(groups.len(), 2);
+        for (g, rg) in groups.iter().zip([10, 20]) {
+            assert_eq!(g.child(avp::RATING_GROUP).unwrap().u32().unwrap(), rg);
+            let rsu = g.child(avp::REQUESTED_SERVICE_UNIT).unwrap();
+            let octets = rsu.child(avp::CC_TOTAL_OCTETS).unwrap().u64().unwrap();
+            assert_eq!(octets, 1_000_000);
+            assert!(g.child(avp::USED_SERVICE_UNIT).is_none());
+        }
+    }
+
+    #[test]
+    fn update_reports_usage_and_asks_again_terminate_reports_final_usage() {
+        let a = LoadArgs::default();
+        let buf = build(ReqType::Update, &a);
+        let m = Message::parse(&buf).unwrap();
+        assert!(m.find(avp::SUBSCRIPTION_ID).is_none());
+        for g in mscc(&m) {
+            assert!(g.child(avp::REQUESTED_SERVICE_UNIT).is_some());
+            let usu = g.child(avp::USED_SERVICE_UNIT).unwrap();
+            let get = |id| usu.child(id).unwrap().u64().unwrap();
+            assert_eq!(get(avp::CC_TOTAL_OCTETS), 500_000);
+            assert_eq!(
+                get(avp::CC_INPUT_OCTETS) + get(avp::CC_OUTPUT_OCTETS),
+                500_000
+            );
+            assert_eq!(usu.child(avp::CC_TIME).unwrap().u32().unwrap(), 10);
+            let reason = g.child(avp::REPORTING_REASON).unwrap();
+            assert_eq!((reason.vendor_id(), reason.i32().unwrap()), (10415, 3));
+        }
+        let buf = build(ReqType::Terminate, &a);
+        let m = Message::parse(&buf).unwrap();
+        let cause = m.find(avp::TERMINATION_CAUSE).unwrap().i32().unwrap();
+        assert_eq!(cause, 1);
+        let groups = mscc(&m);
+        assert_eq!(groups.len(), 2);
+        for g in groups {
+            assert!(g.child(avp::REQUESTED_SERVICE_UNIT).is_none());
+            assert!(g.child(avp::USED_SERVICE_UNIT).is_some());
+            assert_eq!(g.child(avp::REPORTING_REASON).unwrap().i32().unwrap(), 2);
+        }
+    }
+
+    #[test]
+    fn event_is_a_direct_debit_of_one_unit() {
+        let a = LoadArgs {
+            sms_service_id: Some(7),
+            ..LoadArgs::default()
+        };
+        let buf = build(ReqType::Event, &a);
+        let m = Message::parse(&buf).unwrap();
+        assert_eq!(m.find(avp::REQUESTED_ACTION).unwrap().i32().unwrap(), 0);
+        assert_eq!(m.find(avp::SERVICE_IDENTIFIER).unwrap().u32().unwrap(), 7);
+        let rsu = m.find(avp::REQUESTED_SERVICE_UNIT).unwrap();
+        let units = rsu.child(avp::CC_SERVICE_SPECIFIC_UNITS).unwrap();
+        assert_eq!(units.u64().unwrap(), 1);
+        assert!(m.find(avp::SUBSCRIPTION_ID).is_some());
+        assert!(mscc(&m).is_empty());
+    }
+
+    fn answer(build: impl FnOnce(&mut Encoder<'_>)) -> BytesMut {
+        let mut out = BytesMut::new();
+        let mut e = Encoder::new(&mut out, 0x40, 272, 4, 1, 1);
+        build(&mut e);
+        e.finish().unwrap();
+        out
+    }
+
+    fn read(buf: &[u8]) -> (Answer, Counts, Counts) {
+        let m = Message::parse(buf).unwrap();
+        let (mut a, mut b) = (Counts::default(), Counts::default());
+        let ans = read_answer(&m, b"s;1;2", &mut a, &mut b);
+        (ans, a, b)
+    }
+
+    #[test]
+    fn answers_are_read_by_result_code_then_experimental_result() {
+        let ok = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;2").u32(avp::RESULT_CODE, 2001);
+            let g = e.begin_group(avp::MULTIPLE_SERVICES_CREDIT_CONTROL);
+            e.u32(avp::RESULT_CODE, 4012);
+            e.end_group(g);
+        });
+        let (a, mscc, _) = read(&ok);
+        assert!(a.is_success());
+        assert_eq!(mscc.0, vec![(4012, 1)]);
+
+        let exp = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;2");
+            let g = e.begin_group(avp::EXPERIMENTAL_RESULT);
+            e.u32(avp::VENDOR_ID, 10415)
+                .u32(avp::EXPERIMENTAL_RESULT_CODE, 5030);
+            e.end_group(g);
+        });
+        let (a, _, exp_codes) = read(&exp);
+        assert_eq!(
+            (a.code(), a.is_success(), a.well_formed),
+            (Some(5030), false, true)
+        );
+        assert_eq!(exp_codes.0, vec![(5030, 1)]);
+    }
+
+    #[test]
+    fn wrong_or_missing_session_and_missing_code_are_protocol_errors() {
+        let other = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;3").u32(avp::RESULT_CODE, 2001);
+        });
+        assert!(!read(&other).0.well_formed);
+        let no_sid_ok = answer(|e| {
+            e.u32(avp::RESULT_CODE, 2001);
+        });
+        assert!(!read(&no_sid_ok).0.well_formed);
+        // A generic error answer may leave the Session-Id out.
+        let no_sid_err = answer(|e| {
+            e.u32(avp::RESULT_CODE, 3004);
+        });
+        let (a, _, _) = read(&no_sid_err);
+        assert!(a.well_formed && !a.is_success());
+        let no_code = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;2");
+        });
+        assert!(!read(&no_code).0.well_formed);
+    }
+
+    #[test]
+    fn malformed_avps_do_not_panic() {
+        let mut buf = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;2").u32(avp::RESULT_CODE, 2001);
+        });
+        // Make the Result-Code AVP claim more bytes than there are.
+        let n = buf.len();
+        buf[n - 5] = 200;
+        let (a, _, _) = read(&buf);
+        assert!(!a.is_success());
+    }
 
     #[test]
     fn decimal_pads_and_handles_zero() {

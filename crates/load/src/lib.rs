@@ -106,6 +106,14 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
     anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
     anyhow::ensure!(args.window > 0, "--window must be at least 1");
     anyhow::ensure!(args.subscribers > 0, "--subscribers must be at least 1");
+    anyhow::ensure!(
+        args.rate.is_none_or(|r| r.is_finite() && r > 0.0),
+        "--rate must be above 0"
+    );
+    anyhow::ensure!(
+        args.updates <= 1_000_000,
+        "--updates must be at most 1000000"
+    );
     let addr = tokio::net::lookup_host(&args.target)
         .await
         .with_context(|| format!("resolving {}", args.target))?

@@ -47,7 +47,7 @@ impl ReqType {
 /// Counts per code, for the handful of distinct codes a run sees: a linear
 /// scan of a short vector beats hashing.
 #[derive(Debug, Default, Clone)]
-pub(crate) struct Counts(Vec<(u32, u64)>);
+pub(crate) struct Counts(pub(crate) Vec<(u32, u64)>);
 
 impl Counts {
     #[inline]

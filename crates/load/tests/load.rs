@@ -268,3 +268,22 @@ async fn json_report_parses_and_round_trips() {
     assert_eq!(back.result_codes, r.result_codes);
     assert!(r.human().contains("p99.9"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unframeable_answers_close_the_connection_and_lose_its_requests() {
+    let (addr, _obs) = start(FakeConfig {
+        garbage: true,
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        count: Some(40),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.answered, 0, "{}", r.human());
+    assert!(r.sent > 0 && r.lost == r.sent);
+    assert_eq!(r.connection_errors, 1);
+    assert!(r.protocol_errors >= 1);
+    assert_eq!(r.error_ratio(), 1.0);
+}

@@ -36,6 +36,8 @@ pub struct FakeConfig {
     pub initial_result: u32,
     /// Keep a log of every CCR (session, type, number).
     pub log: bool,
+    /// Answer the first CCR with bytes that cannot be framed.
+    pub garbage: bool,
 }
 
 impl Default for FakeConfig {
@@ -47,6 +49,7 @@ impl Default for FakeConfig {
             send_dwr: true,
             initial_result: 2001,
             log: true,
+            garbage: false,
         }
     }
 }
@@ -169,6 +172,10 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                                 obs.log.lock().unwrap()[idx].push(seen(&m));
                             }
                             if !cfg.answer_ccr {
+                                continue;
+                            }
+                            if cfg.garbage {
+                                out.extend_from_slice(&[7, 0, 0, 3, 0xff, 0xff, 0xff, 0xff]);
                                 continue;
                             }
                             outstanding += 1;
