@@ -641,6 +641,23 @@ fn sample_messages_decode_completely_with_typed_accessors() {
 }
 
 #[test]
+fn sample_formats_agree_with_the_builtin_dictionary() {
+    for &(code, vendor, ty) in common::TYPES {
+        assert_eq!(
+            common::dict_type(code, vendor),
+            Some(ty),
+            "AVP {code}/{vendor}"
+        );
+    }
+    let mut req = BytesMut::new();
+    common::ccr_update(&mut req);
+    let m = Message::parse(&req).unwrap();
+    let by_dict = common::walk(&m, &common::dict_type).unwrap();
+    let by_table = common::walk(&m, &common::local_type).unwrap();
+    assert_eq!(by_dict, by_table);
+}
+
+#[test]
 fn redirect_uri_decodes_in_a_walk() {
     let buf = message(|e| {
         e.str(

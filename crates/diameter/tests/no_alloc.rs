@@ -12,7 +12,8 @@ use std::cell::Cell;
 
 use bytes::BytesMut;
 use gyro_diameter::codes::avp;
-use gyro_diameter::{Encoder, Message};
+use gyro_diameter::validate::{encode_error_answer, validate_answer, validate_request, Options};
+use gyro_diameter::{Dictionary, Encoder, Message};
 
 struct Counting;
 
@@ -72,14 +73,21 @@ fn the_counter_sees_allocations() {
     assert!(n >= 2, "growth reallocates: {n}");
 }
 
+/// The built-in dictionary, loaded before anything is counted (loading it
+/// allocates, once per process).
+fn dict() -> &'static Dictionary {
+    Dictionary::builtin()
+}
+
 #[test]
 fn decoding_a_ccr_update_allocates_nothing() {
+    dict();
     let mut buf = BytesMut::new();
     common::ccr_update(&mut buf);
     let bytes = &buf[..];
     let (walk, n) = count(|| {
         let m = Message::parse(bytes).unwrap();
-        let w = common::walk(&m, &common::local_type).unwrap();
+        let w = common::walk(&m, &common::dict_type).unwrap();
         (m.session_id().unwrap().len(), w)
     });
     assert_eq!(n, 0, "decoding a CCR-U allocated {n} times");
@@ -92,6 +100,7 @@ fn decoding_a_ccr_update_allocates_nothing() {
 
 #[test]
 fn decoding_answers_and_base_messages_allocates_nothing() {
+    dict();
     let mut req = BytesMut::new();
     common::ccr_update(&mut req);
     let m = Message::parse(&req).unwrap();
@@ -106,7 +115,7 @@ fn decoding_answers_and_base_messages_allocates_nothing() {
     for bytes in [&ans[..], &cer[..], &ccri[..], &thesis[..]] {
         let (w, n) = count(|| {
             let m = Message::parse(bytes).unwrap();
-            common::walk(&m, &common::local_type).unwrap()
+            common::walk(&m, &common::dict_type).unwrap()
         });
         assert_eq!(
             n,
@@ -146,6 +155,7 @@ fn decoding_uris_with_parameters_allocates_nothing() {
 
 #[test]
 fn decoding_malformed_input_allocates_nothing_either() {
+    dict();
     let mut buf = BytesMut::new();
     common::ccr_update(&mut buf);
     let mut bad = buf.to_vec();
@@ -157,7 +167,7 @@ fn decoding_malformed_input_allocates_nothing_either() {
     let bytes = &bad[..];
     let (res, n) = count(|| {
         let m = Message::parse(bytes).unwrap();
-        common::walk(&m, &common::local_type).is_err()
+        common::walk(&m, &common::dict_type).is_err()
     });
     assert!(res, "the broken child is reported");
     assert_eq!(n, 0);
@@ -179,4 +189,80 @@ fn encoding_into_a_reserved_buffer_allocates_nothing() {
     });
     assert_eq!(n, 0, "building a CCA and a CCR-U into a reserved buffer");
     assert_eq!(len, out.len());
+}
+
+#[test]
+fn validating_valid_requests_allocates_nothing_in_either_mode() {
+    let dict = dict();
+    type Build = fn(&mut BytesMut) -> usize;
+    let builds: [(&str, Build); 4] = [
+        ("CCR-U", common::ccr_update),
+        ("CCR-I", common::ccr_initial),
+        ("CER", common::cer),
+        ("11-AVP CCR", common::thesis_ccr),
+    ];
+    for (name, build) in builds {
+        let mut buf = BytesMut::new();
+        build(&mut buf);
+        let bytes = &buf[..];
+        for opts in [Options::lenient(), Options::strict()] {
+            let (ok, n) = count(|| validate_request(dict, bytes, &opts).is_ok());
+            assert!(ok, "{name} is valid ({:?})", opts.mode);
+            assert_eq!(
+                n, 0,
+                "validating a {name} ({:?}) allocated {n} times",
+                opts.mode
+            );
+        }
+    }
+}
+
+#[test]
+fn validating_a_valid_answer_allocates_nothing() {
+    let dict = dict();
+    let mut req = BytesMut::new();
+    common::ccr_update(&mut req);
+    let mut ans = BytesMut::new();
+    common::cca(&mut ans, &Message::parse(&req).unwrap());
+    let bytes = &ans[..];
+    let (ok, n) = count(|| validate_answer(dict, bytes, &Options::strict()).is_ok());
+    assert!(ok);
+    assert_eq!(n, 0);
+}
+
+#[test]
+fn rejecting_a_request_and_building_its_error_answer_allocates_nothing() {
+    let dict = dict();
+    let mut req = BytesMut::new();
+    common::ccr_update(&mut req);
+    // Make the Rating-Group of the second MSCC 3 bytes long: a 5014 deep
+    // inside a group, whose Failed-AVP nests copies of the group headers.
+    let m = Message::parse(&req).unwrap();
+    let mscc = m
+        .avps()
+        .map(Result::unwrap)
+        .filter(|a| a.code() == avp::MULTIPLE_SERVICES_CREDIT_CONTROL.code)
+        .nth(1)
+        .unwrap();
+    let rg = mscc.child(avp::RATING_GROUP).unwrap().offset();
+    let mut bad = req.to_vec();
+    bad[rg + 7] = 11;
+    let bytes = &bad[..];
+    let mut out = BytesMut::with_capacity(4096);
+    let (code, n) = count(|| {
+        let problem = validate_request(dict, bytes, &Options::lenient()).unwrap_err();
+        encode_error_answer(
+            &mut out,
+            bytes,
+            &problem,
+            common::SERVER_HOST,
+            common::SERVER_REALM,
+        )
+        .unwrap();
+        problem.result_code
+    });
+    assert_eq!(code, 5014);
+    assert_eq!(n, 0, "rejecting allocated {n} times");
+    let answer = Message::parse(&out).unwrap();
+    assert!(answer.find(avp::FAILED_AVP).is_some());
 }

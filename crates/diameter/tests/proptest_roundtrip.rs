@@ -16,9 +16,11 @@ use std::sync::OnceLock;
 use bytes::BytesMut;
 use gyro_diameter::avp::flags as avp_flags;
 use gyro_diameter::codes::AvpId;
+use gyro_diameter::dict::AvpDef;
 use gyro_diameter::header::{frame_length, MAX_MESSAGE_LEN};
 use gyro_diameter::types::{decode_value, Value};
-use gyro_diameter::{Address, Avp, AvpType, DiameterTime, Encoder, Message};
+use gyro_diameter::validate::{encode_error_answer, validate_answer, validate_request, Options};
+use gyro_diameter::{Address, Avp, AvpType, DiameterTime, Dictionary, Encoder, Message};
 use proptest::prelude::*;
 
 // ---- AVP definitions ----------------------------------------------------------
@@ -33,13 +35,14 @@ struct Def {
     flags: u8,
     /// Named values of an Enumerated AVP (empty: any Integer32).
     enums: Vec<i32>,
-    /// Indexes into [`defs`] of the AVPs a Grouped AVP's grammar names
-    /// (empty: any known AVP).
+    /// Indexes into [`defs`] of the AVPs a Grouped AVP's grammar names.
     children: Vec<usize>,
+    /// Whether the grammar allows other AVPs (`*[AVP]`, or no grammar).
+    open: bool,
 }
 
-/// Formats the dictionary may not use; given private codes under a vendor
-/// nobody has, so every format is covered.
+/// Every format, under a vendor nobody has: the dictionary does not use
+/// every format (no floats), and these AVPs are unknown to validation.
 const EXTRA_VENDOR: u32 = 0x00FF_FF01;
 const EXTRA: &[AvpType] = &[
     AvpType::OctetString,
@@ -59,18 +62,32 @@ const EXTRA: &[AvpType] = &[
     AvpType::IPFilterRule,
 ];
 
+/// Every AVP of the built-in dictionary, then one private AVP per format.
 fn defs() -> &'static [Def] {
     static DEFS: OnceLock<Vec<Def>> = OnceLock::new();
     DEFS.get_or_init(|| {
-        let mut v: Vec<Def> = common::TYPES
+        let dict = Dictionary::builtin();
+        let all: Vec<&AvpDef> = dict.avps().collect();
+        let index_of = |code: u32, vendor: u32| {
+            all.iter()
+                .position(|d| d.code == code && d.vendor == vendor)
+        };
+        let mut v: Vec<Def> = all
             .iter()
-            .map(|&(code, vendor, ty)| Def {
-                code,
-                vendor,
-                ty,
-                flags: avp_flags::MANDATORY,
-                enums: Vec::new(),
-                children: Vec::new(),
+            .map(|d| Def {
+                code: d.code,
+                vendor: d.vendor,
+                ty: d.ty,
+                flags: d.id().flags,
+                enums: d.enum_values().map(|(v, _)| v).collect(),
+                children: d.grammar.as_ref().map_or(Vec::new(), |g| {
+                    g.rules
+                        .iter()
+                        .filter(|r| r.max > 0)
+                        .filter_map(|r| index_of(r.code, r.vendor))
+                        .collect()
+                }),
+                open: d.grammar.as_ref().is_none_or(|g| g.any_avp),
             })
             .collect();
         v.extend(EXTRA.iter().enumerate().map(|(i, &ty)| Def {
@@ -80,6 +97,7 @@ fn defs() -> &'static [Def] {
             flags: 0,
             enums: Vec::new(),
             children: Vec::new(),
+            open: true,
         }));
         v
     })
@@ -382,12 +400,15 @@ fn avp_of(index: usize, depth: u32) -> BoxedStrategy<ModelAvp> {
         if depth == 0 {
             Just(Val::Group(Vec::new())).boxed()
         } else {
-            let child = if def.children.is_empty() {
-                any_avp(depth - 1)
-            } else {
+            let named = || {
                 prop::sample::select(def.children.clone())
                     .prop_flat_map(move |i| avp_of(i, depth - 1))
                     .boxed()
+            };
+            let child = match (def.children.is_empty(), def.open) {
+                (true, _) => any_avp(depth - 1),
+                (false, false) => named(),
+                (false, true) => prop_oneof![3 => named(), 1 => any_avp(depth - 1)].boxed(),
             };
             prop::collection::vec(child, 0..4)
                 .prop_map(Val::Group)
@@ -439,8 +460,30 @@ fn message_strategy() -> impl Strategy<Value = ModelMessage> {
 
 // ---- never panic ---------------------------------------------------------------------
 
+/// Validation in both modes and, when it fails, the error answer: built
+/// for any input that has a header, and itself a parseable answer.
+fn validate_everything(buf: &[u8]) {
+    let dict = Dictionary::builtin();
+    for opts in [Options::lenient(), Options::strict()] {
+        if let Err(problem) = validate_request(dict, buf, &opts) {
+            let _ = problem.to_string();
+            let mut out = BytesMut::new();
+            let answered =
+                encode_error_answer(&mut out, buf, &problem, "ocs.example.net", "example.net");
+            if buf.len() >= 20 {
+                let n = answered.expect("an error answer for any request with a header");
+                let answer = Message::parse(&out[..n]).expect("the error answer parses");
+                assert!(!answer.is_request());
+                assert_eq!(answer.header().is_error(), problem.is_protocol_error());
+            }
+        }
+        let _ = validate_answer(dict, buf, &opts);
+    }
+}
+
 /// Everything a receiver does with untrusted bytes; must return, not panic.
 fn decode_everything(buf: &[u8]) {
+    validate_everything(buf);
     let _ = frame_length(buf, MAX_MESSAGE_LEN);
     let _ = gyro_diameter::Header::parse(buf);
     if let Ok(m) = Message::parse(buf) {
@@ -590,11 +633,60 @@ proptest! {
     }
 }
 
+fn samples() -> &'static [Vec<u8>] {
+    static SAMPLES: OnceLock<Vec<Vec<u8>>> = OnceLock::new();
+    SAMPLES.get_or_init(|| {
+        type Build = fn(&mut BytesMut) -> usize;
+        let builds: [Build; 4] = [
+            common::cer,
+            common::ccr_initial,
+            common::ccr_update,
+            common::thesis_ccr,
+        ];
+        builds
+            .iter()
+            .map(|b| {
+                let mut buf = BytesMut::new();
+                b(&mut buf);
+                buf.to_vec()
+            })
+            .collect()
+    })
+}
+
+proptest! {
+    #[test]
+    fn mutated_valid_requests_never_panic_validation(
+        which in 0..4usize,
+        mutations in prop::collection::vec(mutation_strategy(), 1..4),
+        refit in any::<bool>(),
+    ) {
+        let mut buf = samples()[which].clone();
+        prop_assert!(validate_request(Dictionary::builtin(), &buf, &Options::strict()).is_ok());
+        for m in &mutations {
+            mutate(&mut buf, m);
+        }
+        if refit {
+            fix_length(&mut buf);
+        }
+        decode_everything(&buf);
+    }
+}
+
 #[test]
 fn every_format_is_covered_by_the_definitions() {
     for ty in EXTRA {
         assert!(defs().iter().any(|d| d.ty == *ty), "{ty:?}");
     }
-    // The extra vendor really is unused by the known AVPs.
-    assert!(common::TYPES.iter().all(|(_, v, _)| *v != EXTRA_VENDOR));
+    // The extra vendor really is unused by the dictionary, and the
+    // dictionary's AVPs are all there.
+    let dict = Dictionary::builtin();
+    assert!(dict.avps().all(|d| d.vendor != EXTRA_VENDOR));
+    assert_eq!(defs().len(), dict.avps().count() + EXTRA.len());
+    // Grouped AVPs with a grammar get their children from it.
+    let mscc = defs()
+        .iter()
+        .find(|d| d.code == 456 && d.vendor == 0)
+        .unwrap();
+    assert!(mscc.children.iter().any(|&i| defs()[i].code == 446));
 }

@@ -68,7 +68,7 @@ pub const TYPES: &[(u32, u32, AvpType)] = &[
     (459, 0, AvpType::Enumerated),           // User-Equipment-Info-Type
     (460, 0, AvpType::OctetString),          // User-Equipment-Info-Value
     (461, 0, AvpType::UTF8String),           // Service-Context-Id
-    (2, VENDOR_3GPP, AvpType::OctetString),  // 3GPP-Charging-Id
+    (2, VENDOR_3GPP, AvpType::Unsigned32),   // 3GPP-Charging-Id
     (3, VENDOR_3GPP, AvpType::Enumerated),   // 3GPP-PDP-Type
     (8, VENDOR_3GPP, AvpType::UTF8String),   // 3GPP-IMSI-MCC-MNC
     (9, VENDOR_3GPP, AvpType::UTF8String),   // 3GPP-GGSN-MCC-MNC
@@ -88,6 +88,13 @@ pub const TYPES: &[(u32, u32, AvpType)] = &[
     (1227, VENDOR_3GPP, AvpType::Address),   // PDP-Address
     (1228, VENDOR_3GPP, AvpType::Address),   // SGSN-Address
 ];
+
+/// The format of an AVP from the built-in dictionary.
+pub fn dict_type(code: u32, vendor: u32) -> Option<AvpType> {
+    gyro_diameter::Dictionary::builtin()
+        .avp(code, vendor)
+        .map(|d| d.ty)
+}
 
 /// The format of an AVP from [`TYPES`].
 pub fn local_type(code: u32, vendor: u32) -> Option<AvpType> {
@@ -129,7 +136,7 @@ fn cc_request_head(e: &mut Encoder<'_>, request_type: i32, number: u32) {
 fn service_information(e: &mut Encoder<'_>) {
     let si = e.begin_group(avp::SERVICE_INFORMATION);
     let ps = e.begin_group(avp::PS_INFORMATION);
-    e.octets(avp::TGPP_CHARGING_ID, &[0x0a, 0x0b, 0x0c, 0x0d])
+    e.u32(avp::TGPP_CHARGING_ID, 0x0a0b_0c0d)
         .i32(avp::TGPP_PDP_TYPE, 0)
         .address(
             avp::PDP_ADDRESS,

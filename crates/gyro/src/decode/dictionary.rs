@@ -1,8 +1,14 @@
 //! Names and validation for the decoder, from gyro-diameter's built-in
 //! dictionary.
 
-use gyro_diameter::avp::AvpIter;
+use bytes::BytesMut;
+use gyro_diameter::codes;
+use gyro_diameter::dict::Dictionary;
 use gyro_diameter::types::AvpType;
+use gyro_diameter::validate::{
+    encode_error_answer, validate_answer, validate_request, Offending, Options,
+};
+use gyro_diameter::{Header, Message};
 
 /// What the decoder needs to know about an AVP.
 #[derive(Debug, Clone, Copy)]
@@ -33,29 +39,44 @@ pub struct Problem {
     pub failed_avps: Vec<Vec<u8>>,
 }
 
+fn dict() -> &'static Dictionary {
+    Dictionary::builtin()
+}
+
 /// Looks up an AVP.
-pub fn avp(_code: u32, _vendor: u32) -> Option<AvpInfo> {
-    None
+pub fn avp(code: u32, vendor: u32) -> Option<AvpInfo> {
+    dict().avp(code, vendor).map(|d| AvpInfo {
+        name: d.name.as_str(),
+        ty: d.ty,
+    })
 }
 
 /// The name of an enumerated value.
-pub fn enum_name(_code: u32, _vendor: u32, _value: i32) -> Option<&'static str> {
-    None
+pub fn enum_name(code: u32, vendor: u32, value: i32) -> Option<&'static str> {
+    dict().avp(code, vendor)?.enum_name(value)
 }
 
-/// Names of a command.
-pub fn command(_code: u32, _request: bool) -> Option<CommandNames> {
-    None
+/// Names of a command, preferring the definition for this application.
+pub fn command(code: u32, application: u32, request: bool) -> Option<CommandNames> {
+    let d = dict();
+    let c = d
+        .command_for(code, application)
+        .ok()
+        .or_else(|| d.command(code))?;
+    Some(CommandNames {
+        name: format!("{}-{}", c.name, if request { "Request" } else { "Answer" }),
+        short: c.short_name(request).to_string(),
+    })
 }
 
 /// The name of an application.
-pub fn application_name(_id: u32) -> Option<&'static str> {
-    None
+pub fn application_name(id: u32) -> Option<&'static str> {
+    dict().application_name(id)
 }
 
 /// The name of a vendor.
-pub fn vendor_name(_id: u32) -> Option<&'static str> {
-    None
+pub fn vendor_name(id: u32) -> Option<&'static str> {
+    dict().vendor_name(id)
 }
 
 /// A name for numbers that identify something: application ids, vendor
@@ -115,17 +136,68 @@ pub fn result_name(code: u32) -> Option<&'static str> {
     })
 }
 
-/// Validates a request the way gyro's server does.
-pub fn validate_request(buf: &[u8], _strict: bool) -> Result<(), Problem> {
-    let body = buf.get(20..).unwrap_or(&[]);
-    for avp in AvpIter::new(body, 20) {
-        if let Err(e) = avp {
-            return Err(Problem {
-                message: e.to_string(),
-                result_code: super::model::result_for(&e),
-                failed_avps: Vec::new(),
-            });
+/// Validates a message the way gyro's server does: requests with
+/// `validate_request`, answers with `validate_answer`, in lenient mode
+/// unless `strict`. The Failed-AVP is taken from the error answer gyro
+/// would send, so it is exactly what a peer would receive.
+pub fn validate(buf: &[u8], strict: bool) -> Result<(), Problem> {
+    let opts = if strict {
+        Options::strict()
+    } else {
+        Options::lenient()
+    };
+    let request = Header::parse(buf).is_ok_and(|h| h.is_request());
+    let result = if request {
+        validate_request(dict(), buf, &opts)
+    } else {
+        validate_answer(dict(), buf, &opts)
+    };
+    let Err(p) = result else {
+        return Ok(());
+    };
+    let mut message = p.message.to_string();
+    if let Some(fa) = &p.failed_avp {
+        let name = avp(fa.code(), fa.vendor()).map_or("Unknown-AVP", |i| i.name);
+        message.push_str(&format!(": {name} (code {}", fa.code()));
+        if fa.vendor() != 0 {
+            message.push_str(&format!(", vendor {}", fa.vendor()));
         }
+        message.push(')');
     }
-    Ok(())
+    let failed_avps = if request {
+        let mut out = BytesMut::new();
+        match encode_error_answer(&mut out, buf, &p, "gyro-decode", "gyro-decode") {
+            Ok(_) => failed_avp_contents(&out),
+            Err(_) => Vec::new(),
+        }
+    } else {
+        match p.failed_avp.map(|f| f.avp) {
+            Some(Offending::Received(a)) => vec![padded(a.raw())],
+            Some(Offending::Pair(a, b)) => vec![padded(a.raw()), padded(b.raw())],
+            _ => Vec::new(),
+        }
+    };
+    Err(Problem {
+        message,
+        result_code: p.result_code,
+        failed_avps,
+    })
+}
+
+fn padded(raw: &[u8]) -> Vec<u8> {
+    let mut v = raw.to_vec();
+    v.resize(raw.len().div_ceil(4) * 4, 0);
+    v
+}
+
+/// The data of every Failed-AVP in an encoded answer.
+fn failed_avp_contents(answer: &[u8]) -> Vec<Vec<u8>> {
+    let Ok(m) = Message::parse(answer) else {
+        return Vec::new();
+    };
+    m.avps()
+        .filter_map(Result::ok)
+        .filter(|a| a.code() == codes::avp::FAILED_AVP.code && a.vendor_id() == 0)
+        .map(|a| a.data().to_vec())
+        .collect()
 }

@@ -1,5 +1,19 @@
-//! The JSON view: `gyro decode --json` prints one JSON array whose items
-//! are messages (header, AVP tree, validity) or flow errors.
+//! The JSON view: `gyro decode --json` prints one JSON array (not JSON
+//! Lines), one item per message or flow error, in input order.
+//!
+//! A message item has `frame`, `time`, `src`, `dst` (captures only),
+//! `offset` (input with several messages), `length`, `header` (`version`,
+//! `length`, `flags` as letters, `request`, `command_code`, `command`,
+//! `short`, `application_id`, `application`, `hop_by_hop`, `end_to_end`),
+//! `avps`, `valid`, and `error` when invalid (`message`, `result_code`,
+//! `result_name`, `failed_avps`). Each AVP has `name`, `code`, `vendor`,
+//! `vendor_name`, `flags`, `length`, `offset`, `type`, and `value`
+//! (numbers as numbers, text, addresses and ISO-8601 times as strings,
+//! OctetString as hex with `text` when printable), `enum` for enumerated
+//! names, `label` for named numbers (applications, vendors, result codes),
+//! `avps` for Grouped children and `error` when the value does not decode.
+//! A flow error item has the capture fields, `valid: false` and
+//! `error.message`.
 
 use serde_json::{json, Map, Value};
 

@@ -225,17 +225,19 @@ mod tests {
         assert!(parse_hex(" ").is_err());
     }
 
+    const DWR: &str = "0100002c80000118000000000000000100000002\
+                       000001084000000b612e6200000001284000000962000000";
+
     #[test]
     fn back_to_back_messages_are_split_and_leftovers_reported() {
-        let dwr = [
-            1, 0, 0, 20, 0x80, 0, 1, 0x18, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 2,
-        ];
-        let mut data = dwr.to_vec();
+        let dwr = parse_hex(DWR).unwrap();
+        let mut data = dwr.clone();
         data.extend_from_slice(&dwr);
         data.extend_from_slice(&[1, 0, 0]);
         let items = decode_bytes(&data, false);
         assert_eq!(items.len(), 3);
         assert!(!items[0].is_error() && !items[1].is_error() && items[2].is_error());
+        assert!(matches!(&items[1], Item::Message(d) if d.offset == Some(44)));
         let single = decode_bytes(&dwr, false);
         assert!(matches!(&single[0], Item::Message(d) if d.offset.is_none()));
     }

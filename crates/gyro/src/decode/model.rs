@@ -7,7 +7,7 @@ use std::time::Duration;
 use gyro_diameter::avp::AvpIter;
 use gyro_diameter::header::{flags as cmd_flags, Header, HEADER_LEN};
 use gyro_diameter::types::{decode_value, AvpType, Value};
-use gyro_diameter::{Avp, Error, Message};
+use gyro_diameter::Avp;
 
 use super::dictionary as dict;
 use super::tcp::Seen;
@@ -191,7 +191,7 @@ pub fn decode(buf: &[u8], strict: bool) -> Decoded {
         return d;
     };
     let request = raw.is_request();
-    let names = dict::command(raw.command_code, request);
+    let names = dict::command(raw.command_code, raw.application_id, request);
     d.header = Some(HeaderInfo {
         raw,
         command: names.as_ref().map(|n| n.name.clone()),
@@ -204,46 +204,25 @@ pub fn decode(buf: &[u8], strict: bool) -> Decoded {
     let body = &body[..(declared - HEADER_LEN).min(body.len())];
     let (avps, structural) = decode_run(AvpIter::new(body, HEADER_LEN), 0);
     d.avps = avps;
-    let parsed = Message::parse(buf);
-    d.problem = match (&parsed, request) {
-        (Err(e), _) => Some(ProblemInfo {
-            message: e.to_string(),
-            result_code: Some(result_for(e)),
-            failed_avps: Vec::new(),
-        }),
-        (Ok(_), true) => dict::validate_request(buf, strict)
-            .err()
-            .map(|p| ProblemInfo {
-                message: p.message,
-                result_code: Some(p.result_code),
-                failed_avps: p
-                    .failed_avps
-                    .iter()
-                    .flat_map(|raw| decode_run(AvpIter::new(raw, 0), 0).0)
-                    .collect(),
-            }),
-        (Ok(_), false) => structural.map(|(e, failed)| ProblemInfo {
-            message: e,
+    d.problem = dict::validate(buf, strict).err().map(|p| ProblemInfo {
+        message: p.message,
+        result_code: Some(p.result_code),
+        failed_avps: p
+            .failed_avps
+            .iter()
+            .flat_map(|raw| decode_run(AvpIter::new(raw, 0), 0).0)
+            .map(example)
+            .collect(),
+    });
+    if d.problem.is_none() {
+        // The validator accepted it; report what the decoder could not read.
+        d.problem = structural.map(|(message, failed)| ProblemInfo {
+            message,
             result_code: None,
             failed_avps: failed.into_iter().collect(),
-        }),
-    };
-    d
-}
-
-/// The Result-Code for a codec error (RFC 6733 section 7.1).
-pub fn result_for(e: &Error) -> u32 {
-    use gyro_diameter::codes::result as rc;
-    match e {
-        Error::UnsupportedVersion(_) => rc::UNSUPPORTED_VERSION,
-        Error::Incomplete { .. } | Error::InvalidMessageLength { .. } => rc::INVALID_MESSAGE_LENGTH,
-        Error::InvalidAvpLength { .. } => rc::INVALID_AVP_LENGTH,
-        Error::InvalidValue { length: true, .. } => rc::INVALID_AVP_LENGTH,
-        Error::InvalidValue { .. } => rc::INVALID_AVP_VALUE,
-        // Encoding and dictionary errors do not come out of decoding.
-        #[allow(unreachable_patterns)]
-        _ => rc::UNABLE_TO_COMPLY,
+        });
     }
+    d
 }
 
 /// A structural problem found while decoding: its description and the
@@ -324,6 +303,16 @@ fn decode_avp(avp: &Avp<'_>, depth: usize) -> (AvpNode, Structural) {
         }
     }
     (node, problem)
+}
+
+/// Failed-AVP may carry a built example of a missing AVP (zero-filled
+/// data): show its bytes rather than complain that they do not decode.
+fn example(mut n: AvpNode) -> AvpNode {
+    if n.error.take().is_some() && n.children.is_empty() {
+        n.value = NodeValue::Octets(Vec::new());
+    }
+    n.children = n.children.into_iter().map(example).collect();
+    n
 }
 
 /// A copy of a node without its children, for Failed-AVP reports.

@@ -1,0 +1,131 @@
+//! Helpers shared by the integration tests: running the built `gyro`
+//! binary, Wireshark's command-line tools and scratch files.
+
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// Runs the built `gyro` binary; returns (exit code, stdout, stderr).
+pub fn gyro(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(args)
+        .output()
+        .expect("run gyro");
+    text(out)
+}
+
+fn text(out: Output) -> (i32, String, String) {
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Fails the test, loudly, when a Wireshark tool is not installed.
+pub fn require(tool: &str) {
+    let ok = Command::new(tool)
+        .arg("--version")
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false);
+    assert!(
+        ok,
+        "`{tool}` is required by this test and was not found: install the tshark and \
+         wireshark-common packages (scripts/test.sh does)"
+    );
+}
+
+/// Runs a tool; panics with its stderr when it fails.
+pub fn run(tool: &str, args: &[&str]) -> String {
+    let out = Command::new(tool)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {tool}: {e}"));
+    let (code, stdout, stderr) = text(out);
+    assert_eq!(code, 0, "{tool} {args:?} failed: {stderr}");
+    stdout
+}
+
+/// A fresh scratch directory for one test.
+pub fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("gyro-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+/// The repository's testdata folder.
+pub fn testdata() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata")
+}
+
+/// Reads a one-line hex file from testdata.
+pub fn testdata_hex(name: &str) -> Vec<u8> {
+    let text = std::fs::read_to_string(testdata().join(name)).expect("read testdata");
+    hex::decode(text.trim()).expect("testdata hex")
+}
+
+/// An `od -Ax -tx1`-style dump, the input format of `text2pcap`.
+pub fn od_dump(bytes: &[u8]) -> String {
+    let mut s = String::new();
+    for (i, chunk) in bytes.chunks(16).enumerate() {
+        s.push_str(&format!("{:06x}", i * 16));
+        for b in chunk {
+            s.push_str(&format!(" {b:02x}"));
+        }
+        s.push('\n');
+    }
+    s.push_str(&format!("{:06x}\n", bytes.len()));
+    s
+}
+
+/// Writes each of `packets` as one TCP packet to port 3868 with
+/// Wireshark's `text2pcap` (pcapng when `pcapng` is set) and returns the
+/// capture path.
+pub fn text2pcap(dir: &Path, name: &str, packets: &[Vec<u8>], pcapng: bool) -> PathBuf {
+    let dump = dir.join(format!("{name}.txt"));
+    let text: String = packets.iter().map(|p| od_dump(p)).collect();
+    std::fs::write(&dump, text).expect("write dump");
+    let cap = dir.join(format!("{name}.{}", if pcapng { "pcapng" } else { "pcap" }));
+    let mut args = vec!["-q", "-T", "40000,3868"];
+    if pcapng {
+        args.push("-n");
+    }
+    let (d, c) = (dump.to_string_lossy(), cap.to_string_lossy());
+    args.push(&d);
+    args.push(&c);
+    run("text2pcap", &args);
+    cap
+}
+
+/// Parses `gyro decode --json` output.
+pub fn json(stdout: &str) -> serde_json::Value {
+    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {stdout}"))
+}
+
+/// Finds the first AVP named `name` in a JSON AVP list, depth first.
+pub fn find<'a>(avps: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    for a in avps.as_array()? {
+        if a["name"] == name {
+            return Some(a);
+        }
+        if let Some(found) = find(&a["avps"], name) {
+            return Some(found);
+        }
+    }
+    None
+}
+
+/// Every AVP named `name`, depth first.
+pub fn find_all<'a>(avps: &'a serde_json::Value, name: &str, out: &mut Vec<&'a serde_json::Value>) {
+    if let Some(list) = avps.as_array() {
+        for a in list {
+            if a["name"] == name {
+                out.push(a);
+            }
+            find_all(&a["avps"], name, out);
+        }
+    }
+}
