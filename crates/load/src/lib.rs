@@ -17,6 +17,26 @@
 //! percentiles per request type (hdrhistogram, microseconds) and counts per
 //! Result-Code.
 //!
+//! The benchmark of the thesis is one command,
+//! `gyro load --connections 50 --count 3000000`. Until the binary is wired,
+//! the `load` example takes the same options, and the `fake_ocs` example is
+//! a trivial server to measure the generator itself (on a 2-core machine,
+//! pin each to its own core):
+//!
+//! ```text
+//! cargo build --release -p gyro-load --examples
+//! taskset -c 0 target/release/examples/fake_ocs 127.0.0.1:3869 60 &
+//! taskset -c 1 target/release/examples/load --target 127.0.0.1:3869 \
+//!     --threads 1 --connections 50 --count 3000000
+//! ```
+//!
+//! Steady state allocates nothing per request: requests are encoded into a
+//! reused buffer per connection, answers are read in place, and session
+//! state lives in a fixed vector of slots indexed by the low bits of the
+//! Hop-by-Hop Identifier.
+//!
+//! Programmatic use:
+//!
 //! ```no_run
 //! use std::time::Duration;
 //! let args = gyro_load::LoadArgs::for_target("127.0.0.1:3868", Duration::from_secs(5));
