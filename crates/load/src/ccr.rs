@@ -437,6 +437,31 @@ mod tests {
         assert!(mscc(&m).is_empty());
     }
 
+    #[test]
+    fn every_ccr_passes_strict_dictionary_validation() {
+        use gyro_diameter::validate::{validate_request, Options};
+        let dict = gyro_diameter::Dictionary::builtin();
+        let variants = [
+            LoadArgs::default(),
+            LoadArgs {
+                imsi: true,
+                subscription_id_always: true,
+                sms_service_id: Some(1),
+                destination_host: Some("ocs.gyro.test".to_string()),
+                rating_groups: vec![1, 2, 3],
+                ..LoadArgs::default()
+            },
+        ];
+        for a in &variants {
+            for kind in ReqType::ALL {
+                let buf = build(kind, a);
+                if let Err(p) = validate_request(dict, &buf, &Options::strict()) {
+                    panic!("{kind:?} fails validation: {p}");
+                }
+            }
+        }
+    }
+
     fn answer(build: impl FnOnce(&mut Encoder<'_>)) -> BytesMut {
         let mut out = BytesMut::new();
         let mut e = Encoder::new(&mut out, 0x40, 272, 4, 1, 1);
