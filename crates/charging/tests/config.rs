@@ -17,7 +17,7 @@ fn example_config_parses_with_the_demo_defaults() {
         e.resolve_subscriber(&SubscriptionId::e164("46700001000")),
         None
     );
-    assert_eq!(e.account(AccountId(1500)).unwrap().balance, 5000);
+    assert_eq!(e.account(AccountId(1500)).unwrap().balance, 10_000_000);
     let c = e.catalog();
     let key = |rg| RatingKey {
         rating_group: Some(rg),

@@ -61,7 +61,7 @@ fn recorded_numbers_are_the_expected_ones() {
     // Usage: 5 MiB rg10 = 5; 1 MiB + 1 octet rg20 is rounded to 1025 kB =
     // 2.002 cents, rounded up to 3; 3 MiB rg10 = 3; one SMS = 50. Total 61.
     assert!(
-        text.ends_with("account balance=4939 reserved=0 debited=61\n"),
+        text.ends_with("account balance=9999939 reserved=0 debited=61\n"),
         "{text}"
     );
     assert_eq!(text.matches("\"duplicate\":true").count(), 1);
