@@ -8,6 +8,8 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 mod decode;
+mod demo;
+mod serve;
 
 /// gyro: a Diameter credit-control server (OCS), load generator and tools.
 #[derive(Debug, Parser)]
@@ -23,12 +25,30 @@ enum Command {
     /// Print Diameter messages (hex, raw files, pcap/pcapng captures) as
     /// readable trees, and say what is wrong with invalid ones.
     Decode(decode::Args),
+    /// Run the credit-control server (embedded default without options).
+    Serve(serve::Args),
+    /// Generate Diameter credit-control load against a server.
+    Load(Box<gyro_load::LoadArgs>),
+    /// Start the server on its embedded default, load it for a few seconds
+    /// and show what happened.
+    Demo(demo::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Decode(_)) {
+        let filter = tracing_subscriber::EnvFilter::try_from_env("GYRO_LOG")
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr)
+            .init();
+    }
     let result = match cli.command {
         Command::Decode(args) => decode::run(&args),
+        Command::Serve(args) => serve::run(&args),
+        Command::Load(args) => gyro_load::run_cli(*args),
+        Command::Demo(args) => demo::run(&args),
     };
     match result {
         Ok(code) => code,

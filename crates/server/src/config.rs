@@ -41,6 +41,9 @@ pub struct ServerSection {
     pub cpus: Vec<usize>,
     /// Directory for gyro's data (ledger, CDRs). Default `gyro-data`.
     pub data_dir: PathBuf,
+    /// Charging configuration file (tariffs and accounts, see
+    /// `config/example-charging.toml`). Default: the embedded demo.
+    pub charging: Option<PathBuf>,
 }
 
 /// `[peers]`.
@@ -93,6 +96,7 @@ impl Default for ServerSection {
             pin_workers: false,
             cpus: Vec::new(),
             data_dir: PathBuf::from("gyro-data"),
+            charging: None,
         }
     }
 }

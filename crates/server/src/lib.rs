@@ -20,6 +20,7 @@
 mod app;
 pub mod config;
 mod conn;
+pub mod credit;
 mod error;
 pub mod metrics;
 mod worker;

@@ -1,0 +1,83 @@
+//! `gyro demo`: the server on its embedded default, the load generator
+//! against it for a few seconds, and a summary a newcomer can read.
+
+use std::process::ExitCode;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::Duration;
+
+use anyhow::Context;
+use gyro_load::{parse_duration, LoadArgs, Scenario};
+
+use crate::serve;
+
+/// Options of `gyro demo`.
+#[derive(Debug, Clone, clap::Args)]
+pub struct Args {
+    /// How long the load runs.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub duration: Duration,
+    /// Load generator connections.
+    #[arg(long, default_value_t = 4)]
+    pub connections: u32,
+    /// What the load generator sends: data, sms or mix.
+    #[arg(long, value_enum, default_value = "mix")]
+    pub scenario: Scenario,
+    /// The server's options (`gyro serve --help`).
+    #[command(flatten)]
+    pub serve: serve::Args,
+}
+
+/// Runs the demo.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let config = serve::load_config(&args.serve)?;
+    let running = serve::start(config.clone()).context("starting the server")?;
+    let target = running.handle.local_addrs()[0];
+    println!(
+        "gyro demo: server on {target} ({} workers), load for {:?} ({} connections, {:?})\n",
+        config.worker_count(),
+        args.duration,
+        args.connections,
+        args.scenario
+    );
+    let mut load = LoadArgs::for_target(target.to_string(), args.duration);
+    load.connections = args.connections;
+    load.scenario = args.scenario;
+    load.threads = 1;
+    let report = gyro_load::run(load);
+    let per_worker = running.handle.worker_stats();
+    running.handle.shutdown();
+    running.handle.join();
+    let report = report?;
+    report.print_human();
+    println!();
+    println!("server:");
+    for (i, w) in per_worker.iter().enumerate() {
+        println!(
+            "  worker {i}: {} requests ({} handed over from another worker)",
+            w.requests, w.from_other_workers
+        );
+    }
+    let cdrs: u64 = running.totals.iter().map(|t| t.cdrs.load(Relaxed)).sum();
+    let amount: i64 = running.totals.iter().map(|t| t.amount.load(Relaxed)).sum();
+    let errors: u64 = running
+        .totals
+        .iter()
+        .map(|t| t.cdr_write_errors.load(Relaxed))
+        .sum();
+    println!(
+        "  balances moved: {}.{:02} (minor units: {amount}) debited from the demo accounts",
+        amount / 100,
+        (amount % 100).abs()
+    );
+    match &running.cdr_dir {
+        Some(d) => println!("  CDRs written: {cdrs} to {}/shard-*.jsonl", d.display()),
+        None => println!("  CDRs: {cdrs} (not written to disk)"),
+    }
+    if errors > 0 {
+        println!("  CDR write errors: {errors}");
+    }
+    println!(
+        "\nNext: `gyro serve` runs the server alone; `gyro load --help` shows the load options."
+    );
+    Ok(gyro_load::exit_code(&report, 0.01))
+}

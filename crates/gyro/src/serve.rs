@@ -1,0 +1,184 @@
+//! `gyro serve`: the credit-control server.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use anyhow::Context;
+use gyro_charging::ChargingConfig;
+use gyro_server::credit::{self, CreditControl};
+use gyro_server::{Config, ServerHandle};
+use tracing::info;
+
+/// Options of `gyro serve`.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct Args {
+    /// Configuration file (TOML; see config/gyro.toml for every key and its
+    /// default). Without it gyro runs on its embedded default.
+    #[arg(long, short = 'c', value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Address to listen on (repeatable); replaces server.listen.
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: Vec<SocketAddr>,
+    /// Data directory; replaces server.data_dir.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// Worker threads (0 = one per CPU); replaces server.workers.
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// Charging configuration (tariffs, accounts); replaces server.charging.
+    #[arg(long, value_name = "FILE")]
+    pub charging: Option<PathBuf>,
+}
+
+/// The server configuration from the file and the command line.
+pub fn load_config(args: &Args) -> anyhow::Result<Config> {
+    let mut config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Config::from_toml_str(&text).with_context(|| format!("in {}", path.display()))?
+        }
+        None => Config::default(),
+    };
+    if !args.listen.is_empty() {
+        config.server.listen = args.listen.clone();
+    }
+    if let Some(d) = &args.data_dir {
+        config.server.data_dir = d.clone();
+    }
+    if let Some(w) = args.workers {
+        config.server.workers = w;
+    }
+    if let Some(c) = &args.charging {
+        config.server.charging = Some(c.clone());
+    }
+    config.check()?;
+    Ok(config)
+}
+
+/// The charging configuration named by `config`, or the embedded demo.
+pub fn load_charging(config: &Config) -> anyhow::Result<(ChargingConfig, String)> {
+    match &config.server.charging {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            let c = ChargingConfig::from_toml_str(&text)
+                .with_context(|| format!("in {}", path.display()))?;
+            Ok((c, path.display().to_string()))
+        }
+        None => Ok((
+            ChargingConfig::from_toml_str(credit::DEMO_CHARGING)?,
+            "embedded demo".to_string(),
+        )),
+    }
+}
+
+/// A started server and what it was started with.
+pub struct Running {
+    /// The server.
+    pub handle: ServerHandle,
+    /// Per-shard charging totals.
+    pub totals: std::sync::Arc<[credit::ShardTotals]>,
+    /// Where CDRs go.
+    pub cdr_dir: Option<PathBuf>,
+}
+
+/// Starts the server and logs what it runs with.
+pub fn start(config: Config) -> anyhow::Result<Running> {
+    let (charging, source) = load_charging(&config)?;
+    let workers = config.worker_count();
+    let data_dir: &Path = &config.server.data_dir;
+    std::fs::create_dir_all(data_dir)
+        .with_context(|| format!("creating data directory {}", data_dir.display()))?;
+    let app = CreditControl::new(
+        charging.clone(),
+        &config.server.origin_host,
+        &config.server.origin_realm,
+        Some(data_dir),
+        workers,
+    )?;
+    let totals = app.totals();
+    let cdr_dir = app.cdr_dir().map(Path::to_path_buf);
+    let handle = gyro_server::start(config.clone(), app)?;
+    let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();
+    info!(
+        listen = %addrs.join(", "),
+        workers,
+        origin_host = %config.server.origin_host,
+        origin_realm = %config.server.origin_realm,
+        data_dir = %data_dir.display(),
+        validation = %config.validation.mode,
+        "gyro serving Diameter credit control (application 4)"
+    );
+    let accounts: u64 = charging.accounts.len() as u64
+        + charging.account_ranges.iter().map(|r| r.count).sum::<u64>();
+    info!(
+        charging = %source,
+        tariffs = charging.tariffs.len(),
+        accounts,
+        "charging configuration"
+    );
+    for t in &charging.tariffs {
+        info!(
+            tariff = %t.name,
+            service_context = %t.service_context,
+            rating_group = ?t.rating_group,
+            "tariff"
+        );
+    }
+    for r in &charging.account_ranges {
+        info!(
+            first_e164 = r.e164_first.as_deref().unwrap_or("-"),
+            count = r.count,
+            balance = r.balance,
+            "accounts"
+        );
+    }
+    if let Some(d) = &cdr_dir {
+        info!(dir = %d.display(), "CDRs are written as JSON Lines, one file per shard");
+    }
+    Ok(Running {
+        handle,
+        totals,
+        cdr_dir,
+    })
+}
+
+/// Waits for SIGINT or SIGTERM.
+pub fn wait_for_signal() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        #[cfg(unix)]
+        {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            tokio::select! {
+                r = tokio::signal::ctrl_c() => r?,
+                _ = term.recv() => {}
+            }
+        }
+        #[cfg(not(unix))]
+        tokio::signal::ctrl_c().await?;
+        Ok::<(), anyhow::Error>(())
+    })
+}
+
+/// Runs `gyro serve` until SIGINT/SIGTERM, then shuts down gracefully.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    let config = load_config(args)?;
+    let running = start(config)?;
+    wait_for_signal()?;
+    info!("shutting down: DPR to every peer, answering what is in flight");
+    running.handle.shutdown();
+    let stats = running.handle.stats();
+    running.handle.join();
+    info!(
+        requests = stats.requests,
+        connections = stats.connections,
+        "stopped"
+    );
+    Ok(ExitCode::SUCCESS)
+}
