@@ -11,18 +11,49 @@ cd "$(dirname "$0")/.."
 step() { printf '\n==> %s\n' "$*"; }
 
 # --- prerequisites --------------------------------------------------------
+SUDO_CMD=""
+[ "$(id -u)" -eq 0 ] || SUDO_CMD="sudo"
 need_apt=()
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 command -v text2pcap >/dev/null 2>&1 || need_apt+=(wireshark-common)
 if ((${#need_apt[@]})); then
     step "installing ${need_apt[*]}"
-    SUDO=""
-    [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+    SUDO="$SUDO_CMD"
     echo "wireshark-common wireshark-common/install-setuid boolean false" | $SUDO debconf-set-selections
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get update -qq
     $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need_apt[@]}" >/dev/null
 fi
 command -v cargo >/dev/null 2>&1 || { echo "cargo not found: install Rust (https://rustup.rs) first" >&2; exit 1; }
+
+# The interop tests build a Go program on the go-diameter module, which
+# needs Go 1.25 or later. Debian 12 ships 1.19, so when no recent Go is on
+# the PATH, fetch the official toolchain from the Go module proxy (the same
+# way `GOTOOLCHAIN` does) into a cache directory.
+GO_WANT=1.25.0
+go_ok() {
+    command -v go >/dev/null 2>&1 || return 1
+    local v
+    v=$(go env GOVERSION 2>/dev/null | sed 's/^go//')
+    [ "$(printf '%s\n%s\n' "$GO_WANT" "$v" | sort -V | head -n1)" = "$GO_WANT" ]
+}
+if ! go_ok; then
+    cache="${XDG_CACHE_HOME:-$HOME/.cache}/gyro/go$GO_WANT"
+    if [ ! -x "$cache/bin/go" ]; then
+        step "installing Go $GO_WANT from the Go module proxy"
+        command -v unzip >/dev/null 2>&1 || { $SUDO_CMD env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq unzip >/dev/null; }
+        command -v curl >/dev/null 2>&1 || { $SUDO_CMD env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq curl ca-certificates >/dev/null; }
+        proxy="${GOPROXY:-https://proxy.golang.org}"; proxy="${proxy%%,*}"
+        tmp=$(mktemp -d)
+        curl -fsSL "$proxy/golang.org/toolchain/@v/v0.0.1-go$GO_WANT.linux-amd64.zip" -o "$tmp/go.zip"
+        unzip -q "$tmp/go.zip" -d "$tmp"
+        mkdir -p "$(dirname "$cache")"
+        rm -rf "$cache"
+        mv "$tmp/golang.org/toolchain@v0.0.1-go$GO_WANT.linux-amd64" "$cache"
+        chmod +x "$cache/bin/"* "$cache/pkg/tool/"*/* 2>/dev/null || true
+        rm -rf "$tmp"
+    fi
+    export PATH="$cache/bin:$PATH"
+fi
 
 # --- checks ---------------------------------------------------------------
 step "cargo fmt --check"
@@ -33,6 +64,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 
 step "cargo test (workspace)"
 cargo test --workspace --locked
+
+step "go test (interop programs)"
+(cd interop/go-diameter && go vet ./... && go test ./...)
 
 # --- fuzz smoke -----------------------------------------------------------
 if [ "${GYRO_FUZZ_SECONDS:-30}" != "0" ] && [ -x scripts/fuzz-smoke.sh ]; then
