@@ -7,6 +7,8 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+#[cfg(feature = "count-allocations")]
+mod alloc_count;
 mod decode;
 mod demo;
 mod serve;

@@ -173,12 +173,27 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     wait_for_signal()?;
     info!("shutting down: DPR to every peer, answering what is in flight");
     running.handle.shutdown();
-    let stats = running.handle.stats();
+    let workers = running.handle.worker_stats();
     running.handle.join();
-    info!(
-        requests = stats.requests,
-        connections = stats.connections,
-        "stopped"
-    );
+    for (i, w) in workers.iter().enumerate() {
+        info!(
+            worker = i,
+            requests = w.requests,
+            from_other_workers = w.from_other_workers,
+            connections = w.connections,
+            "worker totals"
+        );
+    }
+    let requests: u64 = workers.iter().map(|w| w.requests).sum();
+    #[cfg(feature = "count-allocations")]
+    {
+        let n = crate::alloc_count::ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
+        info!(
+            allocations = n,
+            per_request = n as f64 / requests.max(1) as f64,
+            "heap allocations since start"
+        );
+    }
+    info!(requests, "stopped");
     Ok(ExitCode::SUCCESS)
 }
