@@ -130,11 +130,14 @@ pub fn start<F: AppFactory>(config: Config, factory: F) -> Result<ServerHandle, 
     let mut per_worker: Vec<Vec<std::net::TcpListener>> =
         (0..workers).map(|_| Vec::new()).collect();
     for &addr in &config.server.listen {
-        let first = listener(addr)?;
-        let actual = first.local_addr()?;
+        // SO_REUSEPORT would let a second gyro share a port another one
+        // already serves; a plain bind first makes that an error, and picks
+        // the port when 0 is asked for.
+        let actual = std::net::TcpListener::bind(addr)
+            .and_then(|probe| probe.local_addr())
+            .map_err(|source| Error::Listen { addr, source })?;
         local_addrs.push(actual);
-        per_worker[0].push(first);
-        for w in per_worker.iter_mut().skip(1) {
+        for w in per_worker.iter_mut() {
             w.push(listener(actual)?);
         }
     }

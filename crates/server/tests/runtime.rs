@@ -383,3 +383,16 @@ fn shutdown_answers_everything_in_flight_and_sends_dpr() {
     assert!(dpr.is_some(), "the server sends DPR on shutdown");
     server.join();
 }
+
+#[test]
+fn a_port_in_use_is_an_error_not_a_shared_port() {
+    let first = gyro_server::start(test_config(2), Echo).unwrap();
+    let mut cfg = test_config(1);
+    cfg.server.listen = first.local_addrs().to_vec();
+    let err = gyro_server::start(cfg, Echo)
+        .err()
+        .expect("second server must not start");
+    assert!(err.to_string().contains("cannot listen"), "{err}");
+    first.shutdown();
+    first.join();
+}
