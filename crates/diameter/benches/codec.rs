@@ -16,7 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::BytesMut;
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use gyro_diameter::Message;
+use gyro_diameter::validate::{validate_answer, validate_request, Options};
+use gyro_diameter::{Dictionary, Message};
 
 struct Counting;
 
@@ -55,10 +56,11 @@ fn allocs_per_op(mut op: impl FnMut()) -> f64 {
     (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / N as f64
 }
 
-/// Parses a message and decodes every AVP with its typed accessor.
+/// Parses a message and decodes every AVP with the typed accessor the
+/// dictionary names for it.
 fn decode_walk(bytes: &[u8]) -> common::Walk {
     let m = Message::parse(bytes).unwrap();
-    common::walk(&m, &common::local_type).unwrap()
+    common::walk(&m, &common::dict_type).unwrap()
 }
 
 /// The thesis's operation: add eleven AVPs to a message, encode it, decode
@@ -85,7 +87,26 @@ fn samples() -> Samples {
 fn report_allocations(s: &Samples) {
     let req = Message::parse(&s.ccr_u).unwrap();
     let mut out = BytesMut::with_capacity(4096);
-    let rows: [(&str, f64); 5] = [
+    let dict = Dictionary::builtin();
+    let rows: [(&str, f64); 8] = [
+        (
+            "validate CCR-U lenient",
+            allocs_per_op(|| {
+                black_box(validate_request(dict, black_box(&s.ccr_u), &Options::lenient()).is_ok());
+            }),
+        ),
+        (
+            "validate CCR-U strict",
+            allocs_per_op(|| {
+                black_box(validate_request(dict, black_box(&s.ccr_u), &Options::strict()).is_ok());
+            }),
+        ),
+        (
+            "validate CCA strict",
+            allocs_per_op(|| {
+                black_box(validate_answer(dict, black_box(&s.cca), &Options::strict()).is_ok());
+            }),
+        ),
         (
             "decode+walk CCR-U",
             allocs_per_op(|| {
@@ -143,6 +164,21 @@ fn bench_codec(c: &mut Criterion) {
     g.bench_function("cca_walk", |b| b.iter(|| decode_walk(black_box(&s.cca))));
     g.bench_function("ccr_u_parse_only", |b| {
         b.iter(|| Message::parse(black_box(&s.ccr_u)).unwrap().command_code())
+    });
+    g.finish();
+
+    let dict = Dictionary::builtin();
+    let mut g = c.benchmark_group("validate");
+    for (name, opts) in [
+        ("lenient", Options::lenient()),
+        ("strict", Options::strict()),
+    ] {
+        g.bench_function(format!("ccr_u_{name}"), |b| {
+            b.iter(|| validate_request(dict, black_box(&s.ccr_u), &opts).is_ok())
+        });
+    }
+    g.bench_function("cca_strict", |b| {
+        b.iter(|| validate_answer(dict, black_box(&s.cca), &Options::strict()).is_ok())
     });
     g.finish();
 
