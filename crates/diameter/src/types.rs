@@ -328,8 +328,23 @@ pub const NTP_UNIX_OFFSET: i64 = 2_208_988_800;
 /// The field wraps on 2036-02-07 06:28:16 UTC. As RFC 2030 (and RFC 6733
 /// section 4.3.1) advise, a value whose top bit is clear is read as after
 /// the wrap, so the format covers 1968-01-20 to 2104-02-26.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Values order by the instant they stand for, so a time just after the
+/// wrap sorts after one just before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct DiameterTime(pub u32);
+
+impl Ord for DiameterTime {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.to_unix().cmp(&other.to_unix())
+    }
+}
+
+impl PartialOrd for DiameterTime {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
 
 impl DiameterTime {
     /// Earliest Unix time the format can carry (1968-01-20 03:14:08 UTC).
@@ -1011,10 +1026,11 @@ mod tests {
     }
 
     #[test]
-    fn time_order_follows_the_raw_value_not_the_era() {
-        // DiameterTime orders by its raw field; callers compare Unix times.
-        assert!(DiameterTime(0) < DiameterTime(0xFFFF_FFFF));
-        assert!(DiameterTime(0).to_unix() > DiameterTime(0xFFFF_FFFF).to_unix());
+    fn time_order_follows_the_instant_across_the_2036_wrap() {
+        // 0xFFFF_FFFF is the last second before the wrap, 0 the first after.
+        assert!(DiameterTime(0) > DiameterTime(0xFFFF_FFFF));
+        assert!(DiameterTime(0x8000_0000) < DiameterTime(0xFFFF_FFFF));
+        assert!(DiameterTime(0x7FFF_FFFF) > DiameterTime(0));
     }
 
     #[test]
