@@ -388,6 +388,46 @@ fn failed_for(key: RatingKey, err: RatingError) -> FailedAvp {
 
 impl Cx<'_> {
     /// Applies an effect and records it.
+    /// Takes up to `want` units from the account's bundles that apply to
+    /// `key` and `unit` now, in bundle order, committing `effect(bundle,
+    /// units)` for each one drawn on. Returns the units taken.
+    pub(crate) fn take_from_bundles(
+        &mut self,
+        account: AccountId,
+        key: RatingKey,
+        unit: crate::UnitKind,
+        want: u64,
+        mut effect: impl FnMut(u32, u64) -> Effect,
+    ) -> u64 {
+        let mut left = want;
+        let n = self
+            .ledger
+            .accounts
+            .get(&account)
+            .map_or(0, |a| a.bundles.len());
+        for i in 0..n {
+            if left == 0 {
+                break;
+            }
+            let Some(b) = self
+                .ledger
+                .accounts
+                .get(&account)
+                .and_then(|a| a.bundles.get(i))
+            else {
+                break;
+            };
+            if b.remaining == 0 || !b.applies(key, unit, self.now) {
+                continue;
+            }
+            let take = b.remaining.min(left);
+            let bundle = b.id;
+            self.commit(effect(bundle, take));
+            left -= take;
+        }
+        want - left
+    }
+
     pub(crate) fn commit(&mut self, e: Effect) {
         match self.ledger.apply(&e) {
             Ok(()) => {
@@ -852,40 +892,19 @@ impl Cx<'_> {
             });
             return (want, false);
         }
-        let mut left = want;
-        let n = self
-            .ledger
-            .accounts
-            .get(&account)
-            .map_or(0, |a| a.bundles.len());
-        for i in 0..n {
-            if left == 0 {
-                break;
-            }
-            let Some(b) = self
-                .ledger
-                .accounts
-                .get(&account)
-                .and_then(|a| a.bundles.get(i))
-            else {
-                break;
-            };
-            if b.remaining == 0 || !b.applies(key, t.unit, self.now) {
-                continue;
-            }
-            let take = b.remaining.min(left);
-            let bundle = b.id;
-            self.commit(Effect::BundleReserved {
+        let (unit, at) = (t.unit, self.now);
+        let from_bundles = self.take_from_bundles(account, key, unit, want, |bundle, take| {
+            Effect::BundleReserved {
                 account,
                 session,
                 key,
-                unit: t.unit,
+                unit,
                 bundle,
                 units: take,
-                at: self.now,
-            });
-            left -= take;
-        }
+                at,
+            }
+        });
+        let left = want - from_bundles;
         let mut bought = 0;
         if left > 0 {
             let spendable = self
@@ -977,39 +996,19 @@ impl Cx<'_> {
         let mut over = left - within;
         if !t.is_free() && over > 0 {
             // 2. Usage past the grant: unreserved bundle units.
-            let n = self
-                .ledger
-                .accounts
-                .get(&account)
-                .map_or(0, |a| a.bundles.len());
-            for i in 0..n {
-                if over == 0 {
-                    break;
-                }
-                let Some(b) = self
-                    .ledger
-                    .accounts
-                    .get(&account)
-                    .and_then(|a| a.bundles.get(i))
-                else {
-                    break;
-                };
-                if b.remaining == 0 || !b.applies(key, t.unit, self.now) {
-                    continue;
-                }
-                let take = b.remaining.min(over);
-                let bundle = b.id;
-                self.commit(Effect::BundleCharged {
+            let session = who.session;
+            let taken = self.take_from_bundles(account, key, t.unit, over, |bundle, take| {
+                Effect::BundleCharged {
                     account,
-                    session: who.session,
+                    session,
                     key,
                     bundle,
                     from_reserved: 0,
                     from_remaining: take,
-                });
-                over -= take;
-                bundle_units += take;
-            }
+                }
+            });
+            over -= taken;
+            bundle_units += taken;
         }
         // 3. Money, rated once for the whole report.
         let cost = t.cost(within + over);

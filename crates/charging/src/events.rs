@@ -105,35 +105,20 @@ impl Cx<'_> {
                         if money_cost > spendable {
                             result = rc::CREDIT_LIMIT_REACHED;
                         } else {
-                            let mut left = from_bundles;
-                            let n = acc.bundles.len();
-                            for i in 0..n {
-                                if left == 0 {
-                                    break;
-                                }
-                                let Some(b) = self
-                                    .ledger
-                                    .accounts
-                                    .get(&account)
-                                    .and_then(|a| a.bundles.get(i))
-                                else {
-                                    break;
-                                };
-                                if b.remaining == 0 || !b.applies(key, t.unit, self.now) {
-                                    continue;
-                                }
-                                let take = b.remaining.min(left);
-                                let bundle = b.id;
-                                self.commit(Effect::BundleCharged {
+                            self.take_from_bundles(
+                                account,
+                                key,
+                                t.unit,
+                                from_bundles,
+                                |bundle, take| Effect::BundleCharged {
                                     account,
                                     session: None,
                                     key,
                                     bundle,
                                     from_reserved: 0,
                                     from_remaining: take,
-                                });
-                                left -= take;
-                            }
+                                },
+                            );
                             bundle_units = from_bundles;
                             if money_cost > 0 {
                                 self.commit(Effect::Charged {
