@@ -3,6 +3,22 @@
 use bytes::BytesMut;
 use gyro_diameter::Message;
 
+/// Work that makes a batch durable, run off the event loop (on the worker's
+/// sync thread) so the loop keeps handling requests meanwhile.
+pub type SyncJob = Box<dyn FnOnce() -> std::io::Result<()> + Send>;
+
+/// What [`ShardApp::flush`] asks of the runtime before it may release the
+/// answers of the batch.
+pub enum Flush {
+    /// Nothing to wait for: release the answers now.
+    Done,
+    /// Release the answers once this job has succeeded.
+    Sync(SyncJob),
+    /// The batch could not be made durable: its answers must not be sent;
+    /// the runtime answers those requests with DIAMETER_TOO_BUSY (3004).
+    Failed,
+}
+
 /// One shard of the application: owned by exactly one worker thread, never
 /// shared, never locked.
 pub trait ShardApp {
@@ -13,6 +29,17 @@ pub trait ShardApp {
     /// Called about every [`AppFactory::tick_interval_ms`] with the Unix time
     /// in milliseconds (session supervision and the like).
     fn tick(&mut self, _now_ms: u64) {}
+
+    /// Group commit: called once per event-loop turn in which requests were
+    /// handled, before any of their answers leaves. Write what the batch
+    /// changed and return how to make it durable. The default keeps nothing.
+    fn flush(&mut self) -> Flush {
+        Flush::Done
+    }
+
+    /// The outcome of the [`Flush::Sync`] job returned by the last
+    /// [`ShardApp::flush`], before the answers are released (or failed).
+    fn synced(&mut self, _result: &std::io::Result<()>) {}
 }
 
 /// Builds the shards and routes requests to them. Shared by all workers,

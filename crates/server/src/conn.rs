@@ -368,10 +368,16 @@ impl<F: AppFactory> Conn<F> {
         if !self.out.is_empty() {
             let answers = std::mem::take(&mut self.local_answers);
             self.inflight.set(self.inflight.get() + answers);
-            let _ = self.tx.send(Outgoing {
-                bytes: self.out.split().freeze(),
-                answers,
-            });
+            // Through the worker's group commit: nothing leaves before the
+            // batch it belongs to is durable, and a connection's output keeps
+            // its order (a DPA never overtakes the answers before it).
+            self.worker.release_after_commit(
+                &self.tx,
+                Outgoing {
+                    bytes: self.out.split().freeze(),
+                    answers,
+                },
+            );
         }
         let shared = &self.worker.shared;
         for (i, batch) in self.batches.iter_mut().enumerate() {

@@ -36,7 +36,7 @@ use gyro_diameter::validate::Options;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
-pub use app::{AppFactory, ShardApp};
+pub use app::{AppFactory, Flush, ShardApp, SyncJob};
 pub use config::Config;
 pub use error::Error;
 pub use metrics::{StatsSnapshot, WorkerStats};

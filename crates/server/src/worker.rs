@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, warn};
 
-use crate::app::{AppFactory, ShardApp};
+use crate::app::{AppFactory, Flush, ShardApp, SyncJob};
 use crate::config::Config;
 use crate::metrics::WorkerStats;
 
@@ -70,11 +70,32 @@ impl<F: AppFactory> Shared<F> {
     }
 }
 
+/// A sync job for the worker's sync thread and where its result goes.
+type SyncRequest = (SyncJob, tokio::sync::oneshot::Sender<std::io::Result<()>>);
+
 /// One worker: its index, the shared state and its own shard.
 pub(crate) struct Worker<F: AppFactory> {
     pub index: usize,
     pub shared: Arc<Shared<F>>,
     pub shard: RefCell<F::Shard>,
+    /// Output waiting for the next group commit, in order.
+    pending: RefCell<Vec<(mpsc::UnboundedSender<Outgoing>, Outgoing)>>,
+    commit_wake: Notify,
+    syncer: std::sync::mpsc::Sender<SyncRequest>,
+}
+
+impl<F: AppFactory> Worker<F> {
+    /// Queues output for a connection; it leaves once everything this
+    /// worker's shard did up to now is durable.
+    pub fn release_after_commit(&self, tx: &mpsc::UnboundedSender<Outgoing>, out: Outgoing) {
+        self.pending.borrow_mut().push((tx.clone(), out));
+        self.commit_wake.notify_one();
+    }
+
+    /// Asks for a group commit even without output (after a tick).
+    fn wake_committer(&self) {
+        self.commit_wake.notify_one();
+    }
 }
 
 /// Runs worker `index` on the current thread until shutdown completes.
@@ -97,10 +118,25 @@ pub(crate) fn run<F: AppFactory>(
     };
     let local = tokio::task::LocalSet::new();
     let count = shared.inboxes.len();
+    let (syncer, jobs) = std::sync::mpsc::channel::<SyncRequest>();
+    let sync_thread = std::thread::Builder::new()
+        .name(format!("gyro-sync-{index}"))
+        .spawn(move || {
+            for (job, done) in jobs {
+                let _ = done.send(job());
+            }
+        });
+    if let Err(e) = sync_thread {
+        warn!(worker = index, error = %e, "cannot start the sync thread");
+        return;
+    }
     let worker = Rc::new(Worker {
         index,
         shard: RefCell::new(shared.factory.shard(index, count)),
         shared: shared.clone(),
+        pending: RefCell::new(Vec::new()),
+        commit_wake: Notify::new(),
+        syncer,
     });
     local.block_on(&rt, async move {
         let conns = Rc::new((Cell::new(0usize), Notify::new()));
@@ -120,6 +156,7 @@ pub(crate) fn run<F: AppFactory>(
         }
         let inbox_task = tokio::task::spawn_local(inbox_loop(worker.clone(), inbox));
         let tick_task = tokio::task::spawn_local(tick_loop(worker.clone()));
+        let commit_task = tokio::task::spawn_local(commit_loop(worker.clone()));
         for a in accepts {
             let _ = a.await;
         }
@@ -136,6 +173,15 @@ pub(crate) fn run<F: AppFactory>(
         }
         tick_task.abort();
         inbox_task.abort();
+        // A last commit for whatever the final ticks changed.
+        worker.wake_committer();
+        tokio::task::yield_now().await;
+        commit_task.abort();
+        let last = worker.shard.borrow_mut().flush();
+        if let Flush::Sync(job) = last {
+            let r = job();
+            worker.shard.borrow_mut().synced(&r);
+        }
         debug!(worker = index, "worker stopped");
     });
 }
@@ -190,10 +236,13 @@ async fn inbox_loop<F: AppFactory>(
         for job in batch {
             if let Some((tx, count)) = &pending {
                 if !tx.same_channel(&job.reply) {
-                    let _ = tx.send(Outgoing {
-                        bytes: out.split().freeze(),
-                        answers: *count,
-                    });
+                    worker.release_after_commit(
+                        tx,
+                        Outgoing {
+                            bytes: out.split().freeze(),
+                            answers: *count,
+                        },
+                    );
                     pending = None;
                 }
             }
@@ -207,10 +256,13 @@ async fn inbox_loop<F: AppFactory>(
             }
         }
         if let Some((tx, count)) = pending {
-            let _ = tx.send(Outgoing {
-                bytes: out.split().freeze(),
-                answers: count,
-            });
+            worker.release_after_commit(
+                &tx,
+                Outgoing {
+                    bytes: out.split().freeze(),
+                    answers: count,
+                },
+            );
         }
         WorkerStats::bump(&stats.requests, n);
         WorkerStats::bump(&stats.from_other_workers, n);
@@ -225,5 +277,92 @@ async fn tick_loop<F: AppFactory>(worker: Rc<Worker<F>>) {
         interval.tick().await;
         let now = worker.shared.unix_ms();
         worker.shard.borrow_mut().tick(now);
+        worker.wake_committer();
     }
+}
+
+/// Group commit: once per event-loop turn with output pending, let the
+/// shard write what the turn changed, make it durable on the sync thread
+/// (the loop goes on handling requests meanwhile), then release the
+/// output. A batch that cannot be made durable is answered 3004.
+async fn commit_loop<F: AppFactory>(worker: Rc<Worker<F>>) {
+    loop {
+        worker.commit_wake.notified().await;
+        // Let the tasks that are ready now add to this batch.
+        tokio::task::yield_now().await;
+        let batch = std::mem::take(&mut *worker.pending.borrow_mut());
+        let flush = worker.shard.borrow_mut().flush();
+        let durable = match flush {
+            Flush::Done => true,
+            Flush::Failed => false,
+            Flush::Sync(job) => {
+                let (done, result) = tokio::sync::oneshot::channel();
+                let r = if worker.syncer.send((job, done)).is_err() {
+                    Err(std::io::Error::other("sync thread gone"))
+                } else {
+                    result
+                        .await
+                        .unwrap_or_else(|_| Err(std::io::Error::other("sync thread gone")))
+                };
+                worker.shard.borrow_mut().synced(&r);
+                r.is_ok()
+            }
+        };
+        for (tx, out) in batch {
+            let out = if durable {
+                out
+            } else {
+                let p = &worker.shared.peer;
+                Outgoing {
+                    bytes: too_busy(&out.bytes, &p.origin_host, &p.origin_realm),
+                    answers: out.answers,
+                }
+            };
+            let _ = tx.send(out);
+        }
+    }
+}
+
+/// Rewrites the application answers in `bytes` as DIAMETER_TOO_BUSY (3004)
+/// answers to the same requests; peer messages (CEA, DWA, DPA, DWR, DPR)
+/// pass unchanged.
+fn too_busy(bytes: &[u8], origin_host: &str, origin_realm: &str) -> Bytes {
+    use gyro_diameter::codes::{avp, cmd, result};
+    use gyro_diameter::header::flags;
+    let mut out = BytesMut::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Ok(Some(n)) = gyro_diameter::header::frame_length(rest, usize::MAX) {
+        let Some(one) = rest.get(..n) else { break };
+        rest = &rest[n..];
+        let Ok(m) = Message::parse(one) else { continue };
+        let peer = matches!(
+            m.command_code(),
+            cmd::CAPABILITIES_EXCHANGE | cmd::DEVICE_WATCHDOG | cmd::DISCONNECT_PEER
+        );
+        if peer || m.is_request() {
+            out.extend_from_slice(one);
+            continue;
+        }
+        let h = m.header();
+        let mut e = gyro_diameter::Encoder::new(
+            &mut out,
+            (h.flags & flags::PROXIABLE) | flags::ERROR,
+            h.command_code,
+            h.application_id,
+            h.hop_by_hop,
+            h.end_to_end,
+        );
+        if let Some(sid) = m.find(avp::SESSION_ID) {
+            e.raw_avp(&sid);
+        }
+        e.str(avp::ORIGIN_HOST, origin_host)
+            .str(avp::ORIGIN_REALM, origin_realm)
+            .u32(avp::RESULT_CODE, result::TOO_BUSY)
+            .str(
+                avp::ERROR_MESSAGE,
+                "cannot make the change durable; try again or elsewhere",
+            );
+        let _ = e.finish();
+    }
+    out.freeze()
 }

@@ -17,6 +17,20 @@ use gyro_server::{AppFactory, Config, ShardApp};
 /// records which shard handled it (in Origin-State-Id, for the tests).
 pub struct EchoShard {
     pub index: usize,
+    durability: Durability,
+    dirty: bool,
+}
+
+/// How an [`EchoShard`] group-commits.
+#[derive(Clone, Default)]
+pub enum Durability {
+    /// Nothing to make durable.
+    #[default]
+    None,
+    /// Every batch needs a sync job that takes 20 ms and counts itself.
+    Slow(std::sync::Arc<std::sync::atomic::AtomicU64>),
+    /// Every batch fails to become durable.
+    Failing,
 }
 
 impl ShardApp for EchoShard {
@@ -33,16 +47,40 @@ impl ShardApp for EchoShard {
         }
         e.u32(avp::ORIGIN_STATE_ID, self.index as u32);
         e.finish().expect("answer fits");
+        self.dirty = true;
+    }
+
+    fn flush(&mut self) -> gyro_server::Flush {
+        if !std::mem::take(&mut self.dirty) {
+            return gyro_server::Flush::Done;
+        }
+        match &self.durability {
+            Durability::None => gyro_server::Flush::Done,
+            Durability::Failing => gyro_server::Flush::Failed,
+            Durability::Slow(n) => {
+                let n = n.clone();
+                gyro_server::Flush::Sync(Box::new(move || {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    n.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    Ok(())
+                }))
+            }
+        }
     }
 }
 
 /// Routes by the last digit of the Subscription-Id-Data.
-pub struct Echo;
+#[derive(Default)]
+pub struct Echo(pub Durability);
 
 impl AppFactory for Echo {
     type Shard = EchoShard;
     fn shard(&self, index: usize, _count: usize) -> EchoShard {
-        EchoShard { index }
+        EchoShard {
+            index,
+            durability: self.0.clone(),
+            dirty: false,
+        }
     }
     fn route(&self, req: &Message<'_>, count: usize) -> Option<usize> {
         let sub = req.find(avp::SUBSCRIPTION_ID)?;

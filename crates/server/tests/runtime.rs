@@ -13,7 +13,7 @@ use gyro_diameter::Encoder;
 
 #[test]
 fn capabilities_exchange_then_credit_control() {
-    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let addr = server.local_addrs()[0];
     let mut c = Client::connect(addr);
     let cea = c.cer("client.test", &[4]);
@@ -38,7 +38,7 @@ fn capabilities_exchange_then_credit_control() {
 
 #[test]
 fn no_common_application_gets_5010_and_close() {
-    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let mut c = Client::connect(server.local_addrs()[0]);
     let cea = c.cer("client.test", &[16777238]);
     assert_eq!(result_code(&cea), Some(5010));
@@ -52,7 +52,7 @@ fn no_common_application_gets_5010_and_close() {
 fn unknown_peer_gets_3010_and_close() {
     let mut cfg = test_config(1);
     cfg.peers.allowed = vec!["pgw.test".into()];
-    let server = gyro_server::start(cfg, Echo).unwrap();
+    let server = gyro_server::start(cfg, Echo::default()).unwrap();
     let mut c = Client::connect(server.local_addrs()[0]);
     let cea = c.cer("client.test", &[4]);
     assert_eq!(result_code(&cea), Some(3010));
@@ -67,7 +67,7 @@ fn unknown_peer_gets_3010_and_close() {
 
 #[test]
 fn first_message_must_be_cer() {
-    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let mut c = Client::connect(server.local_addrs()[0]);
     let ccr = c.ccr("client.test;1;1", "1", 1, 0);
     c.send(&ccr);
@@ -78,7 +78,7 @@ fn first_message_must_be_cer() {
 
 #[test]
 fn watchdog_both_ways_and_silent_peer_dropped() {
-    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     // Our DWR is answered.
     let (h, e2e) = c.ids();
@@ -125,7 +125,7 @@ fn watchdog_both_ways_and_silent_peer_dropped() {
 
 #[test]
 fn client_dpr_is_answered() {
-    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     let (h, e2e) = c.ids();
     let mut b = BytesMut::new();
@@ -153,7 +153,7 @@ fn client_dpr_is_answered() {
 
 #[test]
 fn malformed_request_gets_error_answer_and_connection_stays() {
-    let server = gyro_server::start(test_config(1), Echo).unwrap();
+    let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     // A CCR without CC-Request-Number: 5005 with Failed-AVP.
     let (h, e2e) = c.ids();
@@ -204,7 +204,7 @@ fn oversized_message_closes_only_that_connection() {
     let mut cfg = test_config(1);
     cfg.limits.max_message_size = 4096;
     cfg.limits.read_buffer_size = 8192;
-    let server = gyro_server::start(cfg, Echo).unwrap();
+    let server = gyro_server::start(cfg, Echo::default()).unwrap();
     let addr = server.local_addrs()[0];
     let mut bad = Client::open(addr);
     let mut good = Client::open(addr);
@@ -229,7 +229,7 @@ fn incomplete_message_times_out() {
     let mut cfg = test_config(1);
     cfg.limits.message_timeout_ms = 300;
     cfg.peers.watchdog_secs = 30.0;
-    let server = gyro_server::start(cfg, Echo).unwrap();
+    let server = gyro_server::start(cfg, Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     let ccr = c.ccr("client.test;1;1", "46700000001", 1, 0);
     c.send(&ccr[..30]);
@@ -245,7 +245,7 @@ fn peer_that_stops_reading_is_held_back() {
     let mut cfg = test_config(1);
     cfg.limits.max_inflight_per_connection = 64;
     cfg.peers.watchdog_secs = 30.0;
-    let server = gyro_server::start(cfg, Echo).unwrap();
+    let server = gyro_server::start(cfg, Echo::default()).unwrap();
     let addr = server.local_addrs()[0];
     let c = Client::open(addr);
     let mut stream = c.stream.try_clone().unwrap();
@@ -288,7 +288,7 @@ fn peer_that_stops_reading_is_held_back() {
 
 #[test]
 fn one_busy_connection_keeps_both_workers_busy() {
-    let server = gyro_server::start(test_config(2), Echo).unwrap();
+    let server = gyro_server::start(test_config(2), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     let n = 2000u32;
     let mut batch = Vec::new();
@@ -323,7 +323,7 @@ fn one_busy_connection_keeps_both_workers_busy() {
 
 #[test]
 fn updates_without_subscription_id_follow_their_session() {
-    let server = gyro_server::start(test_config(2), Echo).unwrap();
+    let server = gyro_server::start(test_config(2), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     for i in 0..20u32 {
         let sid = format!("client.test;{i};7");
@@ -342,7 +342,7 @@ fn updates_without_subscription_id_follow_their_session() {
 
 #[test]
 fn shutdown_answers_everything_in_flight_and_sends_dpr() {
-    let server = gyro_server::start(test_config(2), Echo).unwrap();
+    let server = gyro_server::start(test_config(2), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     let n = 500u32;
     let mut batch = Vec::new();
@@ -386,13 +386,58 @@ fn shutdown_answers_everything_in_flight_and_sends_dpr() {
 
 #[test]
 fn a_port_in_use_is_an_error_not_a_shared_port() {
-    let first = gyro_server::start(test_config(2), Echo).unwrap();
+    let first = gyro_server::start(test_config(2), Echo::default()).unwrap();
     let mut cfg = test_config(1);
     cfg.server.listen = first.local_addrs().to_vec();
-    let err = gyro_server::start(cfg, Echo)
+    let err = gyro_server::start(cfg, Echo::default())
         .err()
         .expect("second server must not start");
     assert!(err.to_string().contains("cannot listen"), "{err}");
     first.shutdown();
     first.join();
+}
+
+#[test]
+fn answers_leave_only_after_their_batch_is_durable() {
+    let synced = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let app = Echo(Durability::Slow(synced.clone()));
+    let server = gyro_server::start(test_config(2), app).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    for i in 0..20u32 {
+        let before = synced.load(std::sync::atomic::Ordering::SeqCst);
+        let ccr = c.ccr(&format!("c;{i};1"), &format!("4670000000{}", i % 10), 1, 0);
+        c.send(&ccr);
+        assert_eq!(result_code(&c.recv().unwrap()), Some(2001));
+        assert!(
+            synced.load(std::sync::atomic::Ordering::SeqCst) > before,
+            "answer {i} left before its batch was synced"
+        );
+    }
+    server.shutdown();
+    server.join();
+}
+
+#[test]
+fn a_batch_that_cannot_be_made_durable_is_answered_too_busy() {
+    let server = gyro_server::start(test_config(1), Echo(Durability::Failing)).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    let ccr = c.ccr("c;1;1", "46700000001", 1, 0);
+    c.send(&ccr);
+    let a = c.recv().unwrap();
+    assert_eq!(result_code(&a), Some(3004));
+    let m = parse(&a);
+    assert!(m.header().is_error());
+    assert_eq!(m.header().hop_by_hop, parse(&ccr).header().hop_by_hop);
+    assert_eq!(m.session_id(), Some("c;1;1"));
+    // Peer messages still pass: the watchdog is answered.
+    let (h, e2e) = c.ids();
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(&mut b, cmd::DEVICE_WATCHDOG, app::COMMON, false, h, e2e);
+    e.str(avp::ORIGIN_HOST, "client.test")
+        .str(avp::ORIGIN_REALM, "test");
+    e.finish().unwrap();
+    c.send(&b);
+    assert_eq!(result_code(&c.recv().unwrap()), Some(2001));
+    server.shutdown();
+    server.join();
 }
