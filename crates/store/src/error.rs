@@ -1,0 +1,146 @@
+//! The crate's one error type.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Everything that can go wrong in the store. Every variant names the file
+/// or directory involved, so an operator can act on the message alone.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A file system operation failed (disk full, permission denied, I/O
+    /// error, ...). [`Error::kind`] classifies it.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// What was being done ("write", "fsync", "create", ...).
+        op: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// The operating system's error.
+        #[source]
+        source: io::Error,
+    },
+    /// A file holds something it cannot hold (not a torn tail: a damaged
+    /// record before the end, a bad header, a snapshot that does not
+    /// decode). Nothing was changed; the file needs a human.
+    #[error("corrupt {} at byte {offset}: {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// Byte offset of the damage.
+        offset: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A journaled effect does not apply to the state rebuilt so far.
+    #[error("replay of {} record {record}: {source}", path.display())]
+    Replay {
+        /// The journal.
+        path: PathBuf,
+        /// Index of the effect in the journal (0-based).
+        record: u64,
+        /// The engine's error.
+        #[source]
+        source: gyro_charging::Error,
+    },
+    /// A value could not be encoded.
+    #[error("cannot encode {what}: {reason}")]
+    Encode {
+        /// What was being encoded.
+        what: &'static str,
+        /// Why it failed.
+        reason: String,
+    },
+    /// A CDR handed to [`crate::ShardStore::append`] does not carry the
+    /// next sequence number of the shard (sequence numbers are gap-free).
+    #[error("CDR sequence {found} where {expected} was expected")]
+    Sequence {
+        /// The sequence number the store expected.
+        expected: u64,
+        /// The one it got.
+        found: u64,
+    },
+    /// An earlier fsync failed, so what the kernel holds for the journal is
+    /// unknown: the store refuses further writes. Reopen it (rebuilding the
+    /// engine from disk) to continue.
+    #[error("the store of {} failed earlier ({reason}); reopen it", path.display())]
+    Failed {
+        /// The shard's directory.
+        path: PathBuf,
+        /// The first error.
+        reason: String,
+    },
+}
+
+/// A coarse classification of an [`Error`], for deciding what to do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// No space left on the device (or quota exceeded): free space, then
+    /// retry the commit.
+    DiskFull,
+    /// The directory or file may not be written (permissions, read-only
+    /// file system).
+    PermissionDenied,
+    /// Data on disk is damaged beyond a torn tail.
+    Corrupt,
+    /// The store must be reopened.
+    Failed,
+    /// A caller error (sequence gap, encoding).
+    Invalid,
+    /// Any other I/O error.
+    Io,
+}
+
+impl Error {
+    /// What kind of failure this is.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Io { source, .. } => match source.raw_os_error() {
+                Some(28) | Some(122) => ErrorKind::DiskFull, // ENOSPC, EDQUOT
+                Some(1) | Some(13) | Some(30) => ErrorKind::PermissionDenied, // EPERM, EACCES, EROFS
+                _ => match source.kind() {
+                    io::ErrorKind::PermissionDenied | io::ErrorKind::ReadOnlyFilesystem => {
+                        ErrorKind::PermissionDenied
+                    }
+                    io::ErrorKind::StorageFull | io::ErrorKind::QuotaExceeded => {
+                        ErrorKind::DiskFull
+                    }
+                    _ => ErrorKind::Io,
+                },
+            },
+            Error::Corrupt { .. } | Error::Replay { .. } => ErrorKind::Corrupt,
+            Error::Failed { .. } => ErrorKind::Failed,
+            Error::Encode { .. } | Error::Sequence { .. } => ErrorKind::Invalid,
+        }
+    }
+
+    /// The file or directory the error is about, if any.
+    pub fn path(&self) -> Option<&Path> {
+        match self {
+            Error::Io { path, .. }
+            | Error::Corrupt { path, .. }
+            | Error::Replay { path, .. }
+            | Error::Failed { path, .. } => Some(path),
+            Error::Encode { .. } | Error::Sequence { .. } => None,
+        }
+    }
+}
+
+/// `Result` with this crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Builds an [`Error::Io`] mapper for `op` on `path`.
+pub(crate) fn io_err<'a>(op: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        op,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+pub(crate) fn corrupt(path: &Path, offset: u64, reason: impl Into<String>) -> Error {
+    Error::Corrupt {
+        path: path.to_path_buf(),
+        offset,
+        reason: reason.into(),
+    }
+}

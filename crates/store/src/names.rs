@@ -1,0 +1,234 @@
+//! File names of CDR files and ledger files, and the few file system
+//! helpers (directory fsync, atomic replace) the store needs.
+
+use crate::error::{io_err, Result};
+use gyro_charging::Timestamp;
+use std::fs::File;
+use std::path::Path;
+
+/// Digits of a sequence number in a file name: names of one shard sort in
+/// sequence order as plain strings for the first 10^16 records.
+pub const SEQ_DIGITS: usize = 16;
+
+/// Suffix of a CDR file that is still being written.
+pub const PART_SUFFIX: &str = ".jsonl.part";
+
+/// Suffix of a closed CDR file.
+pub const FINAL_SUFFIX: &str = ".jsonl";
+
+/// The name of a closed CDR file:
+/// `cdr-s<shard>-<first>-<last>-<YYYYMMDDTHHMMSSZ>.jsonl`, sequence
+/// numbers zero-padded to [`SEQ_DIGITS`], the time (UTC) when it was
+/// closed.
+pub fn final_name(shard: usize, first: u64, last: u64, closed: Timestamp) -> String {
+    format!(
+        "cdr-s{shard}-{first:0w$}-{last:0w$}-{}{FINAL_SUFFIX}",
+        utc_compact(closed),
+        w = SEQ_DIGITS
+    )
+}
+
+/// The name of the CDR file being written, whose first record has sequence
+/// number `first`: `cdr-s<shard>-<first>.jsonl.part`.
+pub fn part_name(shard: usize, first: u64) -> String {
+    format!("cdr-s{shard}-{first:0w$}{PART_SUFFIX}", w = SEQ_DIGITS)
+}
+
+/// What a CDR file name says.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CdrName {
+    /// A closed file: shard, first and last sequence numbers.
+    Final {
+        /// Shard index.
+        shard: usize,
+        /// First sequence number.
+        first: u64,
+        /// Last sequence number.
+        last: u64,
+    },
+    /// A file being written: shard and first sequence number.
+    Part {
+        /// Shard index.
+        shard: usize,
+        /// First sequence number.
+        first: u64,
+    },
+}
+
+impl CdrName {
+    /// Parses a file name (not a path). `None` for anything else.
+    pub fn parse(name: &str) -> Option<CdrName> {
+        let rest = name.strip_prefix("cdr-s")?;
+        if let Some(stem) = rest.strip_suffix(PART_SUFFIX) {
+            let (shard, first) = stem.split_once('-')?;
+            return Some(CdrName::Part {
+                shard: digits(shard)?,
+                first: seq(first)?,
+            });
+        }
+        let stem = rest.strip_suffix(FINAL_SUFFIX)?;
+        let mut it = stem.split('-');
+        let shard = digits(it.next()?)?;
+        let first = seq(it.next()?)?;
+        let last = seq(it.next()?)?;
+        let time = it.next()?;
+        if it.next().is_some() || !is_utc_compact(time) || last < first {
+            return None;
+        }
+        Some(CdrName::Final { shard, first, last })
+    }
+
+    /// The first sequence number.
+    pub fn first(&self) -> u64 {
+        match *self {
+            CdrName::Final { first, .. } | CdrName::Part { first, .. } => first,
+        }
+    }
+
+    /// The shard.
+    pub fn shard(&self) -> usize {
+        match *self {
+            CdrName::Final { shard, .. } | CdrName::Part { shard, .. } => shard,
+        }
+    }
+}
+
+fn digits<T: std::str::FromStr>(s: &str) -> Option<T> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
+fn seq(s: &str) -> Option<u64> {
+    if s.len() < SEQ_DIGITS {
+        return None;
+    }
+    digits(s)
+}
+
+fn is_utc_compact(s: &str) -> bool {
+    let b = s.as_bytes();
+    b.len() == 16
+        && b[8] == b'T'
+        && b[15] == b'Z'
+        && b[..8].iter().all(u8::is_ascii_digit)
+        && b[9..15].iter().all(u8::is_ascii_digit)
+}
+
+/// `YYYYMMDDTHHMMSSZ` for a timestamp (UTC).
+pub fn utc_compact(t: Timestamp) -> String {
+    let secs = t.as_secs();
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
+/// (H. Hinnant's algorithm).
+fn civil_from_days(z: i64) -> (i64, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    (if m <= 2 { y + 1 } else { y }, m, d)
+}
+
+/// Flushes a directory's entries (created, renamed, removed files) to disk.
+pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
+    let f = File::open(dir).map_err(io_err("open directory", dir))?;
+    f.sync_all().map_err(io_err("fsync directory", dir))
+}
+
+/// Creates a directory and its parents, and makes the new entries durable.
+pub(crate) fn create_dir_durable(dir: &Path) -> Result<()> {
+    if dir.is_dir() {
+        return Ok(());
+    }
+    let mut missing = Vec::new();
+    let mut p = Some(dir);
+    while let Some(d) = p {
+        if d.as_os_str().is_empty() || d.is_dir() {
+            break;
+        }
+        missing.push(d);
+        p = d.parent();
+    }
+    std::fs::create_dir_all(dir).map_err(io_err("create directory", dir))?;
+    for d in missing.iter().rev() {
+        if let Some(parent) = d.parent() {
+            if !parent.as_os_str().is_empty() {
+                sync_dir(parent)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_sort() {
+        let t = Timestamp::from_secs(1_795_309_323); // 2026-11-22T01:02:03Z
+        assert_eq!(utc_compact(t), "20261122T010203Z");
+        let a = final_name(3, 1, 1000, t);
+        assert_eq!(
+            a,
+            "cdr-s3-0000000000000001-0000000000001000-20261122T010203Z.jsonl"
+        );
+        assert_eq!(
+            CdrName::parse(&a),
+            Some(CdrName::Final {
+                shard: 3,
+                first: 1,
+                last: 1000
+            })
+        );
+        let b = final_name(3, 1001, 99_999, Timestamp::from_secs(0));
+        assert!(a < b);
+        let p = part_name(3, 100_000);
+        assert_eq!(
+            CdrName::parse(&p),
+            Some(CdrName::Part {
+                shard: 3,
+                first: 100_000
+            })
+        );
+        assert!(b < p);
+        for bad in [
+            "cdr-s3-1-2-20261122T010203Z.jsonl",
+            "cdr-s3-0000000000000002-0000000000000001-20261122T010203Z.jsonl",
+            "cdr-sx-0000000000000001.jsonl.part",
+            "cdr-s3-0000000000000001-0000000000001000-2026112T010203Z.jsonl",
+            "other.jsonl",
+        ] {
+            assert_eq!(CdrName::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn utc_dates() {
+        assert_eq!(utc_compact(Timestamp::from_secs(0)), "19700101T000000Z");
+        assert_eq!(
+            utc_compact(Timestamp::from_secs(951_782_400)),
+            "20000229T000000Z"
+        );
+        assert_eq!(
+            utc_compact(Timestamp::from_secs(4_102_444_799)),
+            "20991231T235959Z"
+        );
+    }
+}
