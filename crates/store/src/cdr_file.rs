@@ -379,7 +379,10 @@ mod tests {
     fn valid_prefix_stops_at_torn_or_wrong_line() {
         let d = b"{\"sequence\":5}\n{\"sequence\":6}\n{\"seque";
         let v = valid_prefix(d, Some(5));
-        assert_eq!((v.records, v.len, v.tail, v.damaged_inside), (2, 30, true, false));
+        assert_eq!(
+            (v.records, v.len, v.tail, v.damaged_inside),
+            (2, 30, true, false)
+        );
         let d = b"{\"sequence\":5}\n{\"sequence\":7}\n";
         let v = valid_prefix(d, Some(5));
         assert_eq!((v.records, v.tail, v.damaged_inside), (1, true, true));

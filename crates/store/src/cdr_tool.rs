@@ -114,9 +114,8 @@ fn records_in(
     while let Some(nl) = data[pos..].iter().position(|&b| b == b'\n') {
         let line = &data[pos..pos + nl];
         if !line.iter().all(u8::is_ascii_whitespace) {
-            let cdr: Cdr = serde_json::from_slice(line).map_err(|e| {
-                corrupt(path, base + pos as u64, format!("not a CDR line: {e}"))
-            })?;
+            let cdr: Cdr = serde_json::from_slice(line)
+                .map_err(|e| corrupt(path, base + pos as u64, format!("not a CDR line: {e}")))?;
             each(cdr)?;
         }
         pos += nl + 1;

@@ -59,6 +59,9 @@ pub enum Error {
         /// The one it got.
         found: u64,
     },
+    /// The call is not allowed now (a batch is in flight).
+    #[error("{0}")]
+    Busy(&'static str),
     /// An earlier fsync failed, so what the kernel holds for the journal is
     /// unknown: the store refuses further writes. Reopen it (rebuilding the
     /// engine from disk) to continue.
@@ -109,7 +112,7 @@ impl Error {
             },
             Error::Corrupt { .. } | Error::Replay { .. } => ErrorKind::Corrupt,
             Error::Failed { .. } => ErrorKind::Failed,
-            Error::Encode { .. } | Error::Sequence { .. } => ErrorKind::Invalid,
+            Error::Encode { .. } | Error::Sequence { .. } | Error::Busy(_) => ErrorKind::Invalid,
         }
     }
 
@@ -120,7 +123,7 @@ impl Error {
             | Error::Corrupt { path, .. }
             | Error::Replay { path, .. }
             | Error::Failed { path, .. } => Some(path),
-            Error::Encode { .. } | Error::Sequence { .. } => None,
+            Error::Encode { .. } | Error::Sequence { .. } | Error::Busy(_) => None,
         }
     }
 }

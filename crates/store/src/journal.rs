@@ -292,7 +292,7 @@ impl FrameReader {
 /// The journal being appended to.
 pub(crate) struct JournalWriter {
     pub path: PathBuf,
-    file: File,
+    file: std::sync::Arc<File>,
     /// Bytes known to be whole frames (what a failed write is cut back to).
     pub len: u64,
 }
@@ -310,7 +310,7 @@ impl JournalWriter {
         file.sync_all().map_err(io_err("fsync", path))?;
         Ok(JournalWriter {
             path: path.to_path_buf(),
-            file,
+            file: std::sync::Arc::new(file),
             len: MAGIC.len() as u64,
         })
     }
@@ -333,7 +333,7 @@ impl JournalWriter {
         }
         Ok(JournalWriter {
             path: path.to_path_buf(),
-            file,
+            file: std::sync::Arc::new(file),
             len,
         })
     }
@@ -343,7 +343,7 @@ impl JournalWriter {
     /// hold a partial frame (harmless on reopen, but the writer is unsafe
     /// to use).
     pub(crate) fn write(&mut self, frame: &[u8]) -> std::result::Result<(), (Error, bool)> {
-        match self.file.write_all(frame) {
+        match (&*self.file).write_all(frame) {
             Ok(()) => {
                 self.len += frame.len() as u64;
                 Ok(())
@@ -354,6 +354,11 @@ impl JournalWriter {
                 Err((err, cut_ok))
             }
         }
+    }
+
+    /// The file, for a sync on another thread.
+    pub(crate) fn sync_handle(&self) -> std::sync::Arc<File> {
+        self.file.clone()
     }
 
     /// `fdatasync`.

@@ -110,8 +110,8 @@
 //! [`Error::Corrupt`] with the file and offset. See `examples/` for the
 //! measurements.
 
-pub mod cdr_tool;
 mod cdr_file;
+pub mod cdr_tool;
 mod error;
 mod journal;
 pub mod names;
@@ -122,5 +122,5 @@ pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
 pub use shard::{
     cdr_dir, ledger_dir, CommitStats, Durability, Recovered, RecoveryReport, ShardStore,
-    SnapshotWriter, StoreOptions,
+    SnapshotWriter, StoreOptions, SyncHandle,
 };

@@ -265,6 +265,33 @@ pub struct ShardStore {
     bytes_since_snapshot: u64,
     unsynced_since: Option<Timestamp>,
     failed: Option<String>,
+    inflight: Option<InFlight>,
+    inflight_spare: Vec<u8>,
+}
+
+/// A batch whose journal frame is written and waits for its sync.
+struct InFlight {
+    effects: u64,
+    cdrs: u64,
+    journal_bytes: u64,
+    cdr_lines: Vec<u8>,
+}
+
+/// The `fdatasync` of one batch, from [`ShardStore::begin_commit`]; may
+/// run on another thread.
+#[derive(Debug)]
+pub struct SyncHandle {
+    file: std::sync::Arc<std::fs::File>,
+    path: PathBuf,
+}
+
+impl SyncHandle {
+    /// Makes the batch durable (`fdatasync` of the journal).
+    pub fn sync(&self) -> Result<()> {
+        self.file
+            .sync_data()
+            .map_err(crate::error::io_err("fsync", &self.path))
+    }
 }
 
 impl std::fmt::Debug for ShardStore {
@@ -484,6 +511,8 @@ impl ShardStore {
             bytes_since_snapshot: bytes,
             unsynced_since: None,
             failed: None,
+            inflight: None,
+            inflight_spare: Vec::with_capacity(64 << 10),
         };
         Ok((store, snap, replay, report))
     }
@@ -593,55 +622,102 @@ impl ShardStore {
     /// [`Error::Failed`] (an fsync failed), after which the store must be
     /// reopened.
     pub fn commit(&mut self, now: Timestamp) -> Result<CommitStats> {
+        match self.begin_commit(now)? {
+            Some(h) => {
+                let r = h.sync();
+                self.finish_commit(r, now)
+            }
+            None => self.finish_commit(Ok(()), now),
+        }
+    }
+
+    /// [`ShardStore::commit`] in two halves, for a runtime that syncs off
+    /// its event loop: writes the batch's journal frame and returns the
+    /// `fdatasync` to run (on any thread: [`SyncHandle`] is `Send`), or
+    /// `None` when there is nothing to sync (nothing pending, or
+    /// asynchronous durability). Pass its result to
+    /// [`ShardStore::finish_commit`] and release the batch's answers only
+    /// if that returns `Ok`. Records appended meanwhile belong to the next
+    /// batch. Only one batch may be in flight.
+    pub fn begin_commit(&mut self, now: Timestamp) -> Result<Option<SyncHandle>> {
         self.check_failed()?;
+        if self.inflight.is_some() {
+            return Err(Error::Busy("a batch is already in flight"));
+        }
+        if !self.has_pending() {
+            return Ok(None);
+        }
+        journal::encode_frame(
+            &mut self.frame,
+            &self.pending_effects,
+            self.pending_n_effects,
+            &self.pending_cdrs,
+            self.pending_n_cdrs,
+            if self.pending_n_cdrs > 0 {
+                self.pending_first_cdr
+            } else {
+                0
+            },
+        )?;
+        if let Err((e, cut)) = self.journal.write(&self.frame) {
+            if !cut {
+                self.failed = Some(e.to_string());
+            }
+            return Err(e);
+        }
+        let mut f = InFlight {
+            effects: self.pending_n_effects as u64,
+            cdrs: self.pending_n_cdrs as u64,
+            journal_bytes: self.frame.len() as u64,
+            cdr_lines: std::mem::take(&mut self.inflight_spare),
+        };
+        f.cdr_lines.clear();
+        std::mem::swap(&mut f.cdr_lines, &mut self.pending_cdrs);
+        self.records_since_snapshot += f.effects + f.cdrs;
+        self.bytes_since_snapshot += f.journal_bytes;
+        self.next_cdr += f.cdrs;
+        self.pending_effects.clear();
+        self.pending_n_effects = 0;
+        self.pending_n_cdrs = 0;
+        self.pending_first_cdr = self.next_cdr;
+        self.inflight = Some(f);
+        match self.options.durability {
+            Durability::Sync => Ok(Some(SyncHandle {
+                file: self.journal.sync_handle(),
+                path: self.journal.path.clone(),
+            })),
+            Durability::Async { .. } => {
+                self.unsynced_since.get_or_insert(now);
+                Ok(None)
+            }
+        }
+    }
+
+    /// Second half of [`ShardStore::commit`]: `synced` is the result of
+    /// the [`SyncHandle`] from [`ShardStore::begin_commit`] (`Ok(())` when
+    /// it returned `None`). On `Ok` the batch is durable: release its
+    /// answers. A failed sync makes the store [`Error::Failed`].
+    pub fn finish_commit(&mut self, synced: Result<()>, now: Timestamp) -> Result<CommitStats> {
         let mut stats = CommitStats::default();
-        if self.has_pending() {
-            journal::encode_frame(
-                &mut self.frame,
-                &self.pending_effects,
-                self.pending_n_effects,
-                &self.pending_cdrs,
-                self.pending_n_cdrs,
-                if self.pending_n_cdrs > 0 {
-                    self.pending_first_cdr
-                } else {
-                    0
-                },
-            )?;
-            if let Err((e, cut)) = self.journal.write(&self.frame) {
-                if !cut {
-                    self.failed = Some(e.to_string());
-                }
-                return Err(e);
+        let f = self.inflight.take();
+        if let Err(e) = synced {
+            self.failed = Some(e.to_string());
+            return Err(e);
+        }
+        self.check_failed()?;
+        if let Some(mut f) = f {
+            if self.options.durability == Durability::Sync {
+                stats.syncs += 1;
             }
-            match self.options.durability {
-                Durability::Sync => {
-                    if let Err(e) = self.journal.sync() {
-                        self.failed = Some(e.to_string());
-                        return Err(e);
-                    }
-                    stats.syncs += 1;
-                }
-                Durability::Async { .. } => {
-                    self.unsynced_since.get_or_insert(now);
-                }
-            }
-            stats.effects = self.pending_n_effects as u64;
-            stats.cdrs = self.pending_n_cdrs as u64;
-            stats.journal_bytes = self.frame.len() as u64;
-            stats.cdr_bytes = self.pending_cdrs.len() as u64;
-            self.records_since_snapshot += stats.effects + stats.cdrs;
-            self.bytes_since_snapshot += stats.journal_bytes;
-            self.next_cdr += self.pending_n_cdrs as u64;
-            let n = self.pending_n_cdrs as u64;
-            self.pending_effects.clear();
-            self.pending_n_effects = 0;
-            self.pending_n_cdrs = 0;
-            self.pending_first_cdr = self.next_cdr;
-            if let Err(e) = self.cdr.write(&self.pending_cdrs, n, now) {
+            stats.effects = f.effects;
+            stats.cdrs = f.cdrs;
+            stats.journal_bytes = f.journal_bytes;
+            stats.cdr_bytes = f.cdr_lines.len() as u64;
+            if let Err(e) = self.cdr.write(&f.cdr_lines, f.cdrs, now) {
                 stats.cdr_error = Some(e);
             }
-            self.pending_cdrs.clear();
+            f.cdr_lines.clear();
+            self.inflight_spare = f.cdr_lines;
         }
         self.after_commit(now, &mut stats)?;
         Ok(stats)
@@ -749,6 +825,9 @@ impl ShardStore {
     /// `append`) is what the returned writer must write, on this thread
     /// or another; meanwhile commits go to the new journal.
     pub fn prepare_snapshot(&mut self, now: Timestamp) -> Result<SnapshotWriter> {
+        if self.inflight.is_some() {
+            return Err(Error::Busy("a snapshot cannot start while a batch is in flight"));
+        }
         if self.has_pending() {
             let stats = self.commit(now)?;
             if let Some(e) = stats.cdr_error {

@@ -1,0 +1,170 @@
+//! Helpers shared by the store tests: an engine from the example
+//! configuration and a workload that touches every kind of state.
+#![allow(dead_code)]
+
+use gyro_charging::*;
+use gyro_store::*;
+use std::path::Path;
+use std::time::Duration;
+
+pub const DATA: &str = "32251@3gpp.org";
+pub const SMS: &str = "32274@3gpp.org";
+/// 2026-03-01T00:00:00Z: inside the example bundle's validity.
+pub const T0: Timestamp = Timestamp::from_secs(1_772_323_200);
+
+pub fn config() -> ChargingConfig {
+    let text = include_str!(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../config/example-charging.toml"
+    ));
+    ChargingConfig::from_toml_str(text).expect("example configuration")
+}
+
+pub fn options() -> StoreOptions {
+    StoreOptions::default()
+}
+
+/// Opens the store of shard 0 and rebuilds its engine (from the
+/// configuration when there is no snapshot).
+pub fn open(dir: &Path, opts: StoreOptions, now: Timestamp) -> (ShardStore, Engine, RecoveryReport) {
+    let cfg = config();
+    ShardStore::open_engine(dir, 0, opts, now, |snap| match snap {
+        Some(s) => Engine::restore(cfg.catalog().unwrap(), cfg.engine.clone(), s),
+        None => cfg.build_shard(0, 1).unwrap(),
+    })
+    .expect("open")
+}
+
+pub fn octets(n: u64) -> ServiceUnits {
+    ServiceUnits {
+        total_octets: Some(n),
+        ..ServiceUnits::default()
+    }
+}
+
+pub fn mscc(rg: u32, want: bool, used: Option<u64>) -> Mscc {
+    Mscc {
+        rating_group: Some(rg),
+        service_id: None,
+        requested: want.then(ServiceUnits::default),
+        used: used.map(octets),
+        reporting_reason: None,
+    }
+}
+
+pub fn req(
+    session: &str,
+    kind: RequestType,
+    number: u32,
+    msisdn: &str,
+    ctx: &str,
+    mscc: Vec<Mscc>,
+) -> CcRequest {
+    CcRequest {
+        session_id: session.into(),
+        origin_host: "pgw.example".into(),
+        end_to_end: number ^ (session.len() as u32) << 16,
+        retransmit: false,
+        request_type: kind,
+        request_number: number,
+        service_context: ctx.into(),
+        subscription_ids: if msisdn.is_empty() {
+            vec![]
+        } else {
+            vec![SubscriptionId::e164(msisdn)]
+        },
+        multiple_services: (!mscc.is_empty()).then_some(true),
+        requested_action: None,
+        service_id: None,
+        requested: None,
+        used: None,
+        mscc,
+        termination_cause: None,
+    }
+}
+
+pub fn sms(session: &str, msisdn: &str, action: RequestedAction) -> CcRequest {
+    let mut r = req(session, RequestType::Event, 0, msisdn, SMS, vec![]);
+    r.requested_action = Some(action);
+    r.requested = Some(ServiceUnits {
+        service_specific: Some(1),
+        ..ServiceUnits::default()
+    });
+    r
+}
+
+/// The requests of round `round`: sessions opened, updated (bundle and
+/// money), some left open with reservations, some terminated, SMS debits
+/// and refunds.
+pub fn round(round: u32) -> Vec<CcRequest> {
+    let mut v = Vec::new();
+    for k in 0..4u32 {
+        let msisdn = format!("467000000{:02}", (round * 4 + k) % 100);
+        let s = format!("pgw;{round};{k}");
+        v.push(req(&s, RequestType::Initial, 0, &msisdn, DATA, vec![mscc(10, true, None), mscc(20, true, None)]));
+        v.push(req(&s, RequestType::Update, 1, "", DATA, vec![mscc(10, true, Some(2_000_000)), mscc(20, true, Some(500_000))]));
+        if k % 2 == 0 {
+            v.push(req(&s, RequestType::Termination, 2, "", DATA, vec![mscc(10, false, Some(1_000)), mscc(20, false, Some(0))]));
+        }
+        v.push(sms(&format!("sms;{round};{k}"), &msisdn, RequestedAction::DirectDebiting));
+    }
+    // Account 1 has a data bundle: use it and leave the session open.
+    let s = format!("pgw;{round};bundle");
+    v.push(req(&s, RequestType::Initial, 0, "46701000001", DATA, vec![mscc(10, true, None)]));
+    v.push(req(&s, RequestType::Update, 1, "", DATA, vec![mscc(10, true, Some(3_000_000))]));
+    v.push(sms(&format!("refund;{round}"), "46700000001", RequestedAction::RefundAccount));
+    v
+}
+
+/// Runs requests through the engine, appending their effects and CDRs to
+/// the store, and commits once per call (one group commit).
+pub fn run(
+    engine: &mut Engine,
+    store: &mut ShardStore,
+    reqs: &[CcRequest],
+    now: Timestamp,
+) -> CommitStats {
+    let mut out = Output::default();
+    let mut answer = CcAnswer::default();
+    for r in reqs {
+        engine.handle(r, now, &mut answer, &mut out);
+        store.append_output(&out).expect("append");
+        out.clear();
+    }
+    store.commit(now).expect("commit")
+}
+
+/// Account operations that are not requests: top-up and status change.
+pub fn admin(engine: &mut Engine, store: &mut ShardStore, now: Timestamp) {
+    let mut out = Output::default();
+    engine.top_up(AccountId(1003), 12_345, &mut out).unwrap();
+    engine
+        .set_status(AccountId(1004), AccountStatus::Blocked, &mut out)
+        .unwrap();
+    store.append_output(&out).unwrap();
+    store.commit(now).unwrap();
+}
+
+/// Every record of every CDR file under `data_dir`, in file order.
+pub fn all_cdrs(data_dir: &Path) -> Vec<Cdr> {
+    let mut v = Vec::new();
+    for f in gyro_store::cdr_tool::list(data_dir).unwrap() {
+        gyro_store::cdr_tool::read_file(&f.path, |c| {
+            v.push(c);
+            Ok(())
+        })
+        .unwrap();
+    }
+    v
+}
+
+/// Asserts CDR sequence numbers are 1..=n, each once, in order.
+pub fn assert_gap_free(cdrs: &[Cdr]) {
+    for (i, c) in cdrs.iter().enumerate() {
+        assert_eq!(c.sequence, i as u64 + 1, "record {i} of {}", cdrs.len());
+    }
+}
+
+pub fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
