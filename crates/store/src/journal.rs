@@ -112,8 +112,11 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-/// The parts of a payload: effects blob, CDR blob, header fields.
-fn split_payload(p: &[u8]) -> Option<(u32, u32, u64, &[u8], &[u8])> {
+/// The parts of a payload: effect count, CDR count, first CDR sequence,
+/// effects blob, CDR blob.
+type Parts<'a> = (u32, u32, u64, &'a [u8], &'a [u8]);
+
+fn split_payload(p: &[u8]) -> Option<Parts<'_>> {
     if p.len() < PAYLOAD_HEADER || p[0] != TAG_BATCH {
         return None;
     }

@@ -563,15 +563,13 @@ impl ShardStore {
     /// [`ShardStore::next_cdr_sequence`]; otherwise nothing is added.
     pub fn append(&mut self, effects: &[Effect], cdrs: &[Cdr]) -> Result<()> {
         self.check_failed()?;
-        let mut expected = self.next_cdr_sequence();
-        for c in cdrs {
+        for (expected, c) in (self.next_cdr_sequence()..).zip(cdrs) {
             if c.sequence != expected {
                 return Err(Error::Sequence {
                     expected,
                     found: c.sequence,
                 });
             }
-            expected += 1;
         }
         let (el, cl) = (self.pending_effects.len(), self.pending_cdrs.len());
         let r = (|| {
@@ -826,7 +824,9 @@ impl ShardStore {
     /// or another; meanwhile commits go to the new journal.
     pub fn prepare_snapshot(&mut self, now: Timestamp) -> Result<SnapshotWriter> {
         if self.inflight.is_some() {
-            return Err(Error::Busy("a snapshot cannot start while a batch is in flight"));
+            return Err(Error::Busy(
+                "a snapshot cannot start while a batch is in flight",
+            ));
         }
         if self.has_pending() {
             let stats = self.commit(now)?;

@@ -53,7 +53,11 @@ fn check_closed(files: &BTreeMap<String, Vec<u8>>, mut first: u64) -> u64 {
         let seqs: Vec<u64> = data
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
-            .map(|l| serde_json::from_slice::<gyro_charging::Cdr>(l).unwrap().sequence)
+            .map(|l| {
+                serde_json::from_slice::<gyro_charging::Cdr>(l)
+                    .unwrap()
+                    .sequence
+            })
             .collect();
         assert_eq!(seqs, (f..=last).collect::<Vec<_>>(), "{name}");
         first = last + 1;
@@ -157,11 +161,7 @@ fn a_billing_system_taking_files_does_not_reset_sequence_numbers() {
     let picked = closed_files(dir.path());
     let next = check_closed(&picked, 1);
     for name in picked.keys() {
-        std::fs::rename(
-            cdr_dir(dir.path(), 0).join(name),
-            taken.path().join(name),
-        )
-        .unwrap();
+        std::fs::rename(cdr_dir(dir.path(), 0).join(name), taken.path().join(name)).unwrap();
     }
     let (mut store, mut engine, report) = open(dir.path(), opts, T0);
     assert_eq!(report.cdr.rewritten, 0);
@@ -180,11 +180,7 @@ fn an_interrupted_rotation_is_finished_on_open() {
     let cdir = cdr_dir(dir.path(), 0);
     drop(store);
     // The crash came after the next file was created, before the rename.
-    std::fs::write(
-        cdir.join(gyro_store::names::part_name(0, next)),
-        b"",
-    )
-    .unwrap();
+    std::fs::write(cdir.join(gyro_store::names::part_name(0, next)), b"").unwrap();
     let (mut store, mut engine, report) = open(dir.path(), options(), T0);
     assert_eq!(report.cdr.closed.len(), 1);
     assert_eq!(part_files(dir.path()).len(), 1);
@@ -230,7 +226,10 @@ fn the_cdr_tool_lists_prints_converts_and_follows() {
 
     // print: JSON lines as stored, CSV with the header.
     let mut json = Vec::new();
-    assert_eq!(cdr_tool::print(dir.path(), Format::Json, &mut json).unwrap(), n);
+    assert_eq!(
+        cdr_tool::print(dir.path(), Format::Json, &mut json).unwrap(),
+        n
+    );
     assert_eq!(json.iter().filter(|&&b| b == b'\n').count() as u64, n);
     let mut csv = Vec::new();
     assert_eq!(cdr_tool::to_csv(dir.path(), &mut csv).unwrap(), n);
@@ -241,22 +240,32 @@ fn the_cdr_tool_lists_prints_converts_and_follows() {
 
     // tail: the last 3 records.
     let mut t = Vec::new();
-    assert_eq!(cdr_tool::tail(dir.path(), 3, Format::Json, &mut t).unwrap(), 3);
+    assert_eq!(
+        cdr_tool::tail(dir.path(), 3, Format::Json, &mut t).unwrap(),
+        3
+    );
     let seqs: Vec<u64> = t
         .split(|&b| b == b'\n')
         .filter(|l| !l.is_empty())
-        .map(|l| serde_json::from_slice::<gyro_charging::Cdr>(l).unwrap().sequence)
+        .map(|l| {
+            serde_json::from_slice::<gyro_charging::Cdr>(l)
+                .unwrap()
+                .sequence
+        })
         .collect();
     assert_eq!(seqs, [n - 2, n - 1, n]);
 
     // follow: new records, across rotations and a half-written line.
     let mut f = Follower::new(dir.path(), 0);
     let mut got = Vec::new();
-    assert_eq!(f.poll(|c| {
-        got.push(c.sequence);
-        Ok(())
-    })
-    .unwrap(), 0);
+    assert_eq!(
+        f.poll(|c| {
+            got.push(c.sequence);
+            Ok(())
+        })
+        .unwrap(),
+        0
+    );
     for r in 4..12 {
         run(&mut engine, &mut store, &round(r), T0);
         if r % 3 == 0 {
@@ -268,7 +277,10 @@ fn the_cdr_tool_lists_prints_converts_and_follows() {
         }
     }
     let part = store.cdr_path().to_path_buf();
-    let mut half = std::fs::OpenOptions::new().append(true).open(&part).unwrap();
+    let mut half = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&part)
+        .unwrap();
     std::io::Write::write_all(&mut half, b"{\"sequence\":").unwrap();
     f.poll(|c| {
         got.push(c.sequence);

@@ -31,7 +31,9 @@ fn balances_reservations_bundles_and_sessions_survive_a_restart() {
     assert!(a1.bundles[0].consumed > 0 && a1.bundles[0].reserved > 0);
     assert!(engine.accounts().any(|a| a.reserved > 0));
     assert!(engine.accounts().any(|a| a.topped_up > 0));
-    assert!(engine.accounts().any(|a| a.status == AccountStatus::Blocked));
+    assert!(engine
+        .accounts()
+        .any(|a| a.status == AccountStatus::Blocked));
     assert!(engine.session_count() >= 5);
     drop(store);
 
@@ -93,7 +95,10 @@ fn snapshot_then_journal_replay_and_old_generations_are_removed() {
     names.sort();
     assert_eq!(
         names,
-        ["journal-0000000000000002.log", "snapshot-0000000000000002.snap"]
+        [
+            "journal-0000000000000002.log",
+            "snapshot-0000000000000002.snap"
+        ]
     );
     let (_s, engine2, report) = open(dir.path(), options(), T0);
     assert_eq!(report.snapshot_generation, Some(2));
@@ -150,7 +155,8 @@ fn a_torn_journal_frame_is_cut_and_the_state_is_that_of_the_last_commit() {
         .append(true)
         .open(&journal)
         .unwrap();
-    f.write_all(&[200, 3, 0, 0, 1, 2, 3, 4, b'{', b'"']).unwrap();
+    f.write_all(&[200, 3, 0, 0, 1, 2, 3, 4, b'{', b'"'])
+        .unwrap();
     drop(f);
     let (mut store, mut engine2, report) = open(dir.path(), options(), T0);
     assert_eq!(report.torn_journal_bytes, 10);
@@ -229,10 +235,13 @@ fn a_torn_cdr_line_is_cut_and_journaled_records_are_written_again() {
     let data = std::fs::read(&part).unwrap();
     std::fs::write(&part, &data[..data.len() - 25]).unwrap();
     let (store, _e, report) = open(dir.path(), options(), T0);
-    assert_eq!(report.cdr.truncated_bytes, (data.len() - 25) as u64 - {
-        let d = &data[..data.len() - 25];
-        d.iter().rposition(|&b| b == b'\n').unwrap() as u64 + 1
-    });
+    assert_eq!(
+        report.cdr.truncated_bytes,
+        (data.len() - 25) as u64 - {
+            let d = &data[..data.len() - 25];
+            d.iter().rposition(|&b| b == b'\n').unwrap() as u64 + 1
+        }
+    );
     assert_eq!(report.cdr.rewritten, 1);
     assert_eq!(std::fs::read(&part).unwrap(), data);
     assert_eq!(store.next_cdr_sequence(), n + 1);
@@ -337,7 +346,10 @@ fn split_commit_syncs_on_another_thread() {
         out.clear();
     }
     let h = store.begin_commit(T0).unwrap().expect("a sync to run");
-    assert!(matches!(store.begin_commit(T0), Err(gyro_store::Error::Busy(_))));
+    assert!(matches!(
+        store.begin_commit(T0),
+        Err(gyro_store::Error::Busy(_))
+    ));
     // Requests handled meanwhile join the next batch.
     for r in &round(1) {
         engine.handle(r, T0, &mut answer, &mut out);

@@ -26,7 +26,11 @@ pub fn options() -> StoreOptions {
 
 /// Opens the store of shard 0 and rebuilds its engine (from the
 /// configuration when there is no snapshot).
-pub fn open(dir: &Path, opts: StoreOptions, now: Timestamp) -> (ShardStore, Engine, RecoveryReport) {
+pub fn open(
+    dir: &Path,
+    opts: StoreOptions,
+    now: Timestamp,
+) -> (ShardStore, Engine, RecoveryReport) {
     let cfg = config();
     ShardStore::open_engine(dir, 0, opts, now, |snap| match snap {
         Some(s) => Engine::restore(cfg.catalog().unwrap(), cfg.engine.clone(), s),
@@ -101,18 +105,64 @@ pub fn round(round: u32) -> Vec<CcRequest> {
     for k in 0..4u32 {
         let msisdn = format!("467000000{:02}", (round * 4 + k) % 100);
         let s = format!("pgw;{round};{k}");
-        v.push(req(&s, RequestType::Initial, 0, &msisdn, DATA, vec![mscc(10, true, None), mscc(20, true, None)]));
-        v.push(req(&s, RequestType::Update, 1, "", DATA, vec![mscc(10, true, Some(2_000_000)), mscc(20, true, Some(500_000))]));
+        v.push(req(
+            &s,
+            RequestType::Initial,
+            0,
+            &msisdn,
+            DATA,
+            vec![mscc(10, true, None), mscc(20, true, None)],
+        ));
+        v.push(req(
+            &s,
+            RequestType::Update,
+            1,
+            "",
+            DATA,
+            vec![
+                mscc(10, true, Some(2_000_000)),
+                mscc(20, true, Some(500_000)),
+            ],
+        ));
         if k % 2 == 0 {
-            v.push(req(&s, RequestType::Termination, 2, "", DATA, vec![mscc(10, false, Some(1_000)), mscc(20, false, Some(0))]));
+            v.push(req(
+                &s,
+                RequestType::Termination,
+                2,
+                "",
+                DATA,
+                vec![mscc(10, false, Some(1_000)), mscc(20, false, Some(0))],
+            ));
         }
-        v.push(sms(&format!("sms;{round};{k}"), &msisdn, RequestedAction::DirectDebiting));
+        v.push(sms(
+            &format!("sms;{round};{k}"),
+            &msisdn,
+            RequestedAction::DirectDebiting,
+        ));
     }
     // Account 1 has a data bundle: use it and leave the session open.
     let s = format!("pgw;{round};bundle");
-    v.push(req(&s, RequestType::Initial, 0, "46701000001", DATA, vec![mscc(10, true, None)]));
-    v.push(req(&s, RequestType::Update, 1, "", DATA, vec![mscc(10, true, Some(3_000_000))]));
-    v.push(sms(&format!("refund;{round}"), "46700000001", RequestedAction::RefundAccount));
+    v.push(req(
+        &s,
+        RequestType::Initial,
+        0,
+        "46701000001",
+        DATA,
+        vec![mscc(10, true, None)],
+    ));
+    v.push(req(
+        &s,
+        RequestType::Update,
+        1,
+        "",
+        DATA,
+        vec![mscc(10, true, Some(3_000_000))],
+    ));
+    v.push(sms(
+        &format!("refund;{round}"),
+        "46700000001",
+        RequestedAction::RefundAccount,
+    ));
     v
 }
 
