@@ -107,8 +107,23 @@
 //! the engine. The log here is small (one file per shard, no shared state
 //! between workers, so no contention), and its failure cases are few and
 //! tested: a torn last frame is cut on open, anything else is reported as
-//! [`Error::Corrupt`] with the file and offset. See `examples/` for the
-//! measurements.
+//! [`Error::Corrupt`] with the file and offset.
+//!
+//! Measured on one small shared virtual machine (2 cores, virtio disk;
+//! absolute times drift, compare within one run):
+//!
+//! * `examples/redb_compare.rs`: 3,000 durable commits of a 20 KB batch:
+//!   redb (one write transaction per batch, durable commit) 420-460 µs per
+//!   commit and a 129 MiB file; this journal 260-560 µs per commit with
+//!   the JSON encoding included and a 57 MiB file.
+//! * `benches/commit.rs`: a group commit of 64 requests (240 effects, 96
+//!   CDRs; 85 KB of journal, 55 KB of CDR lines): encoding about 90 µs,
+//!   write and `fdatasync` about 0.5 ms, i.e. about 8 µs per request.
+//! * `examples/startup.rs`: 1,000,000 accounts (a 168 MiB snapshot) and
+//!   10,000,000 journaled effects with 3.6 million CDRs (3.25 GiB of
+//!   journal): a restart that replays all of it takes 12.7 s; after a
+//!   snapshot, 1.3 s. With the default snapshot policy (every 2 million
+//!   records or 512 MiB of journal) a shard restarts in about 3 s.
 
 mod cdr_file;
 pub mod cdr_tool;
