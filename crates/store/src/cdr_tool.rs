@@ -239,7 +239,7 @@ pub fn print(path: &Path, format: Format, out: &mut impl Write) -> Result<u64> {
     Ok(n)
 }
 
-/// Converts CDRs (a file or a directory) to CSV: [`print`] with
+/// Converts CDRs (a file or a directory) to CSV: [`print()`] with
 /// [`Format::Csv`].
 pub fn to_csv(path: &Path, out: &mut impl Write) -> Result<u64> {
     print(path, Format::Csv, out)
