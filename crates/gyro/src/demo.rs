@@ -62,7 +62,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let errors: u64 = running
         .totals
         .iter()
-        .map(|t| t.cdr_write_errors.load(Relaxed))
+        .map(|t| t.failed_commits.load(Relaxed))
         .sum();
     println!(
         "  balances moved: {}.{:02} (minor units: {amount}) debited from the demo accounts",
@@ -70,11 +70,25 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         (amount % 100).abs()
     );
     match &running.cdr_dir {
-        Some(d) => println!("  CDRs written: {cdrs} to {}/shard-*.jsonl", d.display()),
+        Some(d) => println!(
+            "  CDRs written: {cdrs} under {}/shard-<i>/ (`gyro cdr list --data-dir {}`)",
+            d.display(),
+            config.server.data_dir.display()
+        ),
         None => println!("  CDRs: {cdrs} (not written to disk)"),
     }
+    let commits: u64 = running.totals.iter().map(|t| t.commits.load(Relaxed)).sum();
+    let syncs: u64 = running.totals.iter().map(|t| t.syncs.load(Relaxed)).sum();
+    let records: u64 = running.totals.iter().map(|t| t.records.load(Relaxed)).sum();
+    if commits > 0 {
+        println!(
+            "  durability: {} group commits, {syncs} fsyncs, {:.1} records per commit",
+            commits,
+            records as f64 / commits as f64
+        );
+    }
     if errors > 0 {
-        println!("  CDR write errors: {errors}");
+        println!("  commits that failed (answered 3004): {errors}");
     }
     println!(
         "\nNext: `gyro serve` runs the server alone; `gyro load --help` shows the load options."

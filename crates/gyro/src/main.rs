@@ -9,6 +9,7 @@ use clap::{Parser, Subcommand};
 
 #[cfg(feature = "count-allocations")]
 mod alloc_count;
+mod cdr;
 mod decode;
 mod demo;
 mod serve;
@@ -34,11 +35,13 @@ enum Command {
     /// Start the server on its embedded default, load it for a few seconds
     /// and show what happened.
     Demo(demo::Args),
+    /// List, print, follow or convert the CDR files of a data directory.
+    Cdr(cdr::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Decode(_)) {
+    if !matches!(cli.command, Command::Decode(_) | Command::Cdr(_)) {
         let filter = tracing_subscriber::EnvFilter::try_from_env("GYRO_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
         tracing_subscriber::fmt()
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Serve(args) => serve::run(&args),
         Command::Load(args) => gyro_load::run_cli(*args),
         Command::Demo(args) => demo::run(&args),
+        Command::Cdr(args) => cdr::run(&args),
     };
     match result {
         Ok(code) => code,

@@ -6,9 +6,9 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use gyro_charging::ChargingConfig;
-use gyro_server::credit::{self, CreditControl};
+use gyro_server::credit::{self, CreditControl, Storage};
 use gyro_server::{Config, ServerHandle};
-use tracing::info;
+use tracing::{info, warn};
 
 /// Options of `gyro serve`.
 #[derive(Debug, Clone, Default, clap::Args)]
@@ -91,15 +91,45 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     let data_dir: &Path = &config.server.data_dir;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating data directory {}", data_dir.display()))?;
+    let storage = Storage::from_config(&config.storage, data_dir);
+    match config.storage.durability.as_str() {
+        "async" => warn!(
+            interval_ms = config.storage.async_interval_ms,
+            "durability = \"async\": answers leave before their charging is on disk; \
+             a machine crash loses up to this interval of charging"
+        ),
+        "none" => warn!(
+            "durability = \"none\": NOTHING IS WRITTEN; balances live in memory and \
+             are lost at exit (for measurements only)"
+        ),
+        _ => {}
+    }
+    let started = std::time::Instant::now();
     let app = CreditControl::new(
         charging.clone(),
         &config.server.origin_host,
         &config.server.origin_realm,
-        Some(data_dir),
+        storage,
         workers,
     )?;
+    for (shard, report) in app.recovery_reports().iter().enumerate() {
+        if let Some(r) = report {
+            info!(
+                shard,
+                snapshot = ?r.snapshot_generation,
+                journal_frames = r.journal_frames,
+                journal_effects = r.journal_effects,
+                torn_journal_bytes = r.torn_journal_bytes,
+                "ledger recovered"
+            );
+        }
+    }
+    info!(
+        elapsed_ms = started.elapsed().as_millis() as u64,
+        "ledgers opened"
+    );
     let totals = app.totals();
-    let cdr_dir = app.cdr_dir().map(Path::to_path_buf);
+    let cdr_dir = app.cdr_dir();
     let handle = gyro_server::start(config.clone(), app)?;
     let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();
     info!(
@@ -136,7 +166,11 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
         );
     }
     if let Some(d) = &cdr_dir {
-        info!(dir = %d.display(), "CDRs are written as JSON Lines, one file per shard");
+        info!(
+            dir = %d.display(),
+            durability = %config.storage.durability,
+            "CDRs are written as JSON Lines under shard-<i>/; closed files (*.jsonl) may be picked up"
+        );
     }
     Ok(Running {
         handle,

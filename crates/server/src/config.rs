@@ -20,6 +20,43 @@ pub struct Config {
     pub limits: LimitsSection,
     /// How strictly requests are checked against the dictionary.
     pub validation: ValidationSection,
+    /// Durability of the ledger and the CDR files.
+    pub storage: StorageSection,
+}
+
+/// `[storage]`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct StorageSection {
+    /// `"sync"` (default): an answer that grants, debits or refunds leaves
+    /// only after its effect and its CDR are on disk (group commit, one
+    /// fdatasync per batch). `"async"`: answers leave at once and the
+    /// journal is synced within `async_interval_ms`; a machine crash loses
+    /// up to that interval of charging. `"none"`: nothing is written at all
+    /// (balances live in memory only; for measurements, never production).
+    pub durability: String,
+    /// Longest time a commit stays unsynced with `durability = "async"`.
+    pub async_interval_ms: u64,
+    /// A CDR file is closed (and may be picked up) once it holds this many
+    /// bytes...
+    pub cdr_max_bytes: u64,
+    /// ...or this many seconds after its first record.
+    pub cdr_max_age_secs: u64,
+    /// A snapshot of a shard's ledger is taken after this many journaled
+    /// records (keeps start-up time bounded).
+    pub snapshot_every_records: u64,
+}
+
+impl Default for StorageSection {
+    fn default() -> Self {
+        StorageSection {
+            durability: "sync".into(),
+            async_interval_ms: 100,
+            cdr_max_bytes: 64 << 20,
+            cdr_max_age_secs: 300,
+            snapshot_every_records: 2_000_000,
+        }
+    }
 }
 
 /// `[server]`.
@@ -139,6 +176,7 @@ impl Default for Config {
             peers: PeersSection::default(),
             limits: LimitsSection::default(),
             validation: ValidationSection::default(),
+            storage: StorageSection::default(),
         }
     }
 }
@@ -183,6 +221,12 @@ impl Config {
         }
         if self.limits.read_buffer_size < self.limits.max_message_size {
             return bad("limits.read_buffer_size must be at least limits.max_message_size");
+        }
+        if !matches!(self.storage.durability.as_str(), "sync" | "async" | "none") {
+            return bad("storage.durability must be \"sync\", \"async\" or \"none\"");
+        }
+        if self.storage.async_interval_ms == 0 || self.storage.cdr_max_age_secs == 0 {
+            return bad("storage.async_interval_ms and storage.cdr_max_age_secs must be positive");
         }
         if !matches!(self.validation.mode.as_str(), "lenient" | "strict") {
             return bad("validation.mode must be \"lenient\" or \"strict\"");

@@ -9,7 +9,7 @@ use common::*;
 use gyro_charging::gy::encode_ccr;
 use gyro_charging::{CcRequest, Mscc, RequestType, RequestedAction, ServiceUnits, SubscriptionId};
 use gyro_diameter::codes::avp;
-use gyro_server::credit::{demo_charging, CreditControl};
+use gyro_server::credit::{demo_charging, CreditControl, Storage};
 
 struct Fixture {
     server: gyro_server::ServerHandle,
@@ -21,7 +21,9 @@ fn start(workers: usize, name: &str) -> Fixture {
     let dir = std::env::temp_dir().join(format!("gyro-credit-test-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let cfg = test_config(workers);
-    let app = CreditControl::new(demo_charging(), "ocs.test", "test", Some(&dir), workers).unwrap();
+    let mut storage = Storage::in_memory();
+    storage.data_dir = Some(dir.clone());
+    let app = CreditControl::new(demo_charging(), "ocs.test", "test", storage, workers).unwrap();
     let server = gyro_server::start(cfg, app).unwrap();
     let client = Client::open(server.local_addrs()[0]);
     Fixture {
@@ -67,10 +69,20 @@ impl Fixture {
         self.server.shutdown();
         self.server.join();
         let mut cdrs = Vec::new();
-        for e in std::fs::read_dir(self.dir.join("cdr")).unwrap() {
-            let text = std::fs::read_to_string(e.unwrap().path()).unwrap();
-            for line in text.lines() {
-                cdrs.push(serde_json::from_str(line).expect("CDR is one JSON object per line"));
+        for shard in std::fs::read_dir(self.dir.join("cdr")).unwrap() {
+            for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+                let path = file.unwrap().path();
+                let text = std::fs::read_to_string(&path).unwrap();
+                if !path.to_string_lossy().ends_with(".jsonl") {
+                    assert!(
+                        text.is_empty(),
+                        "after shutdown every CDR is in a closed file: {}",
+                        path.display()
+                    );
+                }
+                for line in text.lines() {
+                    cdrs.push(serde_json::from_str(line).expect("CDR is one JSON object per line"));
+                }
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);
