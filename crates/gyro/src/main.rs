@@ -12,6 +12,7 @@ mod alloc_count;
 mod cdr;
 mod decode;
 mod demo;
+mod ledger;
 mod serve;
 
 /// gyro: a Diameter credit-control server (OCS), load generator and tools.
@@ -37,11 +38,16 @@ enum Command {
     Demo(demo::Args),
     /// List, print, follow or convert the CDR files of a data directory.
     Cdr(cdr::Args),
+    /// Check the books of a stopped server's data directory.
+    Ledger(ledger::Args),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(cli.command, Command::Decode(_) | Command::Cdr(_)) {
+    if !matches!(
+        cli.command,
+        Command::Decode(_) | Command::Cdr(_) | Command::Ledger(_)
+    ) {
         let filter = tracing_subscriber::EnvFilter::try_from_env("GYRO_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
         tracing_subscriber::fmt()
@@ -56,6 +62,7 @@ fn main() -> ExitCode {
         Command::Load(args) => gyro_load::run_cli(*args),
         Command::Demo(args) => demo::run(&args),
         Command::Cdr(args) => cdr::run(&args),
+        Command::Ledger(args) => ledger::run(&args),
     };
     match result {
         Ok(code) => code,

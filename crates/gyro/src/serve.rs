@@ -179,32 +179,60 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     })
 }
 
-/// Waits for SIGINT or SIGTERM.
-pub fn wait_for_signal() -> anyhow::Result<()> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    rt.block_on(async {
+/// SIGINT and SIGTERM, caught from the moment this is created (so a signal
+/// that arrives while the server starts is not lost).
+pub struct Signals {
+    rt: tokio::runtime::Runtime,
+    #[cfg(unix)]
+    streams: (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+}
+
+impl Signals {
+    /// Starts catching SIGINT and SIGTERM.
+    pub fn catch() -> anyhow::Result<Signals> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         #[cfg(unix)]
         {
-            let mut term =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-            tokio::select! {
-                r = tokio::signal::ctrl_c() => r?,
-                _ = term.recv() => {}
-            }
+            use tokio::signal::unix::{signal, SignalKind};
+            let streams = rt.block_on(async {
+                Ok::<_, std::io::Error>((
+                    signal(SignalKind::interrupt())?,
+                    signal(SignalKind::terminate())?,
+                ))
+            })?;
+            Ok(Signals { rt, streams })
         }
         #[cfg(not(unix))]
-        tokio::signal::ctrl_c().await?;
-        Ok::<(), anyhow::Error>(())
-    })
+        Ok(Signals { rt })
+    }
+
+    /// Waits for the first of them.
+    pub fn wait(mut self) {
+        #[cfg(unix)]
+        {
+            let (int, term) = &mut self.streams;
+            self.rt.block_on(async {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            });
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = self.rt.block_on(tokio::signal::ctrl_c());
+        }
+    }
 }
 
 /// Runs `gyro serve` until SIGINT/SIGTERM, then shuts down gracefully.
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
+    let signals = Signals::catch()?;
     let running = start(config)?;
-    wait_for_signal()?;
+    signals.wait();
     info!("shutting down: DPR to every peer, answering what is in flight");
     running.handle.shutdown();
     let workers = running.handle.worker_stats();

@@ -178,6 +178,11 @@ pub struct LoadArgs {
     /// protocol errors) exceed this share of the requests sent.
     #[arg(long, default_value_t = 0.01, value_parser = parse_ratio)]
     pub max_error_ratio: f64,
+    /// Write every answer received to this file, one JSON object per line:
+    /// {"session_id", "type" (CCR-I/U/T/E), "number", "result_code"}
+    /// (for checking a server's books against what its clients were told).
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<std::path::PathBuf>,
 }
 
 #[derive(Parser)]

@@ -52,6 +52,8 @@ pub(crate) struct Plan {
     /// The common start, set by whichever task passes the start barrier
     /// first.
     pub start: OnceLock<Instant>,
+    /// Where `--record` writes answers.
+    pub record: Option<std::sync::Mutex<std::fs::File>>,
 }
 
 /// Counters the progress bar reads while the run goes on.
@@ -117,6 +119,8 @@ struct Conn<'p> {
     errors: u64,
     pushed: (u64, u64, u64),
     stats: ConnStats,
+    /// Answer records not yet written to the `--record` file.
+    recorded: Vec<u8>,
 }
 
 /// Runs one connection from connect to close and returns its counters.
@@ -141,6 +145,7 @@ pub(crate) async fn run_connection(
     let mut c = Conn::new(idx, &plan, &live, stats, t0);
     c.drive(stream, peer, pcfg, inbuf).await;
     c.flush_live();
+    c.flush_record();
     c.stats
 }
 
@@ -303,6 +308,7 @@ impl<'p> Conn<'p> {
             errors: 0,
             pushed: (0, 0, 0),
             stats,
+            recorded: Vec::new(),
         }
     }
 
@@ -733,6 +739,19 @@ impl<'p> Conn<'p> {
         let _ = e.finish();
     }
 
+    /// Writes the buffered `--record` lines.
+    fn flush_record(&mut self) {
+        use std::io::Write;
+        if let Some(f) = &self.plan.record {
+            if !self.recorded.is_empty() {
+                if let Ok(mut f) = f.lock() {
+                    let _ = f.write_all(&self.recorded);
+                }
+                self.recorded.clear();
+            }
+        }
+    }
+
     fn on_answer(&mut self, msg: &Message<'_>, now: Instant) {
         let hbh = msg.header().hop_by_hop;
         let s = (hbh & self.slot_mask) as usize;
@@ -767,6 +786,23 @@ impl<'p> Conn<'p> {
         }
         self.in_flight -= 1;
         self.stats.last_answer = Some(now);
+        if self.plan.record.is_some() {
+            use std::io::Write;
+            let (req, number) = (slot.req, slot.number);
+            let sid = String::from_utf8_lossy(&slot.sid).into_owned();
+            let _ = writeln!(
+                self.recorded,
+                "{{\"session_id\":{},\"type\":\"{}\",\"number\":{},\"result_code\":{}}}",
+                serde_json::Value::String(sid),
+                req.name(),
+                number,
+                ans.code().unwrap_or(0)
+            );
+            if self.recorded.len() >= 64 * 1024 {
+                self.flush_record();
+            }
+        }
+        let slot = &mut self.slots[s];
         if !ok || matches!(slot.req, ReqType::Terminate | ReqType::Event) {
             self.end_session(s, ok);
         } else {

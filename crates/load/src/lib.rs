@@ -147,6 +147,12 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     let seed = (wall.as_nanos() as u64) ^ (u64::from(std::process::id()) << 40) | 1;
+    let record = match &args.record {
+        Some(path) => Some(std::sync::Mutex::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
     let plan = Arc::new(Plan {
         builder: ccr::Builder::new(&args),
         addr,
@@ -156,6 +162,7 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
         session_low: (seed >> 16) as u32 & 0xFFFF_F000,
         seed,
         start: std::sync::OnceLock::new(),
+        record,
         args,
     });
     let a = &plan.args;
