@@ -53,10 +53,15 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def start_server(kind, workers, port, cpus, data_dir, gyro):
+def start_server(kind, workers, port, cpus, data_dir, gyro, durability=None):
     if kind == "gyro":
         cmd = [gyro, "serve", "--workers", str(workers), "--listen", f"127.0.0.1:{port}",
                "--data-dir", data_dir]
+        if durability:
+            cfg = os.path.join(data_dir, "bench.toml")
+            with open(cfg, "w") as f:
+                f.write(f'[storage]\ndurability = "{durability}"\n')
+            cmd += ["--config", cfg]
     else:
         cmd = [os.path.join(ROOT, "interop/go-diameter/bin/gyserver"), "-addr",
                f"127.0.0.1:{port}", "-procs", str(workers)]
@@ -89,28 +94,37 @@ def run_load(gyro, port, args, connections, cpus):
     return json.loads(out.stdout)
 
 
-def allocations(log_path):
-    n = None
+def log_fields(log_path, marker):
+    """The key=value fields of the last log line containing `marker`."""
+    fields = {}
     with open(log_path) as f:
         for line in f:
-            if "heap allocations since start" in line:
-                for part in line.split():
-                    if part.startswith("allocations="):
-                        n = int(part.split("=", 1)[1])
-    return n
+            if marker in line:
+                fields = dict(p.split("=", 1) for p in line.split() if "=" in p)
+    return fields
+
+
+def allocations(log_path):
+    n = log_fields(log_path, "heap allocations since start").get("allocations")
+    return int(n) if n is not None else None
 
 
 def measure(args, gyro, workers, connections):
     port = free_port()
     data_dir = tempfile.mkdtemp(prefix="gyro-bench-")
     try:
-        server = start_server(args.server, workers, port, args.server_cpus, data_dir, gyro)
+        server = start_server(args.server, workers, port, args.server_cpus, data_dir, gyro,
+                              args.durability)
         before = cpu_seconds(server.pid)
+        t0 = time.time()
         report = run_load(gyro, port, args, connections, args.load_cpus)
+        wall = time.time() - t0
         after = cpu_seconds(server.pid)
         server.terminate()
         server.wait(timeout=60)
-        allocs = allocations(os.path.join(data_dir, "server.log"))
+        log = os.path.join(data_dir, "server.log")
+        allocs = allocations(log) if args.server == "gyro" else None
+        dur = log_fields(log, "durability totals") if args.server == "gyro" else {}
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
     answered = report["answered"]
@@ -127,6 +141,8 @@ def measure(args, gyro, workers, connections):
         "p50": lat["p50"], "p90": lat["p90"], "p99": lat["p99"], "p999": lat["p999"],
         "max": lat["max"],
         "allocations": allocs,
+        "syncs_per_s": int(dur.get("syncs", 0)) / wall if dur else None,
+        "records_per_commit": float(dur["records_per_commit"]) if dur else None,
     }
 
 
@@ -146,6 +162,8 @@ def main():
     ap.add_argument("--allocations", action="store_true",
                     help="build with count-allocations and report allocations per request "
                          "(difference between a short and a long run)")
+    ap.add_argument("--durability", choices=["sync", "async", "none"],
+                    help="gyro's [storage] durability (default: its default, sync)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
 
@@ -172,14 +190,16 @@ def main():
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"server={args.server} scenario={args.scenario} "
+    print(f"server={args.server} durability={args.durability or 'default'} scenario={args.scenario} "
           f"{'rate=' + str(args.rate) if args.rate else 'closed loop'} "
           f"server cpus={args.server_cpus or 'any'} load cpus={args.load_cpus or 'any'}")
-    print("| workers | conns | answered | answers/s | errors | server CPU us/answer | p50 us | p99 us | p99.9 us | max us |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("| workers | conns | answered | answers/s | errors | server CPU us/answer | p50 us | p99 us | p99.9 us | max us | fsync/s | records/commit |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        fs = f"{r['syncs_per_s']:.0f}" if r["syncs_per_s"] is not None else "-"
+        rc = f"{r['records_per_commit']:.1f}" if r["records_per_commit"] is not None else "-"
         print(f"| {r['workers']} | {r['connections']} | {r['answered']} | {r['rate']:.0f} | {r['errors']} "
-              f"| {r['cpu_us_per_answer']:.2f} | {r['p50']} | {r['p99']} | {r['p999']} | {r['max']} |")
+              f"| {r['cpu_us_per_answer']:.2f} | {r['p50']} | {r['p99']} | {r['p999']} | {r['max']} | {fs} | {rc} |")
 
 
 if __name__ == "__main__":

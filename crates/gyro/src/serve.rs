@@ -247,6 +247,19 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     let requests: u64 = workers.iter().map(|w| w.requests).sum();
+    let sum = |f: fn(&credit::ShardTotals) -> u64| running.totals.iter().map(f).sum::<u64>();
+    let commits = sum(|t| t.commits.load(std::sync::atomic::Ordering::Relaxed));
+    let syncs = sum(|t| t.syncs.load(std::sync::atomic::Ordering::Relaxed));
+    let records = sum(|t| t.records.load(std::sync::atomic::Ordering::Relaxed));
+    let failed = sum(|t| t.failed_commits.load(std::sync::atomic::Ordering::Relaxed));
+    info!(
+        commits,
+        syncs,
+        records,
+        failed_commits = failed,
+        records_per_commit = records as f64 / commits.max(1) as f64,
+        "durability totals"
+    );
     #[cfg(feature = "count-allocations")]
     {
         let n = crate::alloc_count::ALLOCATIONS.load(std::sync::atomic::Ordering::Relaxed);
