@@ -66,6 +66,14 @@ impl Fixture {
     }
 
     fn finish(self) -> Vec<serde_json::Value> {
+        let dir = self.dir.clone();
+        let cdrs = self.finish_keep();
+        let _ = std::fs::remove_dir_all(&dir);
+        cdrs
+    }
+
+    /// Stops the server and reads every CDR it wrote.
+    fn finish_keep(self) -> Vec<serde_json::Value> {
         self.server.shutdown();
         self.server.join();
         let mut cdrs = Vec::new();
@@ -85,7 +93,6 @@ impl Fixture {
                 }
             }
         }
-        let _ = std::fs::remove_dir_all(&self.dir);
         cdrs
     }
 }
@@ -255,4 +262,126 @@ fn unknown_subscriber_context_and_session_get_their_codes() {
     let upd = data_request("client.test;3;3", 1, RequestType::Update, "46700000003");
     assert_eq!(result_code(&f.exchange(&upd)), Some(5002));
     f.finish();
+}
+
+/// A small tmpfs for one test (mounting needs root; CI runs as root).
+struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    fn mount(name: &str, size: &str) -> Option<Tmpfs> {
+        let dir = std::env::temp_dir().join(format!("gyro-tmpfs-{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).ok()?;
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(&dir)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !ok {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI must be able to mount a tmpfs for the full-disk test"
+            );
+            eprintln!("cannot mount a tmpfs here: full-disk test skipped");
+            return None;
+        }
+        Some(Tmpfs(dir))
+    }
+
+    fn resize(&self, size: &str) {
+        let ok = std::process::Command::new("mount")
+            .args(["-o", &format!("remount,size={size}")])
+            .arg(&self.0)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "remount size={size}");
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg(&self.0).status();
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+#[test]
+fn full_disk_answers_too_busy_then_recovers_without_losing_anything() {
+    let Some(fs) = Tmpfs::mount("full", "1m") else {
+        return;
+    };
+    let data = fs.0.join("data");
+    let mut storage = Storage::in_memory();
+    storage.data_dir = Some(data.clone());
+    let app = CreditControl::new(demo_charging(), "ocs.test", "test", storage, 1).unwrap();
+    let server = gyro_server::start(test_config(1), app).unwrap();
+    let client = Client::open(server.local_addrs()[0]);
+    let mut f = Fixture {
+        server,
+        client,
+        dir: data.clone(),
+    };
+    let event = |n: u32| {
+        let mut ev = data_request(
+            &format!("client.test;9;{n}"),
+            0,
+            RequestType::Event,
+            "46700000007",
+        );
+        ev.service_context = "32274@3gpp.org".into();
+        ev.requested_action = Some(RequestedAction::DirectDebiting);
+        ev.multiple_services = None;
+        ev.requested = Some(ServiceUnits {
+            service_specific: Some(1),
+            ..ServiceUnits::default()
+        });
+        ev
+    };
+    // Fill the disk: answers turn from 2001 into 3004.
+    let mut ok = 0u32;
+    let mut n = 0u32;
+    let mut busy = false;
+    while n < 20_000 {
+        n += 1;
+        match result_code(&f.exchange(&event(n))) {
+            Some(2001) => ok += 1,
+            Some(3004) => {
+                busy = true;
+                break;
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    assert!(busy, "a full disk must be answered 3004");
+    assert!(ok > 0);
+    // Still full: still 3004, nothing is charged.
+    n += 1;
+    assert_eq!(result_code(&f.exchange(&event(n))), Some(3004));
+    // Space again: the shard reloads from disk and serves.
+    fs.resize("64m");
+    let t = std::time::Instant::now();
+    loop {
+        n += 1;
+        match result_code(&f.exchange(&event(n))) {
+            Some(2001) => {
+                ok += 1;
+                break;
+            }
+            Some(3004) => {
+                assert!(
+                    t.elapsed() < std::time::Duration::from_secs(20),
+                    "no recovery"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(200));
+            }
+            other => panic!("unexpected answer {other:?}"),
+        }
+    }
+    // Every 2001 has exactly one CDR; no 3004 left one behind.
+    let cdrs = f.finish_keep();
+    let events = cdrs.iter().filter(|c| c["record_type"] == "event").count();
+    assert_eq!(
+        events as u32, ok,
+        "one CDR per acknowledged event, none for 3004"
+    );
+    drop(fs);
 }
