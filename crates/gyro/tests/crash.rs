@@ -5,43 +5,20 @@
 //!
 //! Set GYRO_CRASH_SEED to replay a run (the seed is printed).
 
-use std::collections::{BTreeMap, HashMap, HashSet};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+mod support;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use support::{free_port, serve};
 
 fn gyro() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gyro"));
     c.env("GYRO_LOG", "warn");
     c
-}
-
-fn serve(addr: SocketAddr, data_dir: &Path) -> Child {
-    let child = gyro()
-        .args(["serve", "--workers", "2", "--listen"])
-        .arg(addr.to_string())
-        .arg("--data-dir")
-        .arg(data_dir)
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start gyro serve");
-    let t = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(30),
-            "gyro serve did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    child
 }
 
 fn xorshift(s: &mut u64) -> u64 {
@@ -82,7 +59,7 @@ fn sigkill_loses_no_acknowledged_charging() {
     let rounds = 4;
     for round in 0..rounds {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let mut server = serve(addr, &data);
+        let mut server = serve(addr, &data, &[]);
         let record = dir.join(format!("answers-{round}.jsonl"));
         let mut load = gyro()
             .args(["load", "--quiet", "--threads", "1", "--connections", "4"])
@@ -103,7 +80,7 @@ fn sigkill_loses_no_acknowledged_charging() {
     }
     // A last start recovers (and closes the CDR files on a clean stop).
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = serve(addr, &data);
+    let server = serve(addr, &data, &[]);
     let pid = server.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])

@@ -4,20 +4,17 @@
 //! subscriber and context, DPR) against a real `gyro serve` process and
 //! checks every answer.
 
-use std::net::{SocketAddr, TcpListener, TcpStream};
+mod support;
+
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
+
+use support::{free_port, serve};
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 struct Server(Child);
@@ -27,27 +24,6 @@ impl Drop for Server {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
-}
-
-fn serve(addr: SocketAddr, data_dir: &Path) -> Server {
-    let child = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["serve", "--workers", "2", "--listen"])
-        .arg(addr.to_string())
-        .arg("--data-dir")
-        .arg(data_dir)
-        .env("GYRO_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .expect("start gyro serve");
-    let t = Instant::now();
-    while TcpStream::connect(addr).is_err() {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "gyro serve did not start"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Server(child)
 }
 
 #[test]
@@ -63,7 +39,7 @@ fn go_diameter_gy_client_against_gyro_serve() {
     );
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let dir = std::env::temp_dir().join(format!("gyro-go-interop-{}", std::process::id()));
-    let mut server = serve(addr, &dir);
+    let mut server = Server(serve(addr, &dir, &[]));
     let out = Command::new(repo().join("interop/go-diameter/bin/gyclient"))
         .args(["-addr", &addr.to_string(), "-negative"])
         .output()

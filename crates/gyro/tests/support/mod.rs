@@ -129,3 +129,35 @@ pub fn find_all<'a>(avps: &'a serde_json::Value, name: &str, out: &mut Vec<&'a s
         }
     }
 }
+
+/// A free TCP port on loopback (bound, then released).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// Starts `gyro serve` with two workers on `addr` and `data_dir` (plus
+/// `extra` arguments) and waits until it accepts connections.
+pub fn serve(addr: std::net::SocketAddr, data_dir: &Path, extra: &[&str]) -> std::process::Child {
+    let child = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["serve", "--workers", "2", "--listen"])
+        .arg(addr.to_string())
+        .arg("--data-dir")
+        .arg(data_dir)
+        .args(extra)
+        .env("GYRO_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("start gyro serve");
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(
+            t.elapsed() < std::time::Duration::from_secs(30),
+            "gyro serve did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child
+}
