@@ -81,6 +81,8 @@ pub(crate) struct Worker<F: AppFactory> {
     /// Output waiting for the next group commit, in order.
     pending: RefCell<Vec<(mpsc::UnboundedSender<Outgoing>, Outgoing)>>,
     commit_wake: Notify,
+    /// True while a group commit is between flush and release.
+    committing: Cell<bool>,
     syncer: std::sync::mpsc::Sender<SyncRequest>,
 }
 
@@ -136,6 +138,7 @@ pub(crate) fn run<F: AppFactory>(
         shared: shared.clone(),
         pending: RefCell::new(Vec::new()),
         commit_wake: Notify::new(),
+        committing: Cell::new(false),
         syncer,
     });
     local.block_on(&rt, async move {
@@ -173,9 +176,14 @@ pub(crate) fn run<F: AppFactory>(
         }
         tick_task.abort();
         inbox_task.abort();
-        // A last commit for whatever the final ticks changed.
-        worker.wake_committer();
-        tokio::task::yield_now().await;
+        // Let a group commit in progress finish, then make a last one here
+        // for whatever the final ticks changed.
+        let until = Instant::now() + Duration::from_secs(5);
+        while (worker.committing.get() || !worker.pending.borrow().is_empty())
+            && Instant::now() < until
+        {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
         commit_task.abort();
         let last = worker.shard.borrow_mut().flush();
         if let Flush::Sync(job) = last {
@@ -291,6 +299,7 @@ async fn commit_loop<F: AppFactory>(worker: Rc<Worker<F>>) {
         // Let the tasks that are ready now add to this batch.
         tokio::task::yield_now().await;
         let batch = std::mem::take(&mut *worker.pending.borrow_mut());
+        worker.committing.set(true);
         let flush = worker.shard.borrow_mut().flush();
         let durable = match flush {
             Flush::Done => true,
@@ -320,6 +329,7 @@ async fn commit_loop<F: AppFactory>(worker: Rc<Worker<F>>) {
             };
             let _ = tx.send(out);
         }
+        worker.committing.set(false);
     }
 }
 
