@@ -141,3 +141,165 @@ impl CcAnswer {
         a
     }
 }
+
+/// The compact JSON form of a [`CcAnswer`] used where answers are journaled
+/// ([`crate::Effect::Answered`], [`crate::engine::RememberedAnswer`]): absent
+/// values and empty lists are left out and the `duplicate` flag is not
+/// stored (a remembered answer is an original). Use with
+/// `#[serde(with = "gyro_charging::answer::compact")]`.
+pub mod compact {
+    use super::{CcAnswer, CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer};
+    use crate::request::RequestType;
+    use crate::tariff::FinalUnitIndication;
+    use crate::types::{ServiceUnits, UnitKind};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    fn none<T>(v: &&Option<T>) -> bool {
+        v.is_none()
+    }
+
+    #[derive(Serialize)]
+    struct MsccRef<'a> {
+        #[serde(skip_serializing_if = "none")]
+        rating_group: &'a Option<u32>,
+        #[serde(skip_serializing_if = "none")]
+        service_id: &'a Option<u32>,
+        result_code: u32,
+        #[serde(skip_serializing_if = "none")]
+        granted: &'a Option<ServiceUnits>,
+        #[serde(skip_serializing_if = "none")]
+        validity_time: &'a Option<u32>,
+        #[serde(skip_serializing_if = "none")]
+        final_unit: &'a Option<FinalUnitIndication>,
+        #[serde(skip_serializing_if = "none")]
+        unit: &'a Option<UnitKind>,
+    }
+
+    struct MsccList<'a>(&'a [MsccAnswer]);
+
+    impl Serialize for MsccList<'_> {
+        fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+            s.collect_seq(self.0.iter().map(|m| MsccRef {
+                rating_group: &m.rating_group,
+                service_id: &m.service_id,
+                result_code: m.result_code,
+                granted: &m.granted,
+                validity_time: &m.validity_time,
+                final_unit: &m.final_unit,
+                unit: &m.unit,
+            }))
+        }
+    }
+
+    #[derive(Serialize)]
+    struct AnswerRef<'a> {
+        result_code: u32,
+        request_type: RequestType,
+        request_number: u32,
+        #[serde(skip_serializing_if = "none")]
+        granted: &'a Option<ServiceUnits>,
+        #[serde(skip_serializing_if = "none")]
+        validity_time: &'a Option<u32>,
+        #[serde(skip_serializing_if = "none")]
+        final_unit: &'a Option<FinalUnitIndication>,
+        #[serde(skip_serializing_if = "MsccList::is_empty")]
+        mscc: MsccList<'a>,
+        #[serde(skip_serializing_if = "none")]
+        cost: &'a Option<CostInformation>,
+        #[serde(skip_serializing_if = "none")]
+        check_balance: &'a Option<CheckBalanceResult>,
+        #[serde(skip_serializing_if = "none")]
+        failed_avp: &'a Option<FailedAvp>,
+    }
+
+    impl MsccList<'_> {
+        fn is_empty(&self) -> bool {
+            self.0.is_empty()
+        }
+    }
+
+    #[derive(Deserialize)]
+    struct MsccOwned {
+        #[serde(default)]
+        rating_group: Option<u32>,
+        #[serde(default)]
+        service_id: Option<u32>,
+        result_code: u32,
+        #[serde(default)]
+        granted: Option<ServiceUnits>,
+        #[serde(default)]
+        validity_time: Option<u32>,
+        #[serde(default)]
+        final_unit: Option<FinalUnitIndication>,
+        #[serde(default)]
+        unit: Option<UnitKind>,
+    }
+
+    #[derive(Deserialize)]
+    struct AnswerOwned {
+        result_code: u32,
+        request_type: RequestType,
+        request_number: u32,
+        #[serde(default)]
+        granted: Option<ServiceUnits>,
+        #[serde(default)]
+        validity_time: Option<u32>,
+        #[serde(default)]
+        final_unit: Option<FinalUnitIndication>,
+        #[serde(default)]
+        mscc: Vec<MsccOwned>,
+        #[serde(default)]
+        cost: Option<CostInformation>,
+        #[serde(default)]
+        check_balance: Option<CheckBalanceResult>,
+        #[serde(default)]
+        failed_avp: Option<FailedAvp>,
+    }
+
+    /// Writes `a` in the compact form.
+    pub fn serialize<S: Serializer>(a: &CcAnswer, s: S) -> Result<S::Ok, S::Error> {
+        AnswerRef {
+            result_code: a.result_code,
+            request_type: a.request_type,
+            request_number: a.request_number,
+            granted: &a.granted,
+            validity_time: &a.validity_time,
+            final_unit: &a.final_unit,
+            mscc: MsccList(&a.mscc),
+            cost: &a.cost,
+            check_balance: &a.check_balance,
+            failed_avp: &a.failed_avp,
+        }
+        .serialize(s)
+    }
+
+    /// Reads an answer in the compact form (`duplicate` is false).
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<CcAnswer, D::Error> {
+        let a = AnswerOwned::deserialize(d)?;
+        Ok(CcAnswer {
+            result_code: a.result_code,
+            request_type: a.request_type,
+            request_number: a.request_number,
+            granted: a.granted,
+            validity_time: a.validity_time,
+            final_unit: a.final_unit,
+            mscc: a
+                .mscc
+                .into_iter()
+                .map(|m| MsccAnswer {
+                    rating_group: m.rating_group,
+                    service_id: m.service_id,
+                    result_code: m.result_code,
+                    granted: m.granted,
+                    validity_time: m.validity_time,
+                    final_unit: m.final_unit,
+                    unit: m.unit,
+                })
+                .collect(),
+            cost: a.cost,
+            check_balance: a.check_balance,
+            failed_avp: a.failed_avp,
+            duplicate: false,
+        })
+    }
+}

@@ -13,6 +13,11 @@
 //! identifiers unique for at least 4 minutes) and at most `capacity` are
 //! kept; the oldest go first. Slots and their buffers are reused, so a warm
 //! cache allocates nothing per request.
+//!
+//! The engine journals every answer it remembers
+//! ([`crate::Effect::Answered`]) and keeps the live entries in its
+//! [`crate::Snapshot`], so the cache is rebuilt on restart and duplicates
+//! are recognised across restarts for the cache's lifetime.
 
 use crate::answer::CcAnswer;
 use crate::request::CcRequest;
@@ -32,6 +37,24 @@ struct Slot {
     session_hash: u64,
     e2e_hash: u64,
     answer: CcAnswer,
+    at: Timestamp,
+}
+
+/// One remembered answer, as [`AnswerCache::entries`] lists it.
+#[derive(Clone, Copy, Debug)]
+pub struct Entry<'a> {
+    /// Session-Id of the answered request.
+    pub session_id: &'a str,
+    /// CC-Request-Number of the answered request.
+    pub request_number: u32,
+    /// Origin-Host of the answered request.
+    pub origin_host: &'a str,
+    /// End-to-End Identifier of the answered request.
+    pub end_to_end: u32,
+    /// The answer.
+    pub answer: &'a CcAnswer,
+    /// When it was answered.
+    pub at: Timestamp,
 }
 
 /// The answer cache.
@@ -47,6 +70,7 @@ pub struct AnswerCache {
     hasher: RandomState,
     generation: u64,
     live: usize,
+    clock: Timestamp,
 }
 
 impl AnswerCache {
@@ -63,6 +87,7 @@ impl AnswerCache {
             hasher: RandomState::new(),
             generation: 0,
             live: 0,
+            clock: Timestamp(0),
         }
     }
 
@@ -114,8 +139,37 @@ impl AnswerCache {
         None
     }
 
+    /// The newest time the cache was told about (by [`AnswerCache::expire`]
+    /// or [`AnswerCache::insert`]).
+    pub fn clock(&self) -> Timestamp {
+        self.clock
+    }
+
+    /// The answers still live at [`AnswerCache::clock`], oldest first (in
+    /// the order they were inserted). Inserting them in this order, with
+    /// their times, into an empty cache with the same settings rebuilds a
+    /// cache that lists the same entries.
+    pub fn entries(&self) -> impl Iterator<Item = Entry<'_>> {
+        let clock = self.clock;
+        self.order
+            .iter()
+            .filter(move |(expires, _, _)| *expires > clock)
+            .filter_map(|&(_, idx, generation)| {
+                let s = self.slots.get(idx)?;
+                (s.live && s.generation == generation).then_some(Entry {
+                    session_id: &s.session_id,
+                    request_number: s.request_number,
+                    origin_host: &s.origin_host,
+                    end_to_end: s.end_to_end,
+                    answer: &s.answer,
+                    at: s.at,
+                })
+            })
+    }
+
     /// Drops answers older than the time to live.
     pub fn expire(&mut self, now: Timestamp) {
+        self.clock = self.clock.max(now);
         while let Some(&(expires, idx, generation)) = self.order.front() {
             if expires > now && self.live <= self.capacity {
                 break;
@@ -145,14 +199,42 @@ impl AnswerCache {
 
     /// Remembers `answer` as the answer to `req`.
     pub fn insert(&mut self, req: &CcRequest, answer: &CcAnswer, now: Timestamp) {
+        self.insert_parts(
+            &req.session_id,
+            req.request_number,
+            &req.origin_host,
+            req.end_to_end,
+            answer,
+            now,
+        );
+    }
+
+    /// Remembers `answer` as the answer to the request with these
+    /// identifiers, answered at `now` (replay of a journaled answer). An
+    /// answer already past its time to live at the cache's clock is not
+    /// kept.
+    pub fn insert_parts(
+        &mut self,
+        session_id: &str,
+        request_number: u32,
+        origin_host: &str,
+        end_to_end: u32,
+        answer: &CcAnswer,
+        now: Timestamp,
+    ) {
+        self.clock = self.clock.max(now);
+        let expires = Timestamp(now.0.saturating_add(self.ttl_ms));
+        if expires <= self.clock {
+            return;
+        }
         while self.live >= self.capacity {
             match self.order.pop_front() {
                 Some((_, idx, generation)) => self.evict(idx, generation),
                 None => break,
             }
         }
-        let sh = self.session_hash(&req.session_id, req.request_number);
-        let eh = self.e2e_hash(&req.origin_host, req.end_to_end);
+        let sh = self.session_hash(session_id, request_number);
+        let eh = self.e2e_hash(origin_host, end_to_end);
         self.generation += 1;
         let idx = match self.free.pop() {
             Some(i) => i,
@@ -164,20 +246,20 @@ impl AnswerCache {
         let s = &mut self.slots[idx];
         s.live = true;
         s.generation = self.generation;
-        s.session_id.clone_from(&req.session_id);
-        s.request_number = req.request_number;
-        s.origin_host.clone_from(&req.origin_host);
-        s.end_to_end = req.end_to_end;
+        s.session_id.clear();
+        s.session_id.push_str(session_id);
+        s.request_number = request_number;
+        s.origin_host.clear();
+        s.origin_host.push_str(origin_host);
+        s.end_to_end = end_to_end;
         s.session_hash = sh;
         s.e2e_hash = eh;
         s.answer.clone_from(answer);
+        s.answer.duplicate = false;
+        s.at = now;
         self.live += 1;
         self.by_session.insert(sh, idx);
         self.by_e2e.insert(eh, idx);
-        self.order.push_back((
-            Timestamp(now.0.saturating_add(self.ttl_ms)),
-            idx,
-            self.generation,
-        ));
+        self.order.push_back((expires, idx, self.generation));
     }
 }

@@ -54,18 +54,68 @@ pub struct Output {
     pub effects: Vec<Effect>,
     /// Charging data records.
     pub cdrs: CdrBuffer,
+    /// Buffers of cleared [`Effect::Answered`] records, reused for the next
+    /// ones so that a warm engine allocates nothing to journal answers.
+    spare: Vec<AnswerBuffers>,
 }
+
+/// The heap buffers of one [`Effect::Answered`].
+#[derive(Clone, Debug, Default)]
+struct AnswerBuffers {
+    session_id: String,
+    origin_host: String,
+    answer: CcAnswer,
+}
+
+/// At most this many [`AnswerBuffers`] are kept for reuse.
+const SPARE_ANSWERS: usize = 1024;
 
 impl Output {
     /// Empties both lists, keeping their memory.
     pub fn clear(&mut self) {
-        self.effects.clear();
+        for e in self.effects.drain(..) {
+            if let Effect::Answered {
+                session_id,
+                origin_host,
+                answer,
+                ..
+            } = e
+            {
+                if self.spare.len() < SPARE_ANSWERS {
+                    self.spare.push(AnswerBuffers {
+                        session_id,
+                        origin_host,
+                        answer,
+                    });
+                }
+            }
+        }
         self.cdrs.clear();
     }
 }
 
+/// A remembered answer in a [`Snapshot`]: the identifiers of the request,
+/// the answer and when it was given.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RememberedAnswer {
+    /// Session-Id of the request.
+    pub session_id: String,
+    /// CC-Request-Number of the request.
+    pub request_number: u32,
+    /// Origin-Host of the request.
+    pub origin_host: String,
+    /// End-to-End Identifier of the request.
+    pub end_to_end: u32,
+    /// The answer.
+    #[serde(with = "crate::answer::compact")]
+    pub answer: CcAnswer,
+    /// When it was answered.
+    pub at: Timestamp,
+}
+
 /// What a durable store keeps to rebuild an engine: the ledger, the
-/// subscriber directory and the next CDR sequence number.
+/// subscriber directory, the next CDR sequence number and the answers
+/// remembered for duplicate detection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Accounts and open sessions.
@@ -74,6 +124,11 @@ pub struct Snapshot {
     pub directory: SubscriberDirectory,
     /// Sequence number of the next CDR.
     pub next_cdr_sequence: u64,
+    /// The answers of the duplicate cache that are still live at the newest
+    /// time the engine has seen (a request's or a tick's), oldest first.
+    /// Absent in snapshots written before answers were kept.
+    #[serde(default)]
+    pub answers: Vec<RememberedAnswer>,
 }
 
 /// The charging engine of one shard. See the crate documentation.
@@ -115,6 +170,16 @@ impl Engine {
         for s in e.ledger.sessions.values() {
             e.timers.push(Reverse((s.supervision_until, s.key)));
         }
+        for a in &snapshot.answers {
+            e.remember(
+                &a.session_id,
+                a.request_number,
+                &a.origin_host,
+                a.end_to_end,
+                &a.answer,
+                a.at,
+            );
+        }
         e
     }
 
@@ -124,7 +189,43 @@ impl Engine {
             ledger: self.ledger.clone(),
             directory: self.directory.clone(),
             next_cdr_sequence: self.next_cdr_sequence,
+            answers: self
+                .dedup
+                .entries()
+                .map(|a| RememberedAnswer {
+                    session_id: a.session_id.to_owned(),
+                    request_number: a.request_number,
+                    origin_host: a.origin_host.to_owned(),
+                    end_to_end: a.end_to_end,
+                    answer: a.answer.clone(),
+                    at: a.at,
+                })
+                .collect(),
         }
+    }
+
+    /// Puts a journaled answer back into the duplicate cache, as
+    /// [`Engine::handle`] did when it answered: answers past their time to
+    /// live at `at` are forgotten first, and one past its own time to live
+    /// is not kept.
+    fn remember(
+        &mut self,
+        session_id: &str,
+        request_number: u32,
+        origin_host: &str,
+        end_to_end: u32,
+        answer: &CcAnswer,
+        at: Timestamp,
+    ) {
+        self.dedup.expire(at);
+        self.dedup.insert_parts(
+            session_id,
+            request_number,
+            origin_host,
+            end_to_end,
+            answer,
+            at,
+        );
     }
 
     /// Adds an account and maps its subscriber identities to it.
@@ -206,15 +307,38 @@ impl Engine {
     /// it emits itself; call this only to rebuild state.
     pub fn apply(&mut self, effect: &Effect) -> Result<()> {
         self.ledger.apply(effect)?;
-        if let Effect::SessionOpened {
-            session,
-            supervision_until,
-            ..
-        } = effect
-        {
-            self.timers.push(Reverse((*supervision_until, *session)));
+        match effect {
+            Effect::SessionOpened {
+                session,
+                supervision_until,
+                ..
+            } => self.timers.push(Reverse((*supervision_until, *session))),
+            Effect::Answered {
+                session_id,
+                request_number,
+                origin_host,
+                end_to_end,
+                answer,
+                at,
+            } => self.remember(
+                session_id,
+                *request_number,
+                origin_host,
+                *end_to_end,
+                answer,
+                *at,
+            ),
+            _ => {}
         }
         Ok(())
+    }
+
+    /// Forgets remembered answers past their time to live at `now`, and
+    /// nothing else: no session is closed and no effect is produced. Call
+    /// it after rebuilding an engine ([`Engine::restore`] and
+    /// [`Engine::apply`]) with the time of the restart.
+    pub fn expire_answers(&mut self, now: Timestamp) {
+        self.dedup.expire(now);
     }
 
     /// Adds money to an account. Returns the new balance.
@@ -287,7 +411,9 @@ impl Engine {
     }
 
     /// Handles one credit-control request: writes the answer into `answer`
-    /// (reusing its buffers), appends effects and CDRs to `out`.
+    /// (reusing its buffers), appends effects and CDRs to `out`. A request
+    /// that is not a duplicate ends its effects with an
+    /// [`Effect::Answered`], so the duplicate cache is rebuilt on replay.
     pub fn handle(
         &mut self,
         req: &CcRequest,
@@ -310,6 +436,20 @@ impl Engine {
             RequestType::Event => cx.event(req),
         }
         self.dedup.insert(req, answer, now);
+        // Journal the answer so the cache survives a restart; the buffers
+        // of answers journaled before are reused.
+        let mut b = out.spare.pop().unwrap_or_default();
+        b.session_id.clone_from(&req.session_id);
+        b.origin_host.clone_from(&req.origin_host);
+        b.answer.clone_from(answer);
+        out.effects.push(Effect::Answered {
+            session_id: b.session_id,
+            request_number: req.request_number,
+            origin_host: b.origin_host,
+            end_to_end: req.end_to_end,
+            answer: b.answer,
+            at: now,
+        });
     }
 
     /// [`Engine::handle`] returning a fresh answer.

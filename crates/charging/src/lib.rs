@@ -5,8 +5,9 @@
 //!
 //! The crate is sans-IO and deterministic: no clock, no thread, no socket,
 //! no file. An [`Engine`] takes a request and the current time and returns
-//! an answer, appending the ledger [`Effect`]s it applied and the [`Cdr`]s it
-//! wrote to a caller-provided [`Output`]. Money is `i64` minor units; there
+//! an answer, appending the ledger [`Effect`]s it applied (the last one
+//! records the answer, for duplicate detection) and the [`Cdr`]s it wrote
+//! to a caller-provided [`Output`]. Money is `i64` minor units; there
 //! is no floating point anywhere.
 //!
 //! # How a server uses it
@@ -27,9 +28,10 @@
 //!   periodically; it closes sessions idle past their supervision time
 //!   (Tcc) and forgets old answers.
 //! * **Restoring.** Persist [`Engine::snapshot`]; on restart
-//!   [`Engine::restore`] it and [`Engine::apply`] every effect journaled
-//!   since. Replaying the effects of a run onto the state it started from
-//!   yields the state it ended with (tested).
+//!   [`Engine::restore`] it, [`Engine::apply`] every effect journaled
+//!   since, then [`Engine::expire_answers`] with the current time.
+//!   Replaying the effects of a run onto the state it started from yields
+//!   the state it ended with, remembered answers included (tested).
 //!
 //! # Money
 //!
@@ -37,6 +39,13 @@
 //! debited` after every step (refunds lower `debited`). The available
 //! balance never goes below `-credit_limit`. Every debited or refunded
 //! minor unit appears in exactly one CDR's `amount`.
+//!
+//! A request is charged once: a repeat of an answered request gets the
+//! remembered answer and changes nothing ([`dedup`]). Every answer is
+//! journaled with the effects of its request ([`Effect::Answered`]) and
+//! the live answers are part of the [`Snapshot`], so duplicates are
+//! recognised across restarts too, for the answer cache's lifetime
+//! (`dedup_ttl_secs`, counted from the original answer).
 //!
 //! Quota: a request reserves up to the requested (or the tariff's default)
 //! units, from bundles first, then with money. If the account cannot pay
@@ -53,7 +62,7 @@
 //!
 //! | Situation | Answer |
 //! |---|---|
-//! | Any request that repeats an answered one (same Session-Id and CC-Request-Number, or same Origin-Host, End-to-End Identifier and Session-Id), with or without the T flag, within the answer cache's lifetime | the remembered answer, `duplicate = true`, no state change, no CDR |
+//! | Any request that repeats an answered one (same Session-Id and CC-Request-Number, or same Origin-Host, End-to-End Identifier and Session-Id), with or without the T flag, within the answer cache's lifetime | the remembered answer, `duplicate = true`, no state change, no CDR; also after a restart, since answers are journaled and kept in snapshots |
 //! | CCR-Initial for a Session-Id that is already open (not a duplicate) | 5012 DIAMETER_UNABLE_TO_COMPLY; the open session is untouched |
 //! | CCR-Update or CCR-Terminate for an unknown, closed, expired or never-opened Session-Id (including Terminate after Terminate once the first answer is no longer remembered) | 5002 DIAMETER_UNKNOWN_SESSION_ID |
 //! | CCR-Update or CCR-Terminate arriving after the session's supervision time, before `tick` ran | the session is expired first (CDR with `supervision-expired`), then 5002 |
@@ -99,7 +108,7 @@ pub use answer::{CcAnswer, CheckBalanceResult, CostInformation, FailedAvp, MsccA
 pub use cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
 pub use config::ChargingConfig;
 pub use effects::{Effect, Ledger};
-pub use engine::{Engine, EngineOptions, Output, Snapshot};
+pub use engine::{Engine, EngineOptions, Output, RememberedAnswer, Snapshot};
 pub use error::{Error, Result};
 pub use request::{CcRequest, Mscc, RequestType, RequestedAction};
 pub use session::{Reservation, Session};

@@ -501,8 +501,12 @@ fn initial_for_an_open_session_is_unable_to_comply() {
     r.request_number = 7;
     let (a, out) = run(&mut e, &r, at(1));
     assert_eq!(a.result_code, rc::UNABLE_TO_COMPLY);
-    assert!(out.effects.is_empty());
-    assert_eq!(e.snapshot(), before);
+    // Only the answer is journaled (for duplicate detection).
+    assert!(matches!(
+        out.effects.as_slice(),
+        [Effect::Answered { answer, .. }] if *answer == a
+    ));
+    assert_eq!(e.snapshot().ledger, before.ledger);
 }
 
 #[test]
@@ -897,4 +901,36 @@ fn top_up_rejects_non_positive_amounts_and_unknown_accounts() {
     );
     assert_eq!(e.top_up(AccountId(1), 5, &mut out), Ok(10005));
     check_invariants(&e);
+}
+
+#[test]
+fn snapshots_keep_remembered_answers_and_older_snapshots_still_load() {
+    let mut e = engine();
+    let r = initial("s1", "111", vec![want(10)]);
+    let (first, _) = run(&mut e, &r, at(0));
+    let snap = e.snapshot();
+    assert_eq!(snap.answers.len(), 1);
+    // Through JSON, as a store writes it.
+    let json = serde_json::to_value(&snap).unwrap();
+    let back: Snapshot = serde_json::from_value(json.clone()).unwrap();
+    assert_eq!(back.answers, snap.answers);
+    let mut restored = Engine::restore(e.catalog().clone(), e.options().clone(), back);
+    let mut again = r.clone();
+    again.retransmit = true;
+    let (dup, out) = run(&mut restored, &again, at(1));
+    assert!(dup.duplicate);
+    assert_eq!(
+        CcAnswer {
+            duplicate: false,
+            ..dup
+        },
+        first
+    );
+    assert!(out.effects.is_empty() && out.cdrs.is_empty());
+    // A snapshot written before answers were kept.
+    let mut old = json;
+    old.as_object_mut().unwrap().remove("answers");
+    let old: Snapshot = serde_json::from_value(old).unwrap();
+    assert!(old.answers.is_empty());
+    assert_eq!(old.ledger.accounts, snap.ledger.accounts);
 }

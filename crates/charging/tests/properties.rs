@@ -3,7 +3,10 @@
 //! After every step: money is conserved on every account, no balance passes
 //! its credit limit, reservations agree with sessions; a duplicate changes
 //! nothing; every debited minor unit is in exactly one CDR; and replaying
-//! the effects rebuilds the final state.
+//! the effects rebuilds the final state, remembered answers included.
+//! Restarts (from the journal, or from a snapshot) happen in the middle of
+//! a run: a repeat of a request answered within the cache's lifetime gets
+//! the same answer and changes nothing, across the restart too.
 
 use gyro_charging::*;
 use proptest::prelude::*;
@@ -127,6 +130,9 @@ enum Op {
     Wait {
         secs: u64,
     },
+    Restart {
+        from_snapshot: bool,
+    },
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -142,6 +148,7 @@ fn op() -> impl Strategy<Value = Op> {
         1 => (1u8..=4, 1i64..100).prop_map(|(account, amount)| Op::TopUp { account, amount }),
         3 => (0usize..12, any::<bool>()).prop_map(|(back, new_e2e)| Op::Repeat { back, new_e2e }),
         2 => (0u64..150).prop_map(|secs| Op::Wait { secs }),
+        1 => any::<bool>().prop_map(|from_snapshot| Op::Restart { from_snapshot }),
     ]
 }
 
@@ -349,7 +356,52 @@ impl World {
                 self.engine.tick(self.now, &mut self.out);
                 self.collect();
             }
+            Op::Restart { from_snapshot } => {
+                // A crash and restart: the engine is rebuilt from what a
+                // store keeps and carries on; later repeats must still be
+                // recognised.
+                let rebuilt = if from_snapshot {
+                    Engine::restore(
+                        self.engine.catalog().clone(),
+                        self.engine.options().clone(),
+                        self.engine.snapshot(),
+                    )
+                } else {
+                    self.replay()
+                };
+                assert_eq!(rebuilt.snapshot(), self.engine.snapshot());
+                assert_eq!(
+                    rebuilt.remembered_answers(),
+                    self.engine.snapshot().answers.len()
+                );
+                self.engine = rebuilt;
+            }
         }
+    }
+
+    /// The engine rebuilt from the start state and the journal, brought to
+    /// the current time (a restarted server ticks). The next CDR sequence
+    /// number comes from the CDRs written, as a store sets it.
+    fn replay(&self) -> Engine {
+        let start = Snapshot {
+            next_cdr_sequence: self.cdr_sequences.iter().max().map_or(1, |s| s + 1),
+            ..self.start.clone()
+        };
+        let mut replayed = Engine::restore(
+            self.engine.catalog().clone(),
+            self.engine.options().clone(),
+            start,
+        );
+        for e in &self.journal {
+            replayed.apply(e).expect("journal replays");
+        }
+        let mut out = Output::default();
+        replayed.tick(self.now, &mut out);
+        assert!(
+            out.effects.is_empty() && out.cdrs.is_empty(),
+            "ticking the replayed engine changed it"
+        );
+        replayed
     }
 
     fn check(&self) {
@@ -403,15 +455,34 @@ impl World {
             assert_eq!(*s, i as u64 + 1);
         }
         // Replaying the journal onto the start rebuilds the end.
-        let mut replayed = Engine::restore(
-            self.engine.catalog().clone(),
-            self.engine.options().clone(),
-            self.start.clone(),
-        );
-        for e in &self.journal {
-            replayed.apply(e).expect("journal replays");
+        assert_eq!(self.replay().snapshot(), self.engine.snapshot());
+    }
+
+    /// After a restart (from the journal or a snapshot), every request
+    /// answered within the cache's lifetime, repeated, gets its answer
+    /// again and changes nothing.
+    fn repeat_all_after_restart(&mut self, from_snapshot: bool) {
+        self.step(Op::Restart { from_snapshot });
+        let sent = self.sent.clone();
+        for (mut r, first, when) in sent {
+            if self.now.as_millis() - when.as_millis() >= 300_000 {
+                continue;
+            }
+            r.retransmit = true;
+            let before = self.engine.snapshot();
+            self.out.clear();
+            let a = self.engine.handle_request(&r, self.now, &mut self.out);
+            assert!(a.duplicate, "repeat after a restart not recognised");
+            assert_eq!(
+                CcAnswer {
+                    duplicate: false,
+                    ..a
+                },
+                first
+            );
+            assert!(self.out.effects.is_empty() && self.out.cdrs.is_empty());
+            assert_eq!(self.engine.snapshot(), before, "a duplicate changed state");
         }
-        assert_eq!(replayed.snapshot().ledger, self.engine.snapshot().ledger);
     }
 }
 
@@ -426,6 +497,9 @@ proptest! {
             w.step(op);
             w.check();
         }
+        w.repeat_all_after_restart(false);
+        w.repeat_all_after_restart(true);
+        w.check();
         // Let every session expire: everything reserved comes back.
         w.now = w.now.plus_secs(10_000);
         w.out.clear();

@@ -348,7 +348,9 @@ impl ShardStore {
     /// Opens the store like [`ShardStore::open`] and rebuilds the engine
     /// without holding the journal in memory: `restore` gets the latest
     /// snapshot (`Engine::restore` it) or `None` (build the shard from the
-    /// configuration), then every journaled effect is applied to it.
+    /// configuration), then every journaled effect is applied to it, which
+    /// also rebuilds the engine's duplicate cache; answers older than its
+    /// time to live at `now` are forgotten.
     pub fn open_engine(
         data_dir: &Path,
         shard: usize,
@@ -373,6 +375,9 @@ impl ShardStore {
                 source,
             })
         })?;
+        // Answers replayed from before the restart are kept for the rest of
+        // their time to live, counted from when they were given.
+        engine.expire_answers(now);
         Ok((store, engine, report))
     }
 
