@@ -39,7 +39,7 @@ impl Default for EngineOptions {
             node_id: "gyro".into(),
             supervision_secs: 1200,
             dedup_ttl_secs: 300,
-            dedup_capacity: 1 << 20,
+            dedup_capacity: 1 << 18,
             lenient: true,
         }
     }

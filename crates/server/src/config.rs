@@ -54,7 +54,7 @@ impl Default for StorageSection {
             async_interval_ms: 100,
             cdr_max_bytes: 64 << 20,
             cdr_max_age_secs: 300,
-            snapshot_every_records: 2_000_000,
+            snapshot_every_records: 8_000_000,
         }
     }
 }
