@@ -198,6 +198,15 @@ fn sub(a: i64, b: i64) -> Result<i64> {
     a.checked_sub(b).ok_or(Error::Replay("overflow"))
 }
 
+/// The account an effect names; replaying an effect for an account that
+/// does not exist is an error.
+fn account_mut<'a, S: std::hash::BuildHasher>(
+    accounts: &'a mut std::collections::HashMap<AccountId, Account, S>,
+    id: &AccountId,
+) -> Result<&'a mut Account> {
+    accounts.get_mut(id).ok_or(Error::Replay("unknown account"))
+}
+
 impl Ledger {
     /// Rebuilds the Session-Id index (after deserialising).
     pub fn rebuild_index(&mut self) {
@@ -305,10 +314,7 @@ impl Ledger {
                 at,
             } => {
                 neg(*money)?;
-                let acc = self
-                    .accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?;
+                let acc = account_mut(&mut self.accounts, account)?;
                 let balance = sub(acc.balance, *money)?;
                 let reserved = add(acc.reserved, *money)?;
                 let (s, idx) = Self::reservation_mut(&mut self.sessions, *session, *key, *account)?;
@@ -343,10 +349,7 @@ impl Ledger {
                 units,
                 at,
             } => {
-                let acc = self
-                    .accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?;
+                let acc = account_mut(&mut self.accounts, account)?;
                 let b = acc
                     .bundle_mut(*bundle)
                     .ok_or(Error::Replay("unknown bundle"))?;
@@ -390,10 +393,7 @@ impl Ledger {
             } => {
                 neg(*from_reserved)?;
                 neg(*from_balance)?;
-                let acc = self
-                    .accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?;
+                let acc = account_mut(&mut self.accounts, account)?;
                 let reserved = sub(acc.reserved, *from_reserved)?;
                 let balance = sub(acc.balance, *from_balance)?;
                 let debited = add(acc.debited, add(*from_reserved, *from_balance)?)?;
@@ -422,10 +422,7 @@ impl Ledger {
                 from_reserved,
                 from_remaining,
             } => {
-                let acc = self
-                    .accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?;
+                let acc = account_mut(&mut self.accounts, account)?;
                 let b = acc
                     .bundle_mut(*bundle)
                     .ok_or(Error::Replay("unknown bundle"))?;
@@ -461,10 +458,7 @@ impl Ledger {
             } => {
                 let (s, idx) = Self::reservation_mut(&mut self.sessions, *session, *key, *account)?;
                 let i = idx.ok_or(Error::Replay("no reservation"))?;
-                let acc = self
-                    .accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?;
+                let acc = account_mut(&mut self.accounts, account)?;
                 let r = &s.reservations[i];
                 let balance = add(acc.balance, r.money)?;
                 let reserved = sub(acc.reserved, r.money)?;
@@ -489,10 +483,7 @@ impl Ledger {
             }
             Effect::ToppedUp { account, amount } => {
                 neg(*amount)?;
-                let acc = self
-                    .accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?;
+                let acc = account_mut(&mut self.accounts, account)?;
                 let balance = add(acc.balance, *amount)?;
                 let topped = add(acc.topped_up, *amount)?;
                 acc.balance = balance;
@@ -500,20 +491,14 @@ impl Ledger {
             }
             Effect::Refunded { account, amount } => {
                 neg(*amount)?;
-                let acc = self
-                    .accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?;
+                let acc = account_mut(&mut self.accounts, account)?;
                 let balance = add(acc.balance, *amount)?;
                 let debited = sub(acc.debited, *amount)?;
                 acc.balance = balance;
                 acc.debited = debited;
             }
             Effect::StatusChanged { account, status } => {
-                self.accounts
-                    .get_mut(account)
-                    .ok_or(Error::Replay("unknown account"))?
-                    .status = *status;
+                account_mut(&mut self.accounts, account)?.status = *status;
             }
             // The duplicate cache is not part of the ledger.
             Effect::Answered { .. } => {}
