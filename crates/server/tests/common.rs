@@ -180,6 +180,36 @@ impl Client {
         c
     }
 
+    /// Sends a DWR (or, with `cause`, a DPR with that Disconnect-Cause).
+    pub fn send_peer_request(&mut self, cause: Option<i32>) {
+        let (h, e2e) = self.ids();
+        let code = if cause.is_some() {
+            cmd::DISCONNECT_PEER
+        } else {
+            cmd::DEVICE_WATCHDOG
+        };
+        let mut b = BytesMut::new();
+        let mut e = Encoder::request(&mut b, code, app::COMMON, false, h, e2e);
+        e.str(avp::ORIGIN_HOST, "client.test")
+            .str(avp::ORIGIN_REALM, "test");
+        if let Some(c) = cause {
+            e.i32(avp::DISCONNECT_CAUSE, c);
+        }
+        e.finish().unwrap();
+        self.send(&b);
+    }
+
+    /// Answers a request from the server (DWR, DPR) with 2001.
+    pub fn answer_ok(&mut self, request: &Message<'_>) {
+        let mut b = BytesMut::new();
+        let mut e = Encoder::answer(&mut b, request, false);
+        e.u32(avp::RESULT_CODE, 2001)
+            .str(avp::ORIGIN_HOST, "client.test")
+            .str(avp::ORIGIN_REALM, "test");
+        e.finish().unwrap();
+        self.send(&b);
+    }
+
     pub fn ccr(&mut self, session: &str, subscriber: &str, rtype: i32, number: u32) -> Vec<u8> {
         let (h, e2e) = self.ids();
         ccr_bytes(h, e2e, session, subscriber, rtype, number)

@@ -81,13 +81,7 @@ fn watchdog_both_ways_and_silent_peer_dropped() {
     let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     // Our DWR is answered.
-    let (h, e2e) = c.ids();
-    let mut b = BytesMut::new();
-    let mut e = Encoder::request(&mut b, cmd::DEVICE_WATCHDOG, app::COMMON, false, h, e2e);
-    e.str(avp::ORIGIN_HOST, "client.test")
-        .str(avp::ORIGIN_REALM, "test");
-    e.finish().unwrap();
-    c.send(&b);
+    c.send_peer_request(None);
     let dwa = c.recv().unwrap();
     assert_eq!(
         (parse(&dwa).command_code(), result_code(&dwa)),
@@ -99,13 +93,7 @@ fn watchdog_both_ways_and_silent_peer_dropped() {
     let m = parse(&dwr);
     assert!(m.is_request() && m.command_code() == 280);
     assert!(t.elapsed() >= Duration::from_millis(800));
-    let mut b = BytesMut::new();
-    let mut e = Encoder::answer(&mut b, &m, false);
-    e.u32(avp::RESULT_CODE, 2001)
-        .str(avp::ORIGIN_HOST, "client.test")
-        .str(avp::ORIGIN_REALM, "test");
-    e.finish().unwrap();
-    c.send(&b);
+    c.answer_ok(&m);
     // Now stay silent: DWRs keep coming, then the server closes.
     let t = Instant::now();
     let mut dwrs = 0;
@@ -127,14 +115,7 @@ fn watchdog_both_ways_and_silent_peer_dropped() {
 fn client_dpr_is_answered() {
     let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
-    let (h, e2e) = c.ids();
-    let mut b = BytesMut::new();
-    let mut e = Encoder::request(&mut b, cmd::DISCONNECT_PEER, app::COMMON, false, h, e2e);
-    e.str(avp::ORIGIN_HOST, "client.test")
-        .str(avp::ORIGIN_REALM, "test")
-        .i32(avp::DISCONNECT_CAUSE, 0);
-    e.finish().unwrap();
-    c.send(&b);
+    c.send_peer_request(Some(0));
     let dpa = c.recv().unwrap();
     assert_eq!(
         (parse(&dpa).command_code(), result_code(&dpa)),
@@ -365,13 +346,7 @@ fn shutdown_answers_everything_in_flight_and_sends_dpr() {
         let msg = parse(&m);
         if msg.command_code() == 282 && msg.is_request() {
             dpr = Some(m.clone());
-            let mut b = BytesMut::new();
-            let mut e = Encoder::answer(&mut b, &msg, false);
-            e.u32(avp::RESULT_CODE, 2001)
-                .str(avp::ORIGIN_HOST, "client.test")
-                .str(avp::ORIGIN_REALM, "test");
-            e.finish().unwrap();
-            c.send(&b);
+            c.answer_ok(&msg);
         } else if msg.command_code() == 272 {
             answers += 1;
         }
@@ -430,13 +405,7 @@ fn a_batch_that_cannot_be_made_durable_is_answered_too_busy() {
     assert_eq!(m.header().hop_by_hop, parse(&ccr).header().hop_by_hop);
     assert_eq!(m.session_id(), Some("c;1;1"));
     // Peer messages still pass: the watchdog is answered.
-    let (h, e2e) = c.ids();
-    let mut b = BytesMut::new();
-    let mut e = Encoder::request(&mut b, cmd::DEVICE_WATCHDOG, app::COMMON, false, h, e2e);
-    e.str(avp::ORIGIN_HOST, "client.test")
-        .str(avp::ORIGIN_REALM, "test");
-    e.finish().unwrap();
-    c.send(&b);
+    c.send_peer_request(None);
     assert_eq!(result_code(&c.recv().unwrap()), Some(2001));
     server.shutdown();
     server.join();
