@@ -93,7 +93,6 @@ pub mod dedup;
 pub mod effects;
 pub mod engine;
 mod events;
-pub mod gy;
 pub mod request;
 pub mod session;
 pub mod tariff;

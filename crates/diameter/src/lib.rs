@@ -14,6 +14,7 @@
 //!   and [`Encoder::answer`] starts an answer from its request.
 //! * [`header::frame_length`] splits a byte stream into messages.
 
+pub mod app;
 pub mod avp;
 pub mod codes;
 pub mod dict;

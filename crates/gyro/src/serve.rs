@@ -6,8 +6,10 @@ use std::process::ExitCode;
 
 use anyhow::Context;
 use gyro_charging::ChargingConfig;
-use gyro_server::credit::{self, CreditControl, Storage};
+use gyro_ocs::{CreditControl, ShardTotals, Storage};
+use gyro_server::config::{DurabilityMode, StorageSection};
 use gyro_server::{Config, ServerHandle};
+use gyro_store::{Durability, StoreOptions};
 use tracing::{info, warn};
 
 /// Options of `gyro serve`.
@@ -68,7 +70,7 @@ pub fn load_charging(config: &Config) -> anyhow::Result<(ChargingConfig, String)
             Ok((c, path.display().to_string()))
         }
         None => Ok((
-            ChargingConfig::from_toml_str(credit::DEMO_CHARGING)?,
+            ChargingConfig::from_toml_str(gyro_ocs::DEMO_CHARGING)?,
             "embedded demo".to_string(),
         )),
     }
@@ -79,9 +81,31 @@ pub struct Running {
     /// The server.
     pub handle: ServerHandle,
     /// Per-shard charging totals.
-    pub totals: std::sync::Arc<[credit::ShardTotals]>,
+    pub totals: std::sync::Arc<[ShardTotals]>,
     /// Where CDRs go.
     pub cdr_dir: Option<PathBuf>,
+}
+
+/// Storage as the configuration's `[storage]` section says, under
+/// `data_dir` (`durability = "none"` writes nothing).
+fn storage(section: &StorageSection, data_dir: &Path) -> Storage {
+    let durability = match section.durability {
+        DurabilityMode::Async => Durability::Async {
+            interval: std::time::Duration::from_millis(section.async_interval_ms),
+        },
+        DurabilityMode::Sync | DurabilityMode::None => Durability::Sync,
+    };
+    let options = StoreOptions {
+        durability,
+        snapshot_every_records: section.snapshot_every_records,
+        cdr_max_bytes: section.cdr_max_bytes,
+        cdr_max_age: std::time::Duration::from_secs(section.cdr_max_age_secs),
+        ..StoreOptions::default()
+    };
+    match section.durability {
+        DurabilityMode::None => Storage::in_memory(),
+        _ => Storage::on_disk(data_dir, options),
+    }
 }
 
 /// Starts the server and logs what it runs with.
@@ -91,18 +115,18 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     let data_dir: &Path = &config.server.data_dir;
     std::fs::create_dir_all(data_dir)
         .with_context(|| format!("creating data directory {}", data_dir.display()))?;
-    let storage = Storage::from_config(&config.storage, data_dir);
-    match config.storage.durability.as_str() {
-        "async" => warn!(
+    let storage = storage(&config.storage, data_dir);
+    match config.storage.durability {
+        DurabilityMode::Async => warn!(
             interval_ms = config.storage.async_interval_ms,
             "durability = \"async\": answers leave before their charging is on disk; \
              a machine crash loses up to this interval of charging"
         ),
-        "none" => warn!(
+        DurabilityMode::None => warn!(
             "durability = \"none\": NOTHING IS WRITTEN; balances live in memory and \
              are lost at exit (for measurements only)"
         ),
-        _ => {}
+        DurabilityMode::Sync => {}
     }
     let started = std::time::Instant::now();
     let app = CreditControl::new(
@@ -247,7 +271,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         );
     }
     let requests: u64 = workers.iter().map(|w| w.requests).sum();
-    let sum = |f: fn(&credit::ShardTotals) -> u64| running.totals.iter().map(f).sum::<u64>();
+    let sum = |f: fn(&ShardTotals) -> u64| running.totals.iter().map(f).sum::<u64>();
     let commits = sum(|t| t.commits.load(std::sync::atomic::Ordering::Relaxed));
     let syncs = sum(|t| t.syncs.load(std::sync::atomic::Ordering::Relaxed));
     let records = sum(|t| t.records.load(std::sync::atomic::Ordering::Relaxed));

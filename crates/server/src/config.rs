@@ -34,7 +34,7 @@ pub struct StorageSection {
     /// journal is synced within `async_interval_ms`; a machine crash loses
     /// up to that interval of charging. `"none"`: nothing is written at all
     /// (balances live in memory only; for measurements, never production).
-    pub durability: String,
+    pub durability: DurabilityMode,
     /// Longest time a commit stays unsynced with `durability = "async"`.
     pub async_interval_ms: u64,
     /// A CDR file is closed (and may be picked up) once it holds this many
@@ -50,7 +50,7 @@ pub struct StorageSection {
 impl Default for StorageSection {
     fn default() -> Self {
         StorageSection {
-            durability: "sync".into(),
+            durability: DurabilityMode::Sync,
             async_interval_ms: 100,
             cdr_max_bytes: 64 << 20,
             cdr_max_age_secs: 300,
@@ -120,7 +120,51 @@ pub struct LimitsSection {
 #[serde(default, deny_unknown_fields)]
 pub struct ValidationSection {
     /// `"lenient"` (default) or `"strict"`.
-    pub mode: String,
+    pub mode: ValidationMode,
+}
+
+/// `storage.durability`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityMode {
+    /// Answers leave after their batch is fsynced (the default).
+    #[default]
+    Sync,
+    /// Answers leave at once; the journal is synced within an interval.
+    Async,
+    /// Nothing is written (measurements only).
+    None,
+}
+
+/// `validation.mode`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ValidationMode {
+    /// Accept what real clients send: an M bit missing on a known AVP,
+    /// Session-Id out of place (the default).
+    #[default]
+    Lenient,
+    /// Reject every deviation from the dictionary.
+    Strict,
+}
+
+impl std::fmt::Display for DurabilityMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DurabilityMode::Sync => "sync",
+            DurabilityMode::Async => "async",
+            DurabilityMode::None => "none",
+        })
+    }
+}
+
+impl std::fmt::Display for ValidationMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            ValidationMode::Lenient => "lenient",
+            ValidationMode::Strict => "strict",
+        })
+    }
 }
 
 impl Default for ServerSection {
@@ -163,7 +207,7 @@ impl Default for LimitsSection {
 impl Default for ValidationSection {
     fn default() -> Self {
         ValidationSection {
-            mode: "lenient".into(),
+            mode: ValidationMode::Lenient,
         }
     }
 }
@@ -222,14 +266,8 @@ impl Config {
         if self.limits.read_buffer_size < self.limits.max_message_size {
             return bad("limits.read_buffer_size must be at least limits.max_message_size");
         }
-        if !matches!(self.storage.durability.as_str(), "sync" | "async" | "none") {
-            return bad("storage.durability must be \"sync\", \"async\" or \"none\"");
-        }
         if self.storage.async_interval_ms == 0 || self.storage.cdr_max_age_secs == 0 {
             return bad("storage.async_interval_ms and storage.cdr_max_age_secs must be positive");
-        }
-        if !matches!(self.validation.mode.as_str(), "lenient" | "strict") {
-            return bad("validation.mode must be \"lenient\" or \"strict\"");
         }
         Ok(())
     }
@@ -260,7 +298,17 @@ mod tests {
         let e = Config::from_toml_str("[peers]\nwatchdog_secs = 2\n").unwrap_err();
         assert!(e.to_string().contains("watchdog_secs"), "{e}");
         let e = Config::from_toml_str("[validation]\nmode = \"loose\"\n").unwrap_err();
-        assert!(e.to_string().contains("validation.mode"), "{e}");
+        let e = e.to_string();
+        assert!(
+            e.contains("mode = \"loose\"") && e.contains("`lenient` or `strict`"),
+            "{e}"
+        );
+        let e = Config::from_toml_str("[storage]\ndurability = \"maybe\"\n").unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("durability") && e.contains("`sync`, `async`, `none`"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -8,16 +8,15 @@
 //! order they complete (Diameter matches them by Hop-by-Hop Identifier).
 
 use std::cell::Cell;
-use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hasher};
 use std::rc::Rc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use gyro_diameter::codes::{avp, cmd};
+use gyro_diameter::app::{session_key, Application, SessionStep, Shard};
+use gyro_diameter::codes::avp;
 use gyro_diameter::header::{frame_length, HEADER_LEN};
 use gyro_diameter::peer::{disconnect_cause, CloseReason, Event, Peer, Role, State};
-use gyro_diameter::validate::{encode_error_answer, validate_request};
+use gyro_diameter::validate::{encode_error_answer, validate_request, Problem};
 use gyro_diameter::{Error as CodecError, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::tcp::OwnedWriteHalf;
@@ -25,58 +24,21 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
 
-use crate::app::{AppFactory, ShardApp};
 use crate::metrics::WorkerStats;
 use crate::worker::{Job, Outgoing, Worker};
 
-/// CC-Request-Type values used for session routing.
-const INITIAL_REQUEST: i32 = 1;
-const TERMINATION_REQUEST: i32 = 3;
-
-/// Upper bound on remembered session routes per connection.
-const MAX_ROUTES: usize = 1 << 20;
-
-#[derive(Default)]
-struct IdentityHasher(u64);
-
-impl Hasher for IdentityHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 << 8) | *b as u64;
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = n;
-    }
-}
-
-type RouteMap = HashMap<u64, u16, BuildHasherDefault<IdentityHasher>>;
-
-/// FNV-1a, then a final mix: Session-Id to a 64-bit key.
-fn session_key(s: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s {
-        h = (h ^ *b as u64).wrapping_mul(0x0100_0000_01b3);
-    }
-    h ^ (h >> 29)
-}
-
-struct Conn<F: AppFactory> {
+struct Conn<F: Application> {
     worker: Rc<Worker<F>>,
     peer: Peer,
     tx: mpsc::UnboundedSender<Outgoing>,
     out: BytesMut,
     local_answers: usize,
     batches: Vec<Vec<Job>>,
-    routes: RouteMap,
     inflight: Rc<Cell<usize>>,
 }
 
 /// Serves one accepted connection until it closes.
-pub(crate) async fn serve<F: AppFactory>(
+pub(crate) async fn serve<F: Application>(
     worker: Rc<Worker<F>>,
     stream: TcpStream,
     mut shutdown: watch::Receiver<bool>,
@@ -102,7 +64,6 @@ pub(crate) async fn serve<F: AppFactory>(
         out: BytesMut::with_capacity(16 * 1024),
         local_answers: 0,
         batches: (0..shared.inboxes.len()).map(|_| Vec::new()).collect(),
-        routes: RouteMap::default(),
         inflight: inflight.clone(),
         worker: worker.clone(),
     };
@@ -190,7 +151,7 @@ pub(crate) async fn serve<F: AppFactory>(
                     if let Some(n) = sane_length(&rbuf, max_msg) {
                         if rbuf.len() >= n {
                             let frame = rbuf.split_to(n);
-                            conn.reject(&frame);
+                            conn.reject_invalid(&frame);
                         }
                     }
                     warn!(
@@ -255,7 +216,7 @@ fn sane_length(buf: &[u8], max: usize) -> Option<usize> {
     (n >= HEADER_LEN && n % 4 == 0 && n <= max).then_some(n)
 }
 
-impl<F: AppFactory> Conn<F> {
+impl<F: Application> Conn<F> {
     /// Handles one framed message; returns a reason to close, if any.
     fn process(&mut self, frame: Bytes, now: u64, unix_now: u64) -> Option<CloseReason> {
         let worker = self.worker.clone();
@@ -263,18 +224,15 @@ impl<F: AppFactory> Conn<F> {
         let msg = match Message::parse(&frame) {
             Ok(m) => m,
             Err(_) => {
-                self.reject(&frame);
+                self.reject_invalid(&frame);
                 return None;
             }
         };
-        let event = match self.peer.handle(&shared.peer, &msg, now, &mut self.out) {
-            Ok(e) => e,
+        match self.peer.handle(&shared.peer, &msg, now, &mut self.out) {
+            Ok(Event::Application) => {}
+            Ok(Event::Close(r)) => return Some(r),
+            Ok(Event::Handled | Event::Opened | Event::Unexpected) => return None,
             Err(_) => return Some(CloseReason::Disconnected),
-        };
-        match event {
-            Event::Application => {}
-            Event::Close(r) => return Some(r),
-            Event::Handled | Event::Opened | Event::Unexpected => return None,
         }
         if !msg.is_request() {
             // gyro sends no application requests yet; an answer matches
@@ -283,22 +241,21 @@ impl<F: AppFactory> Conn<F> {
         }
         let msg = match validate_request(shared.dict, &frame, &shared.validation) {
             Ok(m) => m,
-            Err(_) => {
-                self.reject(&frame);
+            Err(problem) => {
+                self.reject(&frame, &problem);
                 return None;
             }
         };
-        let shard = self.route(&msg);
-        let stats = &shared.stats[self.worker.index];
+        let shard = self.route(&msg, unix_now);
         if shard == self.worker.index {
-            WorkerStats::bump(&stats.requests, 1);
+            WorkerStats::bump(&self.worker.stats().requests, 1);
             self.worker
                 .shard
                 .borrow_mut()
                 .handle(&msg, unix_now, &mut self.out);
             self.local_answers += 1;
         } else {
-            WorkerStats::bump(&stats.forwarded, 1);
+            WorkerStats::bump(&self.worker.stats().forwarded, 1);
             self.inflight.set(self.inflight.get() + 1);
             self.batches[shard].push(Job {
                 frame,
@@ -308,58 +265,69 @@ impl<F: AppFactory> Conn<F> {
         None
     }
 
-    /// Answers a request that failed validation with the prescribed error.
-    fn reject(&mut self, frame: &[u8]) {
+    /// Answers a message that does not even parse, if it is a request.
+    fn reject_invalid(&mut self, frame: &[u8]) {
         let shared = &self.worker.shared;
-        WorkerStats::bump(&shared.stats[self.worker.index].rejected, 1);
         if let Err(problem) = validate_request(shared.dict, frame, &shared.validation) {
-            let is_request = frame.get(4).is_some_and(|f| f & 0x80 != 0);
-            if !is_request {
-                return; // never answer an answer
-            }
-            let host = &shared.peer.origin_host;
-            let realm = &shared.peer.origin_realm;
-            if encode_error_answer(&mut self.out, frame, &problem, host, realm).is_ok() {
-                self.local_answers += 1;
-            }
+            self.reject(frame, &problem);
         }
     }
 
-    /// Picks the shard for a validated application request.
-    fn route(&mut self, msg: &Message<'_>) -> usize {
-        let n = self.batches.len();
-        if n == 1 {
-            return 0;
-        }
+    /// Answers a request that failed validation with the prescribed error
+    /// (computed once, by the validation that found it).
+    fn reject(&mut self, frame: &[u8], problem: &Problem<'_>) {
         let shared = &self.worker.shared;
-        let key = || msg.find(avp::SESSION_ID).map(|a| session_key(a.data()));
-        let rtype = if msg.command_code() == cmd::CREDIT_CONTROL {
-            msg.find(avp::CC_REQUEST_TYPE).and_then(|a| a.i32().ok())
-        } else {
-            None
-        };
-        let routed = shared.factory.route(msg, n).filter(|s| *s < n);
-        let shard = match (routed, key()) {
-            (Some(s), Some(k)) if rtype == Some(INITIAL_REQUEST) => {
-                if self.routes.len() >= MAX_ROUTES {
-                    self.routes.clear();
-                }
-                self.routes.insert(k, s as u16);
-                s
-            }
-            (Some(s), _) => s,
-            (None, Some(k)) => self
-                .routes
-                .get(&k)
-                .map_or(self.worker.index, |s| *s as usize),
-            (None, None) => self.worker.index,
-        };
-        if rtype == Some(TERMINATION_REQUEST) {
-            if let Some(k) = key() {
-                self.routes.remove(&k);
-            }
+        WorkerStats::bump(&self.worker.stats().rejected, 1);
+        let is_request = frame.get(4).is_some_and(|f| f & 0x80 != 0);
+        if !is_request {
+            return; // never answer an answer
         }
-        shard
+        let host = &shared.peer.origin_host;
+        let realm = &shared.peer.origin_realm;
+        if encode_error_answer(&mut self.out, frame, problem, host, realm).is_ok() {
+            self.local_answers += 1;
+        }
+    }
+
+    /// The shard for a validated application request: the one the
+    /// application names, else the one its session is pinned to, else this
+    /// event loop's. Pins and releases the session as the application says.
+    fn route(&mut self, msg: &Message<'_>, unix_now: u64) -> usize {
+        let shared = &self.worker.shared;
+        let n = self.batches.len();
+        let route = shared.factory.route(msg, n);
+        let named = route.shard.filter(|s| *s < n);
+        if route.session == SessionStep::None {
+            return named.unwrap_or(self.worker.index);
+        }
+        let Some(sid) = msg.find(avp::SESSION_ID) else {
+            return named.unwrap_or(self.worker.index);
+        };
+        let key = session_key(sid.data());
+        let directory = &shared.directory;
+        match (route.session, named) {
+            (SessionStep::Open, Some(shard)) => {
+                let pin = self.worker.pinner.borrow_mut().next(shard);
+                directory.pin(key, pin);
+                shard
+            }
+            (SessionStep::End, named) => {
+                let pinned = directory.lookup(key);
+                if let Some(pin) = pinned {
+                    self.worker
+                        .pinner
+                        .borrow_mut()
+                        .release_later(key, pin, unix_now);
+                }
+                named
+                    .or(pinned.map(|p| p.shard()))
+                    .unwrap_or(self.worker.index)
+            }
+            (_, Some(shard)) => shard,
+            (_, None) => directory
+                .lookup(key)
+                .map_or(self.worker.index, |p| p.shard()),
+        }
     }
 
     /// Hands locally built output to the writer and forwarded requests to
@@ -371,7 +339,7 @@ impl<F: AppFactory> Conn<F> {
             // Through the worker's group commit: nothing leaves before the
             // batch it belongs to is durable, and a connection's output keeps
             // its order (a DPA never overtakes the answers before it).
-            self.worker.release_after_commit(
+            self.worker.commit.release_after_commit(
                 &self.tx,
                 Outgoing {
                     bytes: self.out.split().freeze(),

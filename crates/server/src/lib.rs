@@ -17,11 +17,12 @@
 //! * Shutdown ([`ServerHandle::shutdown`]) stops accepting, sends DPR on
 //!   every open connection, answers everything in flight, then stops.
 
-mod app;
+mod commit;
 pub mod config;
 mod conn;
-pub mod credit;
+mod directory;
 mod error;
+mod event_loop;
 pub mod metrics;
 mod worker;
 
@@ -36,9 +37,9 @@ use gyro_diameter::validate::Options;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
-pub use app::{AppFactory, Flush, ShardApp, SyncJob};
 pub use config::Config;
 pub use error::Error;
+pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
 pub use metrics::{StatsSnapshot, WorkerStats};
 
 /// A running server.
@@ -121,7 +122,7 @@ fn listener(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
 
 /// Starts the server: binds every listen address once per worker and starts
 /// the workers. Returns once the sockets are listening.
-pub fn start<F: AppFactory>(config: Config, factory: F) -> Result<ServerHandle, Error> {
+pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle, Error> {
     config.check()?;
     let workers = config.worker_count();
     // Bind the first worker's sockets, then the others on the ports actually
@@ -147,7 +148,7 @@ pub fn start<F: AppFactory>(config: Config, factory: F) -> Result<ServerHandle, 
         ips = vec![std::net::IpAddr::from([127, 0, 0, 1])];
     }
     let peer = peer_config(&config, &ips);
-    let validation = if config.validation.mode == "strict" {
+    let validation = if config.validation.mode == config::ValidationMode::Strict {
         Options::strict()
     } else {
         Options::lenient()
@@ -178,13 +179,16 @@ pub fn start<F: AppFactory>(config: Config, factory: F) -> Result<ServerHandle, 
         validation,
         stats: stats.clone(),
         inboxes,
+        directory: directory::Directory::new(),
         clock: Instant::now(),
     });
+    let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);
     let mut threads = Vec::new();
     for (index, (listeners, inbox)) in per_worker.into_iter().zip(receivers).enumerate() {
         let shared = shared.clone();
         let sd = shutdown_rx.clone();
+        let ready = ready.clone();
         let cpu = (pin && !cpus.is_empty()).then(|| cpus[index % cpus.len()]);
         let t = std::thread::Builder::new()
             .name(format!("gyro-worker-{index}"))
@@ -192,7 +196,7 @@ pub fn start<F: AppFactory>(config: Config, factory: F) -> Result<ServerHandle, 
                 if let Some(id) = cpu {
                     core_affinity::set_for_current(core_affinity::CoreId { id });
                 }
-                worker::run(index, shared, listeners, inbox, sd)
+                event_loop::run(index, shared, listeners, inbox, sd, ready)
             })?;
         threads.push(t);
     }

@@ -11,7 +11,7 @@ use bytes::BytesMut;
 use gyro_diameter::codes::{app, avp, cmd, result};
 use gyro_diameter::header::frame_length;
 use gyro_diameter::{Address, Encoder, Message};
-use gyro_server::{AppFactory, Config, ShardApp};
+use gyro_server::{Application, Config, Route, SessionStep, Shard};
 
 /// Answers every CCR with 2001, echoing the CC-Request-Type/Number, and
 /// records which shard handled it (in Origin-State-Id, for the tests).
@@ -33,7 +33,7 @@ pub enum Durability {
     Failing,
 }
 
-impl ShardApp for EchoShard {
+impl Shard for EchoShard {
     fn handle(&mut self, req: &Message<'_>, _now_ms: u64, out: &mut BytesMut) {
         let mut e = Encoder::answer(out, req, false);
         e.u32(avp::RESULT_CODE, result::SUCCESS)
@@ -48,6 +48,25 @@ impl ShardApp for EchoShard {
         e.u32(avp::ORIGIN_STATE_ID, self.index as u32);
         e.finish().expect("answer fits");
         self.dirty = true;
+    }
+
+    fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
+        let h = answer.header();
+        let mut e = Encoder::new(
+            out,
+            gyro_diameter::header::flags::ERROR,
+            h.command_code,
+            h.application_id,
+            h.hop_by_hop,
+            h.end_to_end,
+        );
+        if let Some(sid) = answer.find(avp::SESSION_ID) {
+            e.raw_avp(&sid);
+        }
+        e.u32(avp::RESULT_CODE, result::TOO_BUSY)
+            .str(avp::ORIGIN_HOST, "ocs.test")
+            .str(avp::ORIGIN_REALM, "test");
+        e.finish().expect("answer fits");
     }
 
     fn flush(&mut self) -> gyro_server::Flush {
@@ -73,7 +92,7 @@ impl ShardApp for EchoShard {
 #[derive(Default)]
 pub struct Echo(pub Durability);
 
-impl AppFactory for Echo {
+impl Application for Echo {
     type Shard = EchoShard;
     fn shard(&self, index: usize, _count: usize) -> EchoShard {
         EchoShard {
@@ -82,10 +101,18 @@ impl AppFactory for Echo {
             dirty: false,
         }
     }
-    fn route(&self, req: &Message<'_>, count: usize) -> Option<usize> {
-        let sub = req.find(avp::SUBSCRIPTION_ID)?;
-        let data = sub.child(avp::SUBSCRIPTION_ID_DATA)?.data();
-        Some(*data.last()? as usize % count)
+    fn route(&self, req: &Message<'_>, count: usize) -> Route {
+        let shard = req
+            .find(avp::SUBSCRIPTION_ID)
+            .and_then(|s| s.child(avp::SUBSCRIPTION_ID_DATA))
+            .and_then(|d| d.data().last().map(|b| *b as usize % count));
+        let session = match req.find(avp::CC_REQUEST_TYPE).and_then(|t| t.u32().ok()) {
+            Some(1) => SessionStep::Open,
+            Some(2) => SessionStep::Continue,
+            Some(3) => SessionStep::End,
+            _ => SessionStep::None,
+        };
+        Route { shard, session }
     }
 }
 

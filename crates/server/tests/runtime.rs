@@ -322,6 +322,36 @@ fn updates_without_subscription_id_follow_their_session() {
 }
 
 #[test]
+fn sessions_are_followed_from_any_connection_and_after_they_end() {
+    let server = gyro_server::start(test_config(2), Echo::default()).unwrap();
+    let addr = server.local_addrs()[0];
+    let mut opener = Client::open(addr);
+    let mut updater = Client::open(addr);
+    let mut late = Client::open(addr);
+    for i in 0..40u32 {
+        let sid = format!("client.test;{i};8");
+        let sub = format!("4670000000{}", i % 10);
+        let ccr = opener.ccr(&sid, &sub, 1, 0);
+        opener.send(&ccr);
+        let home = avp_u32(&opener.recv().unwrap(), avp::ORIGIN_STATE_ID);
+        for (n, kind) in [(1, 2), (2, 3)] {
+            let ccr = updater.ccr(&sid, "", kind, n);
+            updater.send(&ccr);
+            let shard = avp_u32(&updater.recv().unwrap(), avp::ORIGIN_STATE_ID);
+            assert_eq!(shard, home, "request {n} of {sid} on another connection");
+        }
+        // A retransmitted CCR-Terminate on a third connection still
+        // reaches the shard that remembers the session.
+        let ccr = late.ccr(&sid, "", 3, 2);
+        late.send(&ccr);
+        let shard = avp_u32(&late.recv().unwrap(), avp::ORIGIN_STATE_ID);
+        assert_eq!(shard, home, "retransmitted CCR-T of {sid}");
+    }
+    server.shutdown();
+    server.join();
+}
+
+#[test]
 fn shutdown_answers_everything_in_flight_and_sends_dpr() {
     let server = gyro_server::start(test_config(2), Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);

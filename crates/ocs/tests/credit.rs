@@ -2,14 +2,15 @@
 //! demo charging configuration answering data sessions, SMS events and the
 //! error cases a gateway acts on, with CDRs written to files.
 
+#[path = "../../server/tests/common.rs"]
 mod common;
 
 use bytes::BytesMut;
 use common::*;
-use gyro_charging::gy::encode_ccr;
 use gyro_charging::{CcRequest, Mscc, RequestType, RequestedAction, ServiceUnits, SubscriptionId};
 use gyro_diameter::codes::avp;
-use gyro_server::credit::{demo_charging, CreditControl, Storage};
+use gyro_ocs::gy::encode_ccr;
+use gyro_ocs::{demo_charging, CreditControl, Storage};
 
 struct Fixture {
     server: gyro_server::ServerHandle,

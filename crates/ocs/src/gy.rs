@@ -13,13 +13,12 @@
 //! refuses is returned as [`Error::InvalidCcr`] with the Result-Code to
 //! answer with.
 
-use crate::accounts::{SubscriptionId, SubscriptionType};
-use crate::answer::{CcAnswer, FailedAvp};
 use crate::error::{Error, Result};
-use crate::request::{CcRequest, Mscc, RequestType, RequestedAction};
-use crate::tariff::FinalUnitIndication;
-use crate::types::ServiceUnits;
 use bytes::BytesMut;
+use gyro_charging::{
+    CcAnswer, CcRequest, FailedAvp, FinalUnitIndication, Mscc, RequestType, RequestedAction,
+    ServiceUnits, SubscriptionId, SubscriptionType,
+};
 use gyro_diameter::codes::{app, avp, cmd, AvpId, VENDOR_3GPP};
 use gyro_diameter::header::flags;
 use gyro_diameter::{Avp, AvpIter, Encoder, Message};
@@ -262,9 +261,18 @@ fn put_fui(e: &mut Encoder<'_>, f: &FinalUnitIndication) {
     e.end_group(g);
 }
 
+/// Failed-AVP for `f`: the offending AVP copied from the request. An AVP
+/// the request lacks is written the way RFC 6733 section 7.5 asks for an
+/// omitted required AVP (its code and a zero-filled payload of the minimum
+/// length), except Subscription-Id: a CCR without one is answered 5030
+/// DIAMETER_USER_UNKNOWN with no Failed-AVP, since no AVP was wrong and
+/// the AVP is optional in the CCR grammar (RFC 8506 section 3.1).
 fn put_failed(e: &mut Encoder<'_>, request: &Message<'_>, f: FailedAvp) {
-    let g = e.begin_group(avp::FAILED_AVP);
     let copy = |id: AvpId| request.find(id);
+    if f == FailedAvp::SubscriptionId && copy(avp::SUBSCRIPTION_ID).is_none() {
+        return;
+    }
+    let g = e.begin_group(avp::FAILED_AVP);
     match f {
         FailedAvp::ServiceContextId => match copy(avp::SERVICE_CONTEXT_ID) {
             Some(a) => e.raw_avp(&a),
@@ -272,12 +280,7 @@ fn put_failed(e: &mut Encoder<'_>, request: &Message<'_>, f: FailedAvp) {
         },
         FailedAvp::SubscriptionId => match copy(avp::SUBSCRIPTION_ID) {
             Some(a) => e.raw_avp(&a),
-            None => {
-                let s = e.begin_group(avp::SUBSCRIPTION_ID);
-                e.u32(avp::SUBSCRIPTION_ID_TYPE, 0);
-                e.str(avp::SUBSCRIPTION_ID_DATA, "");
-                e.end_group(s)
-            }
+            None => e,
         },
         FailedAvp::RequestedAction => match copy(avp::REQUESTED_ACTION) {
             Some(a) => e.raw_avp(&a),
@@ -366,7 +369,7 @@ pub fn encode_cca(
     if let Some(f) = answer.failed_avp {
         put_failed(&mut e, request, f);
     }
-    e.finish().map_err(|err| Error::Mapping(err.to_string()))
+    e.finish().map_err(|err| Error::Encode(err.to_string()))
 }
 
 /// Writes a CCR for `req` at the end of `buf` (the T flag from
@@ -441,5 +444,5 @@ pub fn encode_ccr(
         }
         e.end_group(g);
     }
-    e.finish().map_err(|err| Error::Mapping(err.to_string()))
+    e.finish().map_err(|err| Error::Encode(err.to_string()))
 }

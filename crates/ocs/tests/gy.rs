@@ -1,15 +1,16 @@
 //! The Diameter mapping: CCR bytes in, CCA bytes out, compared with a
 //! recorded transcript and checked AVP by AVP.
-//! Regenerate with `GYRO_BLESS=1 cargo test -p gyro-charging --test gy`.
+//! Regenerate with `GYRO_BLESS=1 cargo test -p gyro-ocs --test gy`.
 
-mod common;
+#[path = "common/script.rs"]
+mod script;
 
 use bytes::BytesMut;
-use common::script::script;
-use gyro_charging::gy::{decode_ccr, encode_cca, encode_ccr, LocalIdentity};
 use gyro_charging::*;
 use gyro_diameter::codes::avp;
 use gyro_diameter::{Avp, Message};
+use gyro_ocs::gy::{decode_ccr, encode_cca, encode_ccr, LocalIdentity};
+use script::script;
 
 const EXAMPLE: &str = include_str!("../../../config/example-charging.toml");
 
@@ -213,7 +214,7 @@ fn ccr_missing_a_required_avp_is_refused_with_5005() {
     let err = decode_ccr(&msg, &mut CcRequest::default()).unwrap_err();
     assert_eq!(
         err,
-        Error::InvalidCcr {
+        gyro_ocs::Error::InvalidCcr {
             result_code: 5005,
             avp_code: 416
         }

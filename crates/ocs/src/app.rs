@@ -1,0 +1,190 @@
+//! [`CreditControl`]: builds the shards and tells the runtime where each
+//! request goes.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+
+use gyro_charging::{ChargingConfig, SubscriberDirectory, SubscriptionType, Timestamp};
+use gyro_diameter::app::{Application, Route, SessionStep};
+use gyro_diameter::codes::{avp, cmd};
+use gyro_diameter::Message;
+use gyro_store::RecoveryReport;
+use tracing::error;
+
+use crate::error::{Error, Result};
+use crate::gy::LocalIdentity;
+use crate::recovery::{open_ledger, Ledger};
+use crate::shard::CreditShard;
+use crate::storage::{ShardTotals, Storage};
+
+/// CC-Request-Type values (RFC 8506 section 8.3).
+const INITIAL_REQUEST: u32 = 1;
+const UPDATE_REQUEST: u32 = 2;
+const TERMINATION_REQUEST: u32 = 3;
+
+/// The credit-control application: one engine per shard, its ledger made
+/// durable by the shard's store.
+pub struct CreditControl {
+    charging: Arc<ChargingConfig>,
+    directory: SubscriberDirectory,
+    identity: LocalIdentity,
+    storage: Storage,
+    opened: Mutex<Vec<Option<Ledger>>>,
+    reports: Vec<Option<RecoveryReport>>,
+    totals: Arc<[ShardTotals]>,
+}
+
+pub(crate) fn unix_now() -> Timestamp {
+    Timestamp(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis() as u64),
+    )
+}
+
+impl CreditControl {
+    /// A credit-control application for `shards` shards answering as
+    /// `origin_host`/`origin_realm`. Opens (and recovers) every shard's
+    /// ledger now, in parallel, so that a broken data directory stops the
+    /// start with a message naming it.
+    pub fn new(
+        charging: ChargingConfig,
+        origin_host: &str,
+        origin_realm: &str,
+        storage: Storage,
+        shards: usize,
+    ) -> Result<Self> {
+        let shards = shards.max(1);
+        let directory = charging
+            .directory()
+            .map_err(|e| Error::Config(format!("charging: {e}")))?;
+        charging
+            .catalog()
+            .map_err(|e| Error::Config(format!("charging: {e}")))?;
+        if let Some(dir) = &storage.data_dir {
+            std::fs::create_dir_all(dir)
+                .map_err(|e| Error::Config(format!("cannot create {}: {e}", dir.display())))?;
+        }
+        let now = unix_now();
+        let opened: Vec<Result<(Ledger, Option<RecoveryReport>)>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..shards)
+                .map(|i| {
+                    let (charging, storage) = (&charging, &storage);
+                    s.spawn(move || open_ledger(charging, storage, i, shards, now))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(Error::Config("recovery panicked".into())))
+                })
+                .collect()
+        });
+        let mut ledgers = Vec::with_capacity(shards);
+        let mut reports = Vec::with_capacity(shards);
+        for (i, r) in opened.into_iter().enumerate() {
+            let (ledger, report) =
+                r.map_err(|e| Error::Config(format!("opening the ledger of shard {i}: {e}")))?;
+            ledgers.push(Some(ledger));
+            reports.push(report);
+        }
+        Ok(CreditControl {
+            charging: Arc::new(charging),
+            directory,
+            identity: LocalIdentity {
+                origin_host: origin_host.to_string(),
+                origin_realm: origin_realm.to_string(),
+            },
+            storage,
+            opened: Mutex::new(ledgers),
+            reports,
+            totals: (0..shards).map(|_| ShardTotals::default()).collect(),
+        })
+    }
+
+    /// Per-shard totals, shared with the running shards.
+    pub fn totals(&self) -> Arc<[ShardTotals]> {
+        self.totals.clone()
+    }
+
+    /// What recovery found in each shard's data (`None` without storage).
+    pub fn recovery_reports(&self) -> &[Option<RecoveryReport>] {
+        &self.reports
+    }
+
+    /// Where CDR files are written, if anywhere.
+    pub fn cdr_dir(&self) -> Option<PathBuf> {
+        self.storage.data_dir.as_ref().map(|d| d.join("cdr"))
+    }
+}
+
+impl Application for CreditControl {
+    type Shard = CreditShard;
+
+    fn shard(&self, index: usize, count: usize) -> CreditShard {
+        let ledger = self
+            .opened
+            .lock()
+            .ok()
+            .and_then(|mut v| v.get_mut(index).and_then(Option::take));
+        if ledger.is_none() {
+            error!(shard = index, "no ledger for this shard; it answers 3004");
+        }
+        CreditShard::new(
+            index,
+            count,
+            ledger,
+            self.charging.clone(),
+            self.storage.clone(),
+            self.identity.clone(),
+            self.totals.clone(),
+        )
+    }
+
+    /// One walk over the top-level AVPs: the account of the first known
+    /// Subscription-Id names the shard; CC-Request-Type says what the
+    /// request does to its session. A CCR-Update or -Terminate without a
+    /// (known) Subscription-Id follows its session.
+    fn route(&self, request: &Message<'_>, count: usize) -> Route {
+        let mut route = Route {
+            shard: None,
+            session: SessionStep::None,
+        };
+        if request.command_code() != cmd::CREDIT_CONTROL {
+            return route;
+        }
+        for a in request.avps().flatten() {
+            if a.vendor_id() != 0 {
+                continue;
+            }
+            let code = a.code();
+            if code == avp::CC_REQUEST_TYPE.code {
+                route.session = match a.u32() {
+                    Ok(INITIAL_REQUEST) => SessionStep::Open,
+                    Ok(UPDATE_REQUEST) => SessionStep::Continue,
+                    Ok(TERMINATION_REQUEST) => SessionStep::End,
+                    _ => SessionStep::None,
+                };
+            } else if code == avp::SUBSCRIPTION_ID.code && route.shard.is_none() {
+                let kind = a
+                    .child(avp::SUBSCRIPTION_ID_TYPE)
+                    .and_then(|t| t.u32().ok())
+                    .and_then(SubscriptionType::from_code);
+                let data = a
+                    .child(avp::SUBSCRIPTION_ID_DATA)
+                    .and_then(|d| d.utf8().ok());
+                if let (Some(kind), Some(data)) = (kind, data) {
+                    if let Some(account) = self.directory.lookup(kind, data) {
+                        route.shard = Some(account.shard(count));
+                    }
+                }
+            }
+        }
+        route
+    }
+
+    fn session_linger_ms(&self) -> u64 {
+        self.charging.engine.dedup_ttl_secs.saturating_mul(1000)
+    }
+}

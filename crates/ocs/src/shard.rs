@@ -1,0 +1,409 @@
+//! [`CreditShard`]: one engine and its store, owned by one event loop.
+//!
+//! A CCR's path through a shard, in one line: decode the AVPs once into a
+//! reused [`CcRequest`], let the engine charge it (effects, CDRs and the
+//! answer record go to the shard's batch), encode the CCA into the
+//! runtime's output buffer. The runtime releases the answer once the
+//! batch is durable ([`Shard::flush`]).
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use bytes::BytesMut;
+use gyro_charging::{
+    CcAnswer, CcRequest, ChargingConfig, ClosingCause, Output, RecordType, RequestType, Timestamp,
+};
+use gyro_diameter::app::{session_key, Flush, Shard};
+use gyro_diameter::codes::{avp, cmd, result};
+use gyro_diameter::header::flags;
+use gyro_diameter::{Encoder, Message};
+use tracing::{error, info, warn};
+
+use crate::app::unix_now;
+use crate::gy::{self, LocalIdentity};
+use crate::recovery::{open_ledger, Ledger};
+use crate::storage::{ShardTotals, Storage};
+use crate::Error;
+
+/// How long a failed shard waits between attempts to reload from disk.
+const REOPEN_EVERY_MS: u64 = 5_000;
+
+/// One shard: an engine, its store and reusable buffers.
+pub struct CreditShard {
+    index: usize,
+    count: usize,
+    ledger: Option<Ledger>,
+    charging: Arc<ChargingConfig>,
+    storage: Storage,
+    request: CcRequest,
+    answer: CcAnswer,
+    output: Output,
+    identity: LocalIdentity,
+    totals: Arc<[ShardTotals]>,
+    last_reopen: u64,
+    snapshotting: Option<std::thread::JoinHandle<()>>,
+    /// Sessions that a request failed to open or that a failed update
+    /// closed, reported at the next tick so the runtime can release them.
+    ended: Vec<u64>,
+}
+
+impl CreditShard {
+    pub(crate) fn new(
+        index: usize,
+        count: usize,
+        ledger: Option<Ledger>,
+        charging: Arc<ChargingConfig>,
+        storage: Storage,
+        identity: LocalIdentity,
+        totals: Arc<[ShardTotals]>,
+    ) -> Self {
+        CreditShard {
+            index,
+            count,
+            ledger,
+            charging,
+            storage,
+            request: CcRequest::default(),
+            answer: CcAnswer::default(),
+            output: Output::default(),
+            identity,
+            totals,
+            last_reopen: 0,
+            snapshotting: None,
+            ended: Vec::new(),
+        }
+    }
+
+    fn totals(&self) -> &ShardTotals {
+        &self.totals[self.index.min(self.totals.len() - 1)]
+    }
+
+    /// Journals what the engine just did (and counts it).
+    fn record_output(&mut self) -> bool {
+        let Some(ledger) = &mut self.ledger else {
+            return false;
+        };
+        let totals = &self.totals[self.index.min(self.totals.len() - 1)];
+        for cdr in self.output.cdrs.iter() {
+            totals.cdrs.fetch_add(1, Relaxed);
+            totals.amount.fetch_add(cdr.amount, Relaxed);
+        }
+        let r = match &mut ledger.store {
+            Some(store) => store.append_output(&self.output),
+            None => Ok(()),
+        };
+        self.output.clear();
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                self.fail(&e.to_string());
+                false
+            }
+        }
+    }
+
+    /// Drops the in-memory state after a durability failure; it is reloaded
+    /// from disk by [`Shard::tick`].
+    fn fail(&mut self, why: &str) {
+        if self.ledger.take().is_some() {
+            self.totals().failed_commits.fetch_add(1, Relaxed);
+            error!(
+                shard = self.index,
+                error = why,
+                "cannot make charging durable: answering 3004 until the ledger reloads from disk"
+            );
+        }
+    }
+
+    fn try_reopen(&mut self, now: u64) {
+        if now < self.last_reopen + REOPEN_EVERY_MS {
+            return;
+        }
+        self.last_reopen = now;
+        match open_ledger(
+            &self.charging,
+            &self.storage,
+            self.index,
+            self.count,
+            Timestamp(now),
+        ) {
+            Ok((ledger, _)) => {
+                info!(
+                    shard = self.index,
+                    "ledger reloaded from disk; serving again"
+                );
+                self.ledger = Some(ledger);
+            }
+            Err(e) => warn!(shard = self.index, error = %e, "ledger still unavailable"),
+        }
+    }
+
+    /// Answers a request the engine cannot take with `code`, echoing what a
+    /// CCA must echo and naming the offending AVP.
+    fn reject(&self, req: &Message<'_>, code: u32, avp_code: u32, out: &mut BytesMut) {
+        let protocol_error = (3000..4000).contains(&code);
+        let mut e = Encoder::answer(out, req, protocol_error);
+        e.u32(avp::RESULT_CODE, code)
+            .str(avp::ORIGIN_HOST, &self.identity.origin_host)
+            .str(avp::ORIGIN_REALM, &self.identity.origin_realm);
+        if req.command_code() == cmd::CREDIT_CONTROL {
+            for id in [
+                avp::AUTH_APPLICATION_ID,
+                avp::CC_REQUEST_TYPE,
+                avp::CC_REQUEST_NUMBER,
+            ] {
+                if let Some(a) = req.find(id) {
+                    e.raw_avp(&a);
+                }
+            }
+        }
+        if avp_code != 0 {
+            if let Some(a) = req.avps().flatten().find(|a| a.code() == avp_code) {
+                let g = e.begin_group(avp::FAILED_AVP);
+                e.raw_avp(&a);
+                e.end_group(g);
+            }
+        }
+        if e.finish().is_err() {
+            warn!("error answer too large");
+        }
+    }
+
+    fn maybe_snapshot(&mut self, now: u64) {
+        if let Some(h) = &self.snapshotting {
+            if !h.is_finished() {
+                return;
+            }
+            self.snapshotting = None;
+        }
+        let Some(ledger) = &mut self.ledger else {
+            return;
+        };
+        let Some(store) = &mut ledger.store else {
+            return;
+        };
+        if !store.should_snapshot() {
+            return;
+        }
+        match store.prepare_snapshot(Timestamp(now)) {
+            Ok(writer) => {
+                let snapshot = ledger.engine.snapshot();
+                let shard = self.index;
+                let spawned = std::thread::Builder::new()
+                    .name(format!("gyro-snapshot-{shard}"))
+                    .spawn(move || match writer.write(&snapshot) {
+                        Ok(bytes) => info!(shard, bytes, "ledger snapshot written"),
+                        Err(e) => warn!(shard, error = %e, "ledger snapshot failed; the journal keeps everything"),
+                    });
+                match spawned {
+                    Ok(h) => self.snapshotting = Some(h),
+                    Err(e) => warn!(shard, error = %e, "cannot start the snapshot thread"),
+                }
+            }
+            Err(e) => warn!(shard = self.index, error = %e, "cannot prepare a snapshot"),
+        }
+    }
+
+    fn count_commit(&self, stats: &gyro_store::CommitStats) {
+        let t = self.totals();
+        t.commits.fetch_add(1, Relaxed);
+        t.syncs.fetch_add(u64::from(stats.syncs), Relaxed);
+        t.records.fetch_add(stats.effects + stats.cdrs, Relaxed);
+    }
+}
+
+impl Shard for CreditShard {
+    fn handle(&mut self, req: &Message<'_>, now_ms: u64, out: &mut BytesMut) {
+        if req.command_code() != cmd::CREDIT_CONTROL {
+            // RAR, ASR and STR are sent by a credit-control server, not to it.
+            self.reject(req, result::COMMAND_UNSUPPORTED, 0, out);
+            return;
+        }
+        if let Err(e) = gy::decode_ccr(req, &mut self.request) {
+            let (code, avp_code) = match e {
+                Error::InvalidCcr {
+                    result_code,
+                    avp_code,
+                } => (result_code, avp_code),
+                _ => (result::UNABLE_TO_COMPLY, 0),
+            };
+            self.reject(req, code, avp_code, out);
+            return;
+        }
+        let Some(ledger) = &mut self.ledger else {
+            self.reject(req, result::TOO_BUSY, 0, out);
+            return;
+        };
+        self.output.clear();
+        ledger.engine.handle(
+            &self.request,
+            Timestamp(now_ms),
+            &mut self.answer,
+            &mut self.output,
+        );
+        if self.answer.result_code != result::SUCCESS
+            && self.request.request_type != RequestType::Event
+            && ledger
+                .engine
+                .ledger()
+                .session_key(&self.request.session_id)
+                .is_none()
+        {
+            self.ended
+                .push(session_key(self.request.session_id.as_bytes()));
+        }
+        if !self.record_output() {
+            self.reject(req, result::TOO_BUSY, 0, out);
+            return;
+        }
+        if gy::encode_cca(out, req, &self.answer, &self.identity).is_err() {
+            self.reject(req, result::UNABLE_TO_COMPLY, 0, out);
+        }
+    }
+
+    fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
+        let h = answer.header();
+        let mut e = Encoder::new(
+            out,
+            (h.flags & flags::PROXIABLE) | flags::ERROR,
+            h.command_code,
+            h.application_id,
+            h.hop_by_hop,
+            h.end_to_end,
+        );
+        if let Some(sid) = answer.find(avp::SESSION_ID) {
+            e.raw_avp(&sid);
+        }
+        e.str(avp::ORIGIN_HOST, &self.identity.origin_host)
+            .str(avp::ORIGIN_REALM, &self.identity.origin_realm)
+            .u32(avp::RESULT_CODE, result::TOO_BUSY)
+            .str(
+                avp::ERROR_MESSAGE,
+                "cannot make the change durable; try again or elsewhere",
+            );
+        for id in [
+            avp::AUTH_APPLICATION_ID,
+            avp::CC_REQUEST_TYPE,
+            avp::CC_REQUEST_NUMBER,
+        ] {
+            if let Some(a) = answer.find(id) {
+                e.raw_avp(&a);
+            }
+        }
+        if e.finish().is_err() {
+            warn!("3004 answer too large");
+        }
+    }
+
+    fn tick(&mut self, now_ms: u64, ended: &mut Vec<u64>) {
+        ended.append(&mut self.ended);
+        let Some(ledger) = &mut self.ledger else {
+            self.try_reopen(now_ms);
+            return;
+        };
+        self.output.clear();
+        ledger.engine.tick(Timestamp(now_ms), &mut self.output);
+        for c in self.output.cdrs.iter() {
+            if c.record_type == RecordType::SessionEnd
+                && c.closing_cause == Some(ClosingCause::SupervisionExpired)
+            {
+                ended.push(session_key(c.session_id.as_bytes()));
+            }
+        }
+        if !self.record_output() {
+            return;
+        }
+        if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
+            match store.tick(Timestamp(now_ms)) {
+                Ok(stats) => {
+                    self.totals()
+                        .syncs
+                        .fetch_add(u64::from(stats.syncs), Relaxed);
+                }
+                Err(e) => {
+                    self.fail(&e.to_string());
+                    return;
+                }
+            }
+        }
+        self.maybe_snapshot(now_ms);
+    }
+
+    fn flush(&mut self) -> Flush {
+        let Some(ledger) = &mut self.ledger else {
+            return Flush::Failed;
+        };
+        let Some(store) = &mut ledger.store else {
+            return Flush::Done;
+        };
+        match store.begin_commit(unix_now()) {
+            Ok(Some(handle)) => Flush::Sync(Box::new(move || {
+                handle.sync().map_err(std::io::Error::other)
+            })),
+            Ok(None) => {
+                // Asynchronous durability, or nothing to write: the batch
+                // was written (if anything) and is released now.
+                match store.finish_commit(Ok(()), unix_now()) {
+                    Ok(stats) => {
+                        if stats.effects + stats.cdrs > 0 {
+                            self.count_commit(&stats);
+                        }
+                        Flush::Done
+                    }
+                    Err(e) => {
+                        self.fail(&e.to_string());
+                        Flush::Failed
+                    }
+                }
+            }
+            Err(e) => {
+                self.fail(&e.to_string());
+                Flush::Failed
+            }
+        }
+    }
+
+    fn synced(&mut self, result: &std::io::Result<()>) {
+        let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) else {
+            return;
+        };
+        let r = match result {
+            Ok(()) => Ok(()),
+            Err(e) => Err(gyro_store::Error::Io {
+                op: "sync",
+                path: store.journal_path().to_path_buf(),
+                source: std::io::Error::new(e.kind(), e.to_string()),
+            }),
+        };
+        match store.finish_commit(r, unix_now()) {
+            Ok(stats) => self.count_commit(&stats),
+            Err(e) => self.fail(&e.to_string()),
+        }
+    }
+
+    fn sessions(&self, keys: &mut Vec<u64>) {
+        if let Some(ledger) = &self.ledger {
+            keys.extend(
+                ledger
+                    .engine
+                    .ledger()
+                    .sessions
+                    .values()
+                    .map(|s| session_key(s.session_id.as_bytes())),
+            );
+        }
+    }
+}
+
+impl Drop for CreditShard {
+    fn drop(&mut self) {
+        if let Some(h) = self.snapshotting.take() {
+            let _ = h.join();
+        }
+        if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
+            if let Err(e) = store.close_cdr_file(unix_now()) {
+                warn!(shard = self.index, error = %e, "cannot close the CDR file");
+            }
+        }
+    }
+}

@@ -1,0 +1,138 @@
+//! Group commit: answers leave only once the batch they belong to is
+//! durable.
+//!
+//! Every answer an event loop produces (local or for another loop's
+//! connection) is queued here with the connection it goes to. Once per
+//! event-loop turn with something queued, the shard writes what the turn
+//! changed ([`Shard::flush`]); the job that makes it durable runs on this
+//! event loop's sync thread while the loop goes on handling requests; then
+//! the queued output is released. For a batch that could not be made
+//! durable the shard itself rewrites each of its answers as "not now,
+//! nothing happened" ([`Shard::too_busy`]); base-protocol messages pass
+//! unchanged.
+
+use std::cell::{Cell, RefCell};
+
+use bytes::{Bytes, BytesMut};
+use gyro_diameter::app::{Flush, Shard, SyncJob};
+use gyro_diameter::codes::cmd;
+use gyro_diameter::header::frame_length;
+use gyro_diameter::Message;
+use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::worker::Outgoing;
+
+/// A sync job for the sync thread and where its result goes.
+type SyncRequest = (SyncJob, oneshot::Sender<std::io::Result<()>>);
+
+/// One event loop's group-commit queue.
+pub(crate) struct GroupCommit {
+    /// Output waiting for the next group commit, in order.
+    pending: RefCell<Vec<(mpsc::UnboundedSender<Outgoing>, Outgoing)>>,
+    wake: Notify,
+    /// True while a group commit is between flush and release.
+    committing: Cell<bool>,
+    syncer: std::sync::mpsc::Sender<SyncRequest>,
+}
+
+impl GroupCommit {
+    /// A queue whose durability jobs run on a new thread named
+    /// `gyro-sync-<worker>`.
+    pub(crate) fn new(worker: usize) -> std::io::Result<GroupCommit> {
+        let (syncer, jobs) = std::sync::mpsc::channel::<SyncRequest>();
+        std::thread::Builder::new()
+            .name(format!("gyro-sync-{worker}"))
+            .spawn(move || {
+                for (job, done) in jobs {
+                    let _ = done.send(job());
+                }
+            })?;
+        Ok(GroupCommit {
+            pending: RefCell::new(Vec::new()),
+            wake: Notify::new(),
+            committing: Cell::new(false),
+            syncer,
+        })
+    }
+
+    /// Queues output for a connection; it leaves once everything this
+    /// event loop's shard did up to now is durable.
+    pub(crate) fn release_after_commit(&self, tx: &mpsc::UnboundedSender<Outgoing>, out: Outgoing) {
+        self.pending.borrow_mut().push((tx.clone(), out));
+        self.wake.notify_one();
+    }
+
+    /// Asks for a group commit even without output (after a tick).
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Whether nothing is queued or being committed.
+    pub(crate) fn is_idle(&self) -> bool {
+        !self.committing.get() && self.pending.borrow().is_empty()
+    }
+
+    async fn sync(&self, job: SyncJob) -> std::io::Result<()> {
+        let gone = || std::io::Error::other("sync thread gone");
+        let (done, result) = oneshot::channel();
+        if self.syncer.send((job, done)).is_err() {
+            return Err(gone());
+        }
+        result.await.unwrap_or_else(|_| Err(gone()))
+    }
+}
+
+/// Runs the group commits of one event loop, forever.
+pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
+    loop {
+        commit.wake.notified().await;
+        // Let the tasks that are ready now add to this batch.
+        tokio::task::yield_now().await;
+        let batch = std::mem::take(&mut *commit.pending.borrow_mut());
+        commit.committing.set(true);
+        let flush = shard.borrow_mut().flush();
+        let durable = match flush {
+            Flush::Done => true,
+            Flush::Failed => false,
+            Flush::Sync(job) => {
+                let r = commit.sync(job).await;
+                shard.borrow_mut().synced(&r);
+                r.is_ok()
+            }
+        };
+        for (tx, out) in batch {
+            let out = if durable {
+                out
+            } else {
+                Outgoing {
+                    bytes: too_busy(&mut *shard.borrow_mut(), &out.bytes),
+                    answers: out.answers,
+                }
+            };
+            let _ = tx.send(out);
+        }
+        commit.committing.set(false);
+    }
+}
+
+/// The shard's "not now" answers for the application answers in `bytes`;
+/// base-protocol messages (CEA, DWA, DPA, DWR, DPR) pass unchanged.
+fn too_busy<S: Shard>(shard: &mut S, bytes: &[u8]) -> Bytes {
+    let mut out = BytesMut::with_capacity(bytes.len());
+    let mut rest = bytes;
+    while let Ok(Some(n)) = frame_length(rest, usize::MAX) {
+        let Some(one) = rest.get(..n) else { break };
+        rest = &rest[n..];
+        let Ok(m) = Message::parse(one) else { continue };
+        let base = matches!(
+            m.command_code(),
+            cmd::CAPABILITIES_EXCHANGE | cmd::DEVICE_WATCHDOG | cmd::DISCONNECT_PEER
+        );
+        if base || m.is_request() {
+            out.extend_from_slice(one);
+        } else {
+            shard.too_busy(&m, &mut out);
+        }
+    }
+    out.freeze()
+}
