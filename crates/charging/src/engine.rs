@@ -3,8 +3,9 @@
 
 use crate::accounts::{Account, AccountStatus, SubscriberDirectory, SubscriptionId};
 use crate::answer::{CcAnswer, FailedAvp, MsccAnswer};
+use crate::answer_log::{self, AnswerLog, RecordKey};
 use crate::cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
-use crate::dedup::AnswerCache;
+use crate::dedup::AnswerIndex;
 use crate::effects::{Effect, Ledger};
 use crate::error::{Error, Result};
 use crate::request::{CcRequest, RequestType};
@@ -26,7 +27,12 @@ pub struct EngineOptions {
     pub supervision_secs: u64,
     /// How long answers are remembered for duplicate detection, seconds.
     pub dedup_ttl_secs: u64,
-    /// At most this many answers are remembered.
+    /// Memory safety bound of the duplicate index: at most this many
+    /// answers are remembered (the oldest are forgotten first, even within
+    /// their time to live). Each takes about 40 to 56 bytes
+    /// ([`crate::dedup`]); the default, 2^25, covers 300 s at 100,000
+    /// answers per second per shard (about 1.5 GiB at that load; the index
+    /// grows with the load, not to its bound).
     pub dedup_capacity: usize,
     /// Lenient mode (checklist D.11): accept Requested-Action in session
     /// requests and MSCC without Multiple-Services-Indicator.
@@ -39,14 +45,14 @@ impl Default for EngineOptions {
             node_id: "gyro".into(),
             supervision_secs: 1200,
             dedup_ttl_secs: 300,
-            dedup_capacity: 1 << 18,
+            dedup_capacity: 1 << 25,
             lenient: true,
         }
     }
 }
 
 /// Where [`Engine::handle`], [`Engine::tick`] and the account operations
-/// put what they produce. Both lists are appended to; clear them after
+/// put what they produce. All three lists are appended to; clear them after
 /// journaling (clearing keeps their memory).
 #[derive(Clone, Debug, Default)]
 pub struct Output {
@@ -54,68 +60,42 @@ pub struct Output {
     pub effects: Vec<Effect>,
     /// Charging data records.
     pub cdrs: CdrBuffer,
-    /// Buffers of cleared [`Effect::Answered`] records, reused for the next
-    /// ones so that a warm engine allocates nothing to journal answers.
-    spare: Vec<AnswerBuffers>,
+    /// The records of the answers given, numbered with consecutive answer
+    /// sequence numbers, for the journal ([`crate::answer_log`]).
+    pub answers: AnswerLog,
 }
-
-/// The heap buffers of one [`Effect::Answered`].
-#[derive(Clone, Debug, Default)]
-struct AnswerBuffers {
-    session_id: String,
-    origin_host: String,
-    answer: CcAnswer,
-}
-
-/// At most this many [`AnswerBuffers`] are kept for reuse.
-const SPARE_ANSWERS: usize = 1024;
 
 impl Output {
-    /// Empties both lists, keeping their memory.
+    /// Empties all lists, keeping their memory.
     pub fn clear(&mut self) {
-        for e in self.effects.drain(..) {
-            if let Effect::Answered {
-                session_id,
-                origin_host,
-                answer,
-                ..
-            } = e
-            {
-                if self.spare.len() < SPARE_ANSWERS {
-                    self.spare.push(AnswerBuffers {
-                        session_id,
-                        origin_host,
-                        answer,
-                    });
-                }
-            }
-        }
+        self.effects.clear();
         self.cdrs.clear();
+        self.answers.clear();
     }
 }
 
-/// A remembered answer in a [`Snapshot`]: the identifiers of the request,
-/// the answer and when it was given.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct RememberedAnswer {
-    /// Session-Id of the request.
-    pub session_id: String,
-    /// CC-Request-Number of the request.
-    pub request_number: u32,
-    /// Origin-Host of the request.
-    pub origin_host: String,
-    /// End-to-End Identifier of the request.
-    pub end_to_end: u32,
-    /// The answer.
-    #[serde(with = "crate::answer::compact")]
-    pub answer: CcAnswer,
-    /// When it was answered.
-    pub at: Timestamp,
+/// What [`Engine::handle`] did with a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Handled {
+    /// The answer is filled in (a new answer, or a duplicate's answer the
+    /// engine had at hand, with `duplicate` set).
+    Answered,
+    /// The request repeats an answered one; the answer is not filled in.
+    /// Fetch the journaled record and call [`Engine::resolve_duplicate`]
+    /// (and [`Engine::handle_fresh`] if that fails).
+    Duplicate(AnswerRef),
+}
+
+/// Names a journaled answer record by its answer sequence number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AnswerRef {
+    /// The record's sequence number.
+    pub seq: u64,
 }
 
 /// What a durable store keeps to rebuild an engine: the ledger, the
-/// subscriber directory, the next CDR sequence number and the answers
-/// remembered for duplicate detection.
+/// subscriber directory and the next CDR and answer sequence numbers. The
+/// answers themselves live in the journal ([`Engine::replay_answers`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Snapshot {
     /// Accounts and open sessions.
@@ -124,11 +104,13 @@ pub struct Snapshot {
     pub directory: SubscriberDirectory,
     /// Sequence number of the next CDR.
     pub next_cdr_sequence: u64,
-    /// The answers of the duplicate cache that are still live at the newest
-    /// time the engine has seen (a request's or a tick's), oldest first.
-    /// Absent in snapshots written before answers were kept.
-    #[serde(default)]
-    pub answers: Vec<RememberedAnswer>,
+    /// Sequence number of the next answer record.
+    #[serde(default = "first_answer_seq")]
+    pub next_answer_seq: u64,
+}
+
+fn first_answer_seq() -> u64 {
+    1
 }
 
 /// The charging engine of one shard. See the crate documentation.
@@ -137,7 +119,8 @@ pub struct Engine {
     catalog: Catalog,
     directory: SubscriberDirectory,
     ledger: Ledger,
-    dedup: AnswerCache,
+    dedup: AnswerIndex,
+    next_answer_seq: u64,
     timers: BinaryHeap<Reverse<(Timestamp, SessionKey)>>,
     options: EngineOptions,
     next_cdr_sequence: u64,
@@ -151,7 +134,8 @@ impl Engine {
             catalog,
             directory: SubscriberDirectory::new(),
             ledger: Ledger::default(),
-            dedup: AnswerCache::new(options.dedup_ttl_secs, options.dedup_capacity),
+            dedup: AnswerIndex::new(options.dedup_ttl_secs, options.dedup_capacity),
+            next_answer_seq: 1,
             timers: BinaryHeap::new(),
             options,
             next_cdr_sequence: 1,
@@ -170,16 +154,7 @@ impl Engine {
         for s in e.ledger.sessions.values() {
             e.timers.push(Reverse((s.supervision_until, s.key)));
         }
-        for a in &snapshot.answers {
-            e.remember(
-                &a.session_id,
-                a.request_number,
-                &a.origin_host,
-                a.end_to_end,
-                &a.answer,
-                a.at,
-            );
-        }
+        e.next_answer_seq = snapshot.next_answer_seq.max(1);
         e
     }
 
@@ -189,43 +164,8 @@ impl Engine {
             ledger: self.ledger.clone(),
             directory: self.directory.clone(),
             next_cdr_sequence: self.next_cdr_sequence,
-            answers: self
-                .dedup
-                .entries()
-                .map(|a| RememberedAnswer {
-                    session_id: a.session_id.to_owned(),
-                    request_number: a.request_number,
-                    origin_host: a.origin_host.to_owned(),
-                    end_to_end: a.end_to_end,
-                    answer: a.answer.clone(),
-                    at: a.at,
-                })
-                .collect(),
+            next_answer_seq: self.next_answer_seq,
         }
-    }
-
-    /// Puts a journaled answer back into the duplicate cache, as
-    /// [`Engine::handle`] did when it answered: answers past their time to
-    /// live at `at` are forgotten first, and one past its own time to live
-    /// is not kept.
-    fn remember(
-        &mut self,
-        session_id: &str,
-        request_number: u32,
-        origin_host: &str,
-        end_to_end: u32,
-        answer: &CcAnswer,
-        at: Timestamp,
-    ) {
-        self.dedup.expire(at);
-        self.dedup.insert_parts(
-            session_id,
-            request_number,
-            origin_host,
-            end_to_end,
-            answer,
-            at,
-        );
     }
 
     /// Adds an account and maps its subscriber identities to it.
@@ -307,38 +247,71 @@ impl Engine {
     /// it emits itself; call this only to rebuild state.
     pub fn apply(&mut self, effect: &Effect) -> Result<()> {
         self.ledger.apply(effect)?;
-        match effect {
-            Effect::SessionOpened {
-                session,
-                supervision_until,
-                ..
-            } => self.timers.push(Reverse((*supervision_until, *session))),
-            Effect::Answered {
-                session_id,
-                request_number,
-                origin_host,
-                end_to_end,
-                answer,
-                at,
-            } => self.remember(
-                session_id,
-                *request_number,
-                origin_host,
-                *end_to_end,
-                answer,
-                *at,
-            ),
-            _ => {}
+        if let Effect::SessionOpened {
+            session,
+            supervision_until,
+            ..
+        } = effect
+        {
+            self.timers.push(Reverse((*supervision_until, *session)));
         }
         Ok(())
     }
 
     /// Forgets remembered answers past their time to live at `now`, and
-    /// nothing else: no session is closed and no effect is produced. Call
-    /// it after rebuilding an engine ([`Engine::restore`] and
-    /// [`Engine::apply`]) with the time of the restart.
+    /// nothing else: no session is closed and no effect is produced.
     pub fn expire_answers(&mut self, now: Timestamp) {
         self.dedup.expire(now);
+    }
+
+    /// Rebuilds the duplicate index from a journaled section of answer
+    /// records (`records`, as [`AnswerLog::as_bytes`] held them, the first
+    /// numbered `first_seq`), dropping those past their time to live at
+    /// `now`. Hand sections in `seq` order; records below the newest one
+    /// already indexed are ignored. Also moves the answer numbering past
+    /// the section.
+    pub fn replay_answers(&mut self, first_seq: u64, records: &[u8], now: Timestamp) -> Result<()> {
+        let ttl = self.options.dedup_ttl_secs;
+        let mut seq = first_seq;
+        for rec in answer_log::records(records) {
+            let key = RecordKey::parse(rec?)?;
+            if key.at.plus_secs(ttl) > now {
+                self.dedup.insert_parts(
+                    seq,
+                    key.session_id,
+                    key.request_number,
+                    key.origin_host,
+                    key.end_to_end,
+                    key.at,
+                );
+            }
+            seq += 1;
+            self.next_answer_seq = self.next_answer_seq.max(seq);
+        }
+        self.dedup.expire(now);
+        Ok(())
+    }
+
+    /// The smallest answer sequence number still live at `now`: journaled
+    /// answer records below it are no longer needed for duplicate
+    /// detection.
+    pub fn answer_horizon(&self, now: Timestamp) -> u64 {
+        let h = self.dedup.horizon(now);
+        if h >= self.dedup.head() {
+            self.next_answer_seq
+        } else {
+            h
+        }
+    }
+
+    /// The sequence number the next answer record gets.
+    pub fn next_answer_seq(&self) -> u64 {
+        self.next_answer_seq
+    }
+
+    /// Heap bytes held by the duplicate index.
+    pub fn dedup_memory_bytes(&self) -> usize {
+        self.dedup.memory_bytes()
     }
 
     /// Adds money to an account. Returns the new balance.
@@ -410,11 +383,31 @@ impl Engine {
         closed
     }
 
-    /// Handles one credit-control request: writes the answer into `answer`
-    /// (reusing its buffers), appends effects and CDRs to `out`. A request
-    /// that is not a duplicate ends its effects with an
-    /// [`Effect::Answered`], so the duplicate cache is rebuilt on replay.
+    /// Handles one credit-control request. A request that repeats an
+    /// answered one ([`crate::dedup`]) changes nothing and returns
+    /// [`Handled::Duplicate`] naming the journaled answer record, without
+    /// filling `answer`. Any other request is processed
+    /// ([`Engine::handle_fresh`]) and returns [`Handled::Answered`].
     pub fn handle(
+        &mut self,
+        req: &CcRequest,
+        now: Timestamp,
+        answer: &mut CcAnswer,
+        out: &mut Output,
+    ) -> Handled {
+        self.dedup.expire(now);
+        if let Some(seq) = self.dedup.lookup(req) {
+            return Handled::Duplicate(AnswerRef { seq });
+        }
+        self.handle_fresh(req, now, answer, out);
+        Handled::Answered
+    }
+
+    /// Processes a request as new, without looking for an earlier answer:
+    /// writes the answer into `answer` (reusing its buffers), appends
+    /// effects and CDRs to `out`, and the answer's record, numbered with
+    /// the next answer sequence number, to `out.answers`.
+    pub fn handle_fresh(
         &mut self,
         req: &CcRequest,
         now: Timestamp,
@@ -422,11 +415,6 @@ impl Engine {
         out: &mut Output,
     ) {
         self.dedup.expire(now);
-        if let Some(cached) = self.dedup.lookup(req) {
-            answer.clone_from(cached);
-            answer.duplicate = true;
-            return;
-        }
         answer.reset(req.request_type, req.request_number);
         let mut cx = self.cx(now, answer, out);
         match req.request_type {
@@ -435,33 +423,53 @@ impl Engine {
             RequestType::Termination => cx.terminate(req),
             RequestType::Event => cx.event(req),
         }
-        self.dedup.insert(req, answer, now);
-        // Journal the answer so the cache survives a restart; the buffers
-        // of answers journaled before are reused.
-        let mut b = out.spare.pop().unwrap_or_default();
-        b.session_id.clone_from(&req.session_id);
-        b.origin_host.clone_from(&req.origin_host);
-        b.answer.clone_from(answer);
-        out.effects.push(Effect::Answered {
-            session_id: b.session_id,
-            request_number: req.request_number,
-            origin_host: b.origin_host,
-            end_to_end: req.end_to_end,
-            answer: b.answer,
-            at: now,
-        });
+        let seq = self.next_answer_seq;
+        self.next_answer_seq += 1;
+        self.dedup.insert(seq, req, now);
+        out.answers.push(seq, req, answer, now);
     }
 
-    /// [`Engine::handle`] returning a fresh answer.
-    pub fn handle_request(
+    /// Answers a duplicate from its journaled `record` (the one
+    /// [`Handled::Duplicate`] named): checks that the record really answers
+    /// a request this one repeats, then fills `answer` from it with
+    /// `duplicate` set. Returns false (and leaves `answer` unspecified) for
+    /// a record of another request or a corrupt one: then process the
+    /// request with [`Engine::handle_fresh`].
+    pub fn resolve_duplicate(&self, req: &CcRequest, record: &[u8], answer: &mut CcAnswer) -> bool {
+        match answer_log::decode_record(record, answer) {
+            Ok(key) if key.matches(req) => {
+                answer.duplicate = true;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// [`Engine::handle`], [`Engine::resolve_duplicate`] and
+    /// [`Engine::handle_fresh`] in one call, for a caller that can read a
+    /// journaled record synchronously: `read_answer(seq)` returns the
+    /// record numbered `seq` (records still in `out.answers` are found
+    /// there first). Returns whether the answer is a duplicate's.
+    pub fn handle_with<R: AsRef<[u8]>>(
         &mut self,
         req: &CcRequest,
         now: Timestamp,
+        answer: &mut CcAnswer,
         out: &mut Output,
-    ) -> CcAnswer {
-        let mut a = CcAnswer::default();
-        self.handle(req, now, &mut a, out);
-        a
+        read_answer: impl FnOnce(u64) -> Option<R>,
+    ) -> bool {
+        let Handled::Duplicate(r) = self.handle(req, now, answer, out) else {
+            return answer.duplicate;
+        };
+        let resolved = match out.answers.get(r.seq) {
+            Some(rec) => self.resolve_duplicate(req, rec, answer),
+            None => read_answer(r.seq)
+                .is_some_and(|rec| self.resolve_duplicate(req, rec.as_ref(), answer)),
+        };
+        if !resolved {
+            self.handle_fresh(req, now, answer, out);
+        }
+        resolved
     }
 
     fn cx<'a>(
