@@ -837,7 +837,10 @@ impl Cx<'_> {
             return self.fail(rc::UNKNOWN_SESSION_ID, None);
         };
         let account = s.account;
-        let subscriber = s.subscriber.clone();
+        let mut subscriber = std::mem::take(self.scratch);
+        subscriber.kind = s.subscriber.kind;
+        subscriber.data.clear();
+        subscriber.data.push_str(&s.subscriber.data);
         let who = Charged {
             session: Some(key),
             account,
@@ -858,6 +861,7 @@ impl Cx<'_> {
             };
             self.unit(&who, k, req.used.as_ref(), None, None);
         }
+        *self.scratch = subscriber;
         self.close_session(
             key,
             ClosingCause::Terminated,
@@ -898,14 +902,19 @@ impl Cx<'_> {
         };
         let account = s.account;
         let opened = s.opened_at;
-        let session_id = s.session_id.clone();
-        let subscriber = s.subscriber.clone();
-        let ctx = s.service_context.clone();
         let number = if cause == ClosingCause::SupervisionExpired {
             s.last_request_number
         } else {
             request_number
         };
+        // The session's identifiers are moved out for its last CDR (releasing
+        // reads none of them) and the Session-Id put back to close it.
+        let Some(s) = self.ledger.sessions.get_mut(&key) else {
+            return;
+        };
+        let session_id = std::mem::take(&mut s.session_id);
+        let subscriber = std::mem::take(&mut s.subscriber);
+        let ctx = std::mem::take(&mut s.service_context);
         self.release_all(key, account);
         let who = Charged {
             session: Some(key),
@@ -920,6 +929,9 @@ impl Cx<'_> {
         c.result_code = result_code;
         c.closing_cause = Some(cause);
         c.termination_cause = termination_cause;
+        if let Some(s) = self.ledger.sessions.get_mut(&key) {
+            s.session_id = session_id;
+        }
         self.commit(Effect::SessionClosed { session: key });
     }
 
