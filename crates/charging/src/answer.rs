@@ -1,5 +1,5 @@
-//! The engine's view of a Credit-Control-Answer. [`crate::gy`] encodes it
-//! into a CCA.
+//! The engine's view of a Credit-Control-Answer. The Gy mapping (in the
+//! credit-control application) encodes it into a CCA.
 
 use crate::request::RequestType;
 use crate::tariff::FinalUnitIndication;

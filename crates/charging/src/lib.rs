@@ -27,8 +27,9 @@
 //!   and answer with [`Engine::resolve_duplicate`] (or, if it does not
 //!   match, [`Engine::handle_fresh`]); [`Engine::handle_with`] does the
 //!   three steps for a caller that can read records synchronously.
-//!   [`gy`] turns a decoded CCR into a [`CcRequest`] and a [`CcAnswer`] into
-//!   CCA bytes.
+//!   The credit-control application's Gy mapping turns a decoded CCR into
+//!   a [`CcRequest`] and a [`CcAnswer`] into CCA bytes; this crate knows no
+//!   wire format.
 //! * **Time.** Call [`Engine::tick`] when [`Engine::poll_timeout`] says, or
 //!   periodically; it closes sessions idle past their supervision time
 //!   (Tcc) and forgets old answers.
@@ -102,6 +103,7 @@ pub mod dedup;
 pub mod effects;
 pub mod engine;
 mod events;
+#[cfg(feature = "gy")]
 pub mod gy;
 pub mod request;
 pub mod session;
