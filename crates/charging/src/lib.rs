@@ -102,7 +102,6 @@ pub mod config;
 pub mod dedup;
 pub mod effects;
 pub mod engine;
-mod events;
 #[cfg(feature = "gy")]
 pub mod gy;
 pub mod request;
