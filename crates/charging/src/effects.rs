@@ -157,7 +157,9 @@ pub struct Ledger {
     /// Next session handle to assign.
     pub next_session_key: u64,
     #[serde(skip)]
-    pub(crate) session_index: HashMap<String, SessionKey>,
+    /// Session-Id to handle; keyed per process, since Session-Ids come
+    /// from the network.
+    pub(crate) session_index: HashMap<String, SessionKey, foldhash::fast::RandomState>,
 }
 
 fn neg(v: i64) -> Result<()> {
