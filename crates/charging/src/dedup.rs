@@ -27,10 +27,12 @@
 //!   deletion, load at most 1/2) of 4-byte slot numbers, one per duplicate
 //!   rule: 8 to 16 bytes per answer each.
 //!
-//! About 40 to 56 bytes per remembered answer in all, whatever the sizes of
-//! the Session-Id and the answer. Both structures grow by doubling (a
-//! one-off copy each time the load reaches a new high) and are reused from
-//! then on: a warm index allocates nothing per request.
+//! That is 40 bytes per ring slot. The ring holds a power of two of slots,
+//! at least as many as the answers live, so 40 to 80 bytes per remembered
+//! answer whatever the sizes of the Session-Id and the answer. Both
+//! structures grow by doubling (a one-off copy each time the load reaches
+//! a new high) and are reused from then on: a warm index allocates
+//! nothing per request.
 //!
 //! Hashes are keyed per process ([`foldhash`]), so a peer cannot choose
 //! Session-Ids that collide. A hash match is only a candidate: the record
@@ -41,8 +43,8 @@
 //! identifiers unique for at least 4 minutes). At most `capacity` are
 //! kept, oldest evicted first: the capacity is a memory safety bound, not
 //! a tuning knob; size it for the time to live at the peak rate (the
-//! default, 2^25, covers 300 s at 100,000 answers per second, about 1.5 GiB
-//! at that load; an idle index takes almost nothing).
+//! default, 2^25, covers 300 s at 100,000 answers per second: 1.25 GiB at
+//! that load; an idle index takes almost nothing).
 
 use crate::request::CcRequest;
 use crate::types::Timestamp;
