@@ -116,7 +116,11 @@ impl Bench {
             ..CcRequest::default()
         };
         let mut out = Output::default();
-        let a = engine.handle_request(&request, now, &mut out);
+        let mut a = CcAnswer::default();
+        assert_eq!(
+            engine.handle(&request, now, &mut a, &mut out),
+            Handled::Answered
+        );
         assert_eq!(a.result_code, 2001);
         request.request_type = RequestType::Update;
         for m in &mut request.mscc {
@@ -148,8 +152,10 @@ impl Bench {
         self.request.end_to_end += 1;
         self.now = self.now.plus_secs(1);
         self.out.clear();
-        self.engine
+        let handled = self
+            .engine
             .handle(&self.request, self.now, &mut self.answer, &mut self.out);
+        debug_assert_eq!(handled, Handled::Answered);
         debug_assert_eq!(self.answer.result_code, 2001);
         black_box(&self.answer);
     }

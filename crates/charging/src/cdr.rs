@@ -33,6 +33,10 @@ pub enum ClosingCause {
 }
 
 /// One charging data record.
+///
+/// As a JSON line, absent values and zero counters are left out (a reader
+/// takes a missing field as absent or 0); every other field is always
+/// there, under the names below.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cdr {
     /// Sequence number, increasing by one per record of this node.
@@ -50,33 +54,46 @@ pub struct Cdr {
     /// Service-Context-Id.
     pub service_context: String,
     /// Rating-Group.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rating_group: Option<u32>,
     /// Service-Identifier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_id: Option<u32>,
     /// CC-Request-Number of the request that caused it.
     pub request_number: u32,
     /// Requested-Action, for events.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub requested_action: Option<RequestedAction>,
     /// Unit of the tariff used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unit: Option<UnitKind>,
     /// Used CC-Time, seconds.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub time: u64,
     /// Used CC-Input-Octets.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub input_octets: u64,
     /// Used CC-Output-Octets.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub output_octets: u64,
     /// Used CC-Total-Octets (or input + output).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub total_octets: u64,
     /// Used CC-Service-Specific-Units (events).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub service_units: u64,
     /// Units rated, in the tariff's unit.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub rated_units: u64,
     /// Of those, units paid by bundles.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub bundle_units: u64,
     /// Money charged, minor units (negative for a refund).
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub amount: i64,
     /// Money the usage cost beyond what the account could pay (usage past
     /// the grant on an exhausted account); recorded, never charged.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub unbilled: i64,
     /// Money left on the account after this record: available balance
     /// plus what open reservations hold (unaffected by reservations coming
@@ -89,28 +106,59 @@ pub struct Cdr {
     /// Result-Code of the answer.
     pub result_code: u32,
     /// Why the session ended (session-end records).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub closing_cause: Option<ClosingCause>,
     /// Termination-Cause sent by the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub termination_cause: Option<u32>,
     /// Reporting-Reason sent by the client.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reporting_reason: Option<u32>,
 }
 
 /// Column names of [`Cdr::write_csv`], comma separated, with a newline.
 pub const CSV_HEADER: &str = "sequence,node_id,record_type,session_id,account,subscriber,service_context,rating_group,service_id,request_number,requested_action,unit,time,input_octets,output_octets,total_octets,service_units,rated_units,bundle_units,amount,unbilled,balance_after,started,ended,result_code,closing_cause,termination_cause,reporting_reason\n";
 
-fn csv_text(out: &mut String, s: &str) {
-    if s.contains([',', '"', '\n', '\r']) {
-        out.push('"');
-        for c in s.chars() {
-            if c == '"' {
-                out.push('"');
-            }
-            out.push(c);
+fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
+    *v == T::default()
+}
+
+impl RecordType {
+    /// The name used in CDR files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecordType::Usage => "usage",
+            RecordType::SessionEnd => "session-end",
+            RecordType::Event => "event",
         }
-        out.push('"');
-    } else {
-        out.push_str(s);
+    }
+}
+
+impl ClosingCause {
+    /// The name used in CDR files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClosingCause::Terminated => "terminated",
+            ClosingCause::SupervisionExpired => "supervision-expired",
+            ClosingCause::Rejected => "rejected",
+        }
+    }
+}
+
+fn action_str(a: RequestedAction) -> &'static str {
+    match a {
+        RequestedAction::DirectDebiting => "direct-debiting",
+        RequestedAction::RefundAccount => "refund-account",
+        RequestedAction::CheckBalance => "check-balance",
+        RequestedAction::PriceEnquiry => "price-enquiry",
+    }
+}
+
+fn unit_str(u: UnitKind) -> &'static str {
+    match u {
+        UnitKind::Octets => "octets",
+        UnitKind::Seconds => "seconds",
+        UnitKind::Events => "events",
     }
 }
 
@@ -122,51 +170,101 @@ impl Cdr {
         Ok(())
     }
 
-    /// Appends the record as one CSV line (columns of [`CSV_HEADER`]).
+    /// Appends the record as one CSV line (columns of [`CSV_HEADER`]). To
+    /// write many, [`CdrCsvWriter`] reuses its buffers.
     pub fn write_csv(&self, out: &mut String) {
+        let mut w = CdrCsvWriter::new(Vec::new());
+        // Writing to memory cannot fail, and the fields are UTF-8.
+        let _ = w.write(self);
+        if let Ok(bytes) = w.into_inner() {
+            out.push_str(&String::from_utf8_lossy(&bytes));
+        }
+    }
+}
+
+/// Writes CDRs as CSV lines (columns of [`CSV_HEADER`], which it does not
+/// write), quoting as RFC 4180 says, with no allocation per record once
+/// warm.
+#[derive(Debug)]
+pub struct CdrCsvWriter<W: std::io::Write> {
+    csv: csv::Writer<W>,
+    num: String,
+}
+
+impl<W: std::io::Write> CdrCsvWriter<W> {
+    /// A writer onto `w`.
+    pub fn new(w: W) -> Self {
+        CdrCsvWriter {
+            csv: csv::WriterBuilder::new()
+                .has_headers(false)
+                .terminator(csv::Terminator::Any(b'\n'))
+                .buffer_capacity(4096)
+                .from_writer(w),
+            num: String::new(),
+        }
+    }
+
+    fn num(&mut self, v: impl std::fmt::Display) -> csv::Result<()> {
         use std::fmt::Write;
-        fn opt<T: std::fmt::Display>(o: Option<T>) -> String {
-            o.map(|v| v.to_string()).unwrap_or_default()
+        self.num.clear();
+        let _ = write!(self.num, "{v}");
+        self.csv.write_field(&self.num)
+    }
+
+    fn opt(&mut self, v: Option<impl std::fmt::Display>) -> csv::Result<()> {
+        match v {
+            Some(v) => self.num(v),
+            None => self.csv.write_field(""),
         }
-        fn tag<T: Serialize>(v: &T) -> String {
-            serde_json::to_value(v)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_owned))
-                .unwrap_or_default()
+    }
+
+    /// Writes one record as one line.
+    pub fn write(&mut self, c: &Cdr) -> csv::Result<()> {
+        self.num(c.sequence)?;
+        self.csv.write_field(&c.node_id)?;
+        self.csv.write_field(c.record_type.as_str())?;
+        self.csv.write_field(&c.session_id)?;
+        self.num(c.account)?;
+        self.csv.write_field(&c.subscriber)?;
+        self.csv.write_field(&c.service_context)?;
+        self.opt(c.rating_group)?;
+        self.opt(c.service_id)?;
+        self.num(c.request_number)?;
+        self.csv
+            .write_field(c.requested_action.map_or("", action_str))?;
+        self.csv.write_field(c.unit.map_or("", unit_str))?;
+        for v in [
+            c.time,
+            c.input_octets,
+            c.output_octets,
+            c.total_octets,
+            c.service_units,
+            c.rated_units,
+            c.bundle_units,
+        ] {
+            self.num(v)?;
         }
-        let _ = write!(out, "{},", self.sequence);
-        csv_text(out, &self.node_id);
-        let _ = write!(out, ",{},", tag(&self.record_type));
-        csv_text(out, &self.session_id);
-        let _ = write!(out, ",{},", self.account);
-        csv_text(out, &self.subscriber);
-        out.push(',');
-        csv_text(out, &self.service_context);
-        let _ = writeln!(
-            out,
-            ",{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
-            opt(self.rating_group),
-            opt(self.service_id),
-            self.request_number,
-            self.requested_action.map(|a| tag(&a)).unwrap_or_default(),
-            self.unit.map(|u| tag(&u)).unwrap_or_default(),
-            self.time,
-            self.input_octets,
-            self.output_octets,
-            self.total_octets,
-            self.service_units,
-            self.rated_units,
-            self.bundle_units,
-            self.amount,
-            self.unbilled,
-            self.balance_after,
-            self.started.as_millis(),
-            self.ended.as_millis(),
-            self.result_code,
-            self.closing_cause.map(|c| tag(&c)).unwrap_or_default(),
-            opt(self.termination_cause),
-            opt(self.reporting_reason),
-        );
+        self.num(c.amount)?;
+        self.num(c.unbilled)?;
+        self.num(c.balance_after)?;
+        self.num(c.started.as_millis())?;
+        self.num(c.ended.as_millis())?;
+        self.num(c.result_code)?;
+        self.csv
+            .write_field(c.closing_cause.map_or("", ClosingCause::as_str))?;
+        self.opt(c.termination_cause)?;
+        self.opt(c.reporting_reason)?;
+        self.csv.write_record(None::<&[u8]>)
+    }
+
+    /// Flushes buffered lines to the underlying writer.
+    pub fn flush(&mut self) -> std::io::Result<()> {
+        self.csv.flush()
+    }
+
+    /// Flushes and returns the underlying writer.
+    pub fn into_inner(self) -> std::io::Result<W> {
+        self.csv.into_inner().map_err(|e| e.into_error())
     }
 }
 

@@ -3,11 +3,8 @@
 //! journal and replay ([`Ledger::apply`]). The engine itself changes its
 //! state only by applying the effects it emits, so replaying a journal onto
 //! the state it started from rebuilds exactly the state it ended with.
-//! [`Effect::Answered`] records an answer for the duplicate cache, so that
-//! duplicates are recognised across restarts too.
 
 use crate::accounts::{Account, AccountStatus, SubscriptionId};
-use crate::answer::CcAnswer;
 use crate::error::{Error, Result};
 use crate::session::{BundleHold, Reservation, Session};
 use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
@@ -148,25 +145,6 @@ pub enum Effect {
         /// New status.
         status: AccountStatus,
     },
-    /// A request was answered (not as a duplicate). Changes no balance:
-    /// replaying it puts the answer back into the duplicate cache, so a
-    /// retransmission after a restart gets the same answer and is not
-    /// charged again. [`Ledger::apply`] ignores it.
-    Answered {
-        /// Diameter Session-Id of the request.
-        session_id: String,
-        /// CC-Request-Number of the request.
-        request_number: u32,
-        /// Origin-Host of the request.
-        origin_host: String,
-        /// End-to-End Identifier of the request.
-        end_to_end: u32,
-        /// The answer sent.
-        #[serde(with = "crate::answer::compact")]
-        answer: CcAnswer,
-        /// Time of the request.
-        at: Timestamp,
-    },
 }
 
 /// The durable part of an engine's state: accounts and open sessions.
@@ -179,7 +157,9 @@ pub struct Ledger {
     /// Next session handle to assign.
     pub next_session_key: u64,
     #[serde(skip)]
-    pub(crate) session_index: HashMap<String, SessionKey>,
+    /// Session-Id to handle; keyed per process, since Session-Ids come
+    /// from the network.
+    pub(crate) session_index: HashMap<String, SessionKey, foldhash::fast::RandomState>,
 }
 
 fn neg(v: i64) -> Result<()> {
@@ -499,9 +479,7 @@ impl Ledger {
             }
             Effect::StatusChanged { account, status } => {
                 account_mut(&mut self.accounts, account)?.status = *status;
-            }
-            // The duplicate cache is not part of the ledger.
-            Effect::Answered { .. } => {}
+            } // The duplicate cache is not part of the ledger.
         }
         Ok(())
     }

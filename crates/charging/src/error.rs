@@ -29,6 +29,9 @@ pub enum Error {
     /// journal that does not belong to this state).
     #[error("effect does not apply: {0}")]
     Replay(&'static str),
+    /// An answer record ([`crate::answer_log`]) could not be read.
+    #[error("answer record: {0}")]
+    AnswerRecord(&'static str),
     /// A Diameter message could not be mapped to or from the engine's types.
     #[error("diameter mapping: {0}")]
     Mapping(String),

@@ -5,9 +5,9 @@
 //!
 //! The crate is sans-IO and deterministic: no clock, no thread, no socket,
 //! no file. An [`Engine`] takes a request and the current time and returns
-//! an answer, appending the ledger [`Effect`]s it applied (the last one
-//! records the answer, for duplicate detection) and the [`Cdr`]s it wrote
-//! to a caller-provided [`Output`]. Money is `i64` minor units; there
+//! an answer, appending the ledger [`Effect`]s it applied, the [`Cdr`]s it
+//! wrote and a compact record of the answer ([`answer_log`], for duplicate
+//! detection) to a caller-provided [`Output`]. Money is `i64` minor units; there
 //! is no floating point anywhere.
 //!
 //! # How a server uses it
@@ -20,18 +20,26 @@
 //!   Session-Id to shard map filled from the answers to CCR-Initial
 //!   ([`Engine::session_account`]).
 //! * **Handling.** [`Engine::handle`] writes the [`CcAnswer`] and appends
-//!   effects and CDRs to [`Output`]. Journal both before sending the answer
-//!   (group commit), then [`Output::clear`] (buffers are kept).
-//!   [`gy`] turns a decoded CCR into a [`CcRequest`] and a [`CcAnswer`] into
-//!   CCA bytes.
+//!   effects, CDRs and the answer's record to [`Output`]. Journal all three
+//!   before sending the answer (group commit), then [`Output::clear`]
+//!   (buffers are kept). A repeated request returns
+//!   [`Handled::Duplicate`] instead: read the named record from the journal
+//!   and answer with [`Engine::resolve_duplicate`] (or, if it does not
+//!   match, [`Engine::handle_fresh`]); [`Engine::handle_with`] does the
+//!   three steps for a caller that can read records synchronously.
+//!   The credit-control application's Gy mapping turns a decoded CCR into
+//!   a [`CcRequest`] and a [`CcAnswer`] into CCA bytes; this crate knows no
+//!   wire format.
 //! * **Time.** Call [`Engine::tick`] when [`Engine::poll_timeout`] says, or
 //!   periodically; it closes sessions idle past their supervision time
 //!   (Tcc) and forgets old answers.
 //! * **Restoring.** Persist [`Engine::snapshot`]; on restart
 //!   [`Engine::restore`] it, [`Engine::apply`] every effect journaled
-//!   since, then [`Engine::expire_answers`] with the current time.
-//!   Replaying the effects of a run onto the state it started from yields
-//!   the state it ended with, remembered answers included (tested).
+//!   since, and hand every retained answer section to
+//!   [`Engine::replay_answers`] with the current time. Answer records below
+//!   [`Engine::answer_horizon`] are no longer needed. Replaying the effects
+//!   of a run onto the state it started from yields the state it ended
+//!   with (tested).
 //!
 //! # Money
 //!
@@ -42,10 +50,11 @@
 //!
 //! A request is charged once: a repeat of an answered request gets the
 //! remembered answer and changes nothing ([`dedup`]). Every answer is
-//! journaled with the effects of its request ([`Effect::Answered`]) and
-//! the live answers are part of the [`Snapshot`], so duplicates are
-//! recognised across restarts too, for the answer cache's lifetime
-//! (`dedup_ttl_secs`, counted from the original answer).
+//! journaled with the effects of its request as a compact record
+//! ([`answer_log`]), and the engine keeps only a small index entry per
+//! answer, so duplicates are recognised across restarts too, for the
+//! whole time to live (`dedup_ttl_secs`, counted from the original
+//! answer) at full load.
 //!
 //! Quota: a request reserves up to the requested (or the tariff's default)
 //! units, from bundles first, then with money. If the account cannot pay
@@ -62,7 +71,7 @@
 //!
 //! | Situation | Answer |
 //! |---|---|
-//! | Any request that repeats an answered one (same Session-Id and CC-Request-Number, or same Origin-Host, End-to-End Identifier and Session-Id), with or without the T flag, within the answer cache's lifetime | the remembered answer, `duplicate = true`, no state change, no CDR; also after a restart, since answers are journaled and kept in snapshots |
+//! | Any request that repeats an answered one (same Session-Id and CC-Request-Number, or same Origin-Host, End-to-End Identifier and Session-Id), with or without the T flag, within the answers' time to live | the remembered answer, `duplicate = true`, no state change, no CDR; also after a restart, since answer records are journaled |
 //! | CCR-Initial for a Session-Id that is already open (not a duplicate) | 5012 DIAMETER_UNABLE_TO_COMPLY; the open session is untouched |
 //! | CCR-Update or CCR-Terminate for an unknown, closed, expired or never-opened Session-Id (including Terminate after Terminate once the first answer is no longer remembered) | 5002 DIAMETER_UNKNOWN_SESSION_ID |
 //! | CCR-Update or CCR-Terminate arriving after the session's supervision time, before `tick` ran | the session is expired first (CDR with `supervision-expired`), then 5002 |
@@ -87,12 +96,12 @@
 
 pub mod accounts;
 pub mod answer;
+pub mod answer_log;
 pub mod cdr;
 pub mod config;
 pub mod dedup;
 pub mod effects;
 pub mod engine;
-mod events;
 pub mod request;
 pub mod session;
 pub mod tariff;
@@ -104,10 +113,11 @@ pub use accounts::{
     Account, AccountStatus, Bundle, SubscriberDirectory, SubscriptionId, SubscriptionType,
 };
 pub use answer::{CcAnswer, CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer};
+pub use answer_log::{AnswerArchive, AnswerLog};
 pub use cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
 pub use config::ChargingConfig;
 pub use effects::{Effect, Ledger};
-pub use engine::{Engine, EngineOptions, Output, RememberedAnswer, Snapshot};
+pub use engine::{AnswerRef, Engine, EngineOptions, Handled, Output, Snapshot};
 pub use error::{Error, Result};
 pub use request::{CcRequest, Mscc, RequestType, RequestedAction};
 pub use session::{Reservation, Session};

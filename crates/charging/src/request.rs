@@ -1,5 +1,6 @@
 //! The engine's view of a Credit-Control-Request: plain Rust, no Diameter
-//! encoding. [`crate::gy`] builds it from a decoded CCR.
+//! encoding. The Gy mapping (in the credit-control application) builds it
+//! from a decoded CCR.
 
 use crate::accounts::SubscriptionId;
 use crate::types::{RatingKey, ServiceUnits};

@@ -194,25 +194,7 @@ pub mod result_code {
     pub const RATING_FAILED: u32 = 5031;
 }
 
-/// A hasher for the engine's own integer keys ([`AccountId`],
-/// [`SessionKey`]): one multiply instead of SipHash. Keys that come from
-/// the network (Session-Id strings) keep the standard hasher.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct IdHasher(u64);
-
-impl std::hash::Hasher for IdHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0.rotate_left(5) ^ u64::from(b)).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-        }
-    }
-    fn write_u64(&mut self, n: u64) {
-        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-/// Hash map keyed by engine-assigned integers.
-pub type IdMap<K, V> = std::collections::HashMap<K, V, std::hash::BuildHasherDefault<IdHasher>>;
+/// Hash map keyed by engine-assigned integers ([`AccountId`],
+/// [`SessionKey`]): the Fx hash (one multiply) instead of SipHash, since
+/// these keys never come from the network.
+pub type IdMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;

@@ -7,7 +7,7 @@ use common::*;
 use gyro_charging::result_code as rc;
 use gyro_charging::*;
 
-fn run(e: &mut Engine, r: &CcRequest, now: Timestamp) -> (CcAnswer, Output) {
+fn run(e: &mut TestEngine, r: &CcRequest, now: Timestamp) -> (CcAnswer, Output) {
     let mut out = Output::default();
     let a = e.handle_request(r, now, &mut out);
     check_invariants(e);
@@ -203,7 +203,7 @@ fn expired_bundles_are_not_used() {
     cfg.accounts[3].bundles[0].valid_until = Some(at(0).as_secs());
     e = {
         let _ = e;
-        cfg.build_engine().unwrap()
+        cfg.build_engine().unwrap().into()
     };
     run(&mut e, &initial("b1", "444", vec![want(10)]), at(0));
     let acc = e.account(AccountId(4)).unwrap();
@@ -502,10 +502,17 @@ fn initial_for_an_open_session_is_unable_to_comply() {
     let (a, out) = run(&mut e, &r, at(1));
     assert_eq!(a.result_code, rc::UNABLE_TO_COMPLY);
     // Only the answer is journaled (for duplicate detection).
-    assert!(matches!(
-        out.effects.as_slice(),
-        [Effect::Answered { answer, .. }] if *answer == a
-    ));
+    assert!(out.effects.is_empty());
+    assert_eq!(out.answers.count(), 1);
+    let mut journaled = CcAnswer::default();
+    assert!(e.resolve_duplicate(&r, out.answers.as_bytes(), &mut journaled));
+    assert_eq!(
+        CcAnswer {
+            duplicate: false,
+            ..journaled
+        },
+        a
+    );
     assert_eq!(e.snapshot().ledger, before.ledger);
 }
 
@@ -774,7 +781,7 @@ fn event_in_mscc_form_answers_in_mscc() {
 fn strict_mode_rejects_mscc_without_msi_and_requested_action_in_sessions() {
     let mut cfg = ChargingConfig::from_toml_str(CONFIG).unwrap();
     cfg.engine.lenient = false;
-    let mut e = cfg.build_engine().unwrap();
+    let mut e: TestEngine = cfg.build_engine().unwrap().into();
     let mut r = initial("st", "111", vec![want(10)]);
     r.multiple_services = Some(false);
     let (a, _) = run(&mut e, &r, at(0));
@@ -904,19 +911,25 @@ fn top_up_rejects_non_positive_amounts_and_unknown_accounts() {
 }
 
 #[test]
-fn snapshots_keep_remembered_answers_and_older_snapshots_still_load() {
+fn duplicates_are_found_after_a_restart_from_a_snapshot_and_the_journaled_answers() {
     let mut e = engine();
     let r = initial("s1", "111", vec![want(10)]);
     let (first, _) = run(&mut e, &r, at(0));
     let snap = e.snapshot();
-    assert_eq!(snap.answers.len(), 1);
+    assert_eq!(snap.next_answer_seq, 2);
     // Through JSON, as a store writes it.
     let json = serde_json::to_value(&snap).unwrap();
     let back: Snapshot = serde_json::from_value(json.clone()).unwrap();
-    assert_eq!(back.answers, snap.answers);
-    let mut restored = Engine::restore(e.catalog().clone(), e.options().clone(), back);
+    assert_eq!(back.next_answer_seq, snap.next_answer_seq);
+    let mut restored = e.restart(back, at(1));
+    assert_eq!(restored.remembered_answers(), 1);
     let mut again = r.clone();
     again.retransmit = true;
+    let mut out = Output::default();
+    let mut a = CcAnswer::default();
+    let found = restored.handle(&again, at(1), &mut a, &mut out);
+    assert_eq!(found, Handled::Duplicate(AnswerRef { seq: 1 }));
+    assert!(out.effects.is_empty() && out.cdrs.is_empty() && out.answers.is_empty());
     let (dup, out) = run(&mut restored, &again, at(1));
     assert!(dup.duplicate);
     assert_eq!(
@@ -927,10 +940,113 @@ fn snapshots_keep_remembered_answers_and_older_snapshots_still_load() {
         first
     );
     assert!(out.effects.is_empty() && out.cdrs.is_empty());
-    // A snapshot written before answers were kept.
+    // A snapshot written before answer records: numbering starts at 1.
     let mut old = json;
-    old.as_object_mut().unwrap().remove("answers");
+    old.as_object_mut().unwrap().remove("next_answer_seq");
+    old.as_object_mut()
+        .unwrap()
+        .insert("answers".into(), serde_json::json!([]));
     let old: Snapshot = serde_json::from_value(old).unwrap();
-    assert!(old.answers.is_empty());
+    assert_eq!(old.next_answer_seq, 1);
     assert_eq!(old.ledger.accounts, snap.ledger.accounts);
+}
+
+#[test]
+fn duplicates_are_found_after_replaying_the_journal() {
+    let mut e = engine();
+    let start = e.snapshot();
+    let mut journal = Vec::new();
+    let reqs = [
+        initial("j1", "111", vec![want(10)]),
+        update("j1", 1, vec![report(10, 1000, true)]),
+        event("j2", "111", RequestedAction::DirectDebiting, 1),
+        terminate("j1", 2, vec![report(10, 1000, false)]),
+    ];
+    let mut firsts = Vec::new();
+    for (i, r) in reqs.iter().enumerate() {
+        let (a, mut out) = run(&mut e, r, at(i as u64));
+        journal.append(&mut out.effects);
+        firsts.push(a);
+    }
+    let mut replayed = Engine::restore(e.catalog().clone(), e.options().clone(), start);
+    for eff in &journal {
+        replayed.apply(eff).unwrap();
+    }
+    for (first, records) in e.archive.sections() {
+        replayed.replay_answers(first, records, at(10)).unwrap();
+    }
+    assert_eq!(replayed.snapshot().ledger, e.snapshot().ledger);
+    assert_eq!(replayed.next_answer_seq(), 5);
+    assert_eq!(replayed.remembered_answers(), 4);
+    let mut replayed = TestEngine {
+        engine: replayed,
+        archive: e.archive.clone(),
+    };
+    let before = replayed.snapshot();
+    for (r, first) in reqs.iter().zip(&firsts) {
+        let (a, out) = run(&mut replayed, r, at(10));
+        assert!(a.duplicate);
+        assert_eq!(
+            &CcAnswer {
+                duplicate: false,
+                ..a
+            },
+            first
+        );
+        assert!(out.effects.is_empty() && out.cdrs.is_empty() && out.answers.is_empty());
+    }
+    assert_eq!(replayed.snapshot(), before);
+}
+
+#[test]
+fn answers_expire_at_the_time_to_live_and_the_horizon_moves_past_them() {
+    let mut e = engine();
+    let r1 = event("h1", "111", RequestedAction::DirectDebiting, 1);
+    let r2 = event("h2", "111", RequestedAction::DirectDebiting, 1);
+    run(&mut e, &r1, at(0));
+    run(&mut e, &r2, at(100));
+    assert_eq!(e.answer_horizon(at(299)), 1);
+    assert_eq!(e.answer_horizon(at(300)), 2);
+    assert_eq!(e.answer_horizon(at(400)), 3);
+    // Replayed at 300 s, the first answer is gone and the second is not.
+    let mut restarted = e.restart(e.snapshot(), at(300));
+    assert_eq!(restarted.remembered_answers(), 1);
+    let mut out = Output::default();
+    let mut a = CcAnswer::default();
+    assert_eq!(
+        restarted.handle(&r2, at(399), &mut a, &mut out),
+        Handled::Duplicate(AnswerRef { seq: 2 })
+    );
+    assert_eq!(
+        restarted.handle(&r1, at(300), &mut a, &mut out),
+        Handled::Answered
+    );
+    assert_eq!(out.answers.first_seq(), 3);
+    assert_eq!(
+        restarted.handle(&r2, at(400), &mut a, &mut out),
+        Handled::Answered
+    );
+    assert_eq!(out.answers.count(), 2);
+}
+
+#[test]
+fn a_record_of_another_request_or_a_corrupt_one_is_refused() {
+    let mut e = engine();
+    let r1 = initial("m1", "111", vec![want(10)]);
+    let r2 = initial("m2", "111", vec![want(10)]);
+    let (_, out1) = run(&mut e, &r1, at(0));
+    let (_, out2) = run(&mut e, &r2, at(0));
+    let mut a = CcAnswer::default();
+    assert!(e.resolve_duplicate(&r1, out1.answers.as_bytes(), &mut a));
+    assert!(!e.resolve_duplicate(&r1, out2.answers.as_bytes(), &mut a));
+    let rec = out1.answers.as_bytes();
+    assert!(!e.resolve_duplicate(&r1, &rec[..rec.len() - 1], &mut a));
+    assert!(!e.resolve_duplicate(&r1, &[], &mut a));
+    // A caller handed the wrong record processes the request afresh.
+    let mut out = Output::default();
+    let dup = e.engine.handle_with(&r1, at(1), &mut a, &mut out, |_| {
+        Some(out2.answers.as_bytes().to_vec())
+    });
+    assert!(!dup);
+    assert_eq!(a.result_code, rc::UNABLE_TO_COMPLY);
 }

@@ -10,10 +10,11 @@ mod common;
 use common::script::script;
 
 fn transcript() -> String {
-    let mut e = ChargingConfig::from_toml_str(EXAMPLE)
+    let mut e: common::TestEngine = ChargingConfig::from_toml_str(EXAMPLE)
         .unwrap()
         .build_engine()
-        .unwrap();
+        .unwrap()
+        .into();
     let mut out = Output::default();
     let mut text = String::new();
     for (req, now) in script() {

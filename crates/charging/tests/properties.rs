@@ -175,6 +175,7 @@ struct World {
     cdr_amounts: HashMap<AccountId, i64>,
     cdr_sequences: Vec<u64>,
     journal: Vec<Effect>,
+    answers: AnswerArchive,
     sent: Vec<(CcRequest, CcAnswer, Timestamp)>,
     slots: [Option<(String, u32)>; 6],
     next_session: u32,
@@ -196,6 +197,7 @@ impl World {
             cdr_amounts: HashMap::new(),
             cdr_sequences: Vec::new(),
             journal: Vec::new(),
+            answers: AnswerArchive::new(),
             sent: Vec::new(),
             slots: Default::default(),
             next_session: 0,
@@ -218,9 +220,22 @@ impl World {
         }
     }
 
+    /// Handles a request as a server does: a duplicate is answered from its
+    /// journaled record.
+    fn handle(&mut self, req: &CcRequest) -> CcAnswer {
+        let mut a = CcAnswer::default();
+        let archive = &self.answers;
+        self.engine
+            .handle_with(req, self.now, &mut a, &mut self.out, |seq| {
+                archive.read(seq)
+            });
+        self.answers.append(&self.out.answers);
+        a
+    }
+
     fn send(&mut self, req: CcRequest) -> CcAnswer {
         self.out.clear();
-        let a = self.engine.handle_request(&req, self.now, &mut self.out);
+        let a = self.handle(&req);
         self.collect();
         self.sent.push((req, a.clone(), self.now));
         a
@@ -331,7 +346,7 @@ impl World {
                 }
                 let before = self.engine.snapshot();
                 self.out.clear();
-                let a = self.engine.handle_request(&r, self.now, &mut self.out);
+                let a = self.handle(&r);
                 let fresh = self.now.as_millis() - when.as_millis() < 300_000;
                 if fresh {
                     assert!(a.duplicate, "repeat within the window not recognised");
@@ -361,18 +376,27 @@ impl World {
                 // store keeps and carries on; later repeats must still be
                 // recognised.
                 let rebuilt = if from_snapshot {
-                    Engine::restore(
+                    let mut e = Engine::restore(
                         self.engine.catalog().clone(),
                         self.engine.options().clone(),
                         self.engine.snapshot(),
-                    )
+                    );
+                    // The store keeps only the answers a snapshot still
+                    // needs: those at or above the horizon.
+                    self.replay_answers(&mut e, self.engine.answer_horizon(self.now));
+                    e
                 } else {
                     self.replay()
                 };
                 assert_eq!(rebuilt.snapshot(), self.engine.snapshot());
+                self.engine.expire_answers(self.now);
                 assert_eq!(
                     rebuilt.remembered_answers(),
-                    self.engine.snapshot().answers.len()
+                    self.engine.remembered_answers()
+                );
+                assert_eq!(
+                    rebuilt.answer_horizon(self.now),
+                    self.engine.answer_horizon(self.now)
                 );
                 self.engine = rebuilt;
             }
@@ -395,6 +419,8 @@ impl World {
         for e in &self.journal {
             replayed.apply(e).expect("journal replays");
         }
+        // No snapshot covers the journal: every answer section is kept.
+        self.replay_answers(&mut replayed, 0);
         let mut out = Output::default();
         replayed.tick(self.now, &mut out);
         assert!(
@@ -402,6 +428,18 @@ impl World {
             "ticking the replayed engine changed it"
         );
         replayed
+    }
+
+    /// Rebuilds `e`'s duplicate index from the journaled answers a store
+    /// keeps (the sections with records at or above `horizon`), at the
+    /// current time.
+    fn replay_answers(&self, e: &mut Engine, horizon: u64) {
+        let mut kept = self.answers.clone();
+        kept.forget_below(horizon);
+        for (first, records) in kept.sections() {
+            e.replay_answers(first, records, self.now)
+                .expect("answers replay");
+        }
     }
 
     fn check(&self) {
@@ -471,7 +509,7 @@ impl World {
             r.retransmit = true;
             let before = self.engine.snapshot();
             self.out.clear();
-            let a = self.engine.handle_request(&r, self.now, &mut self.out);
+            let a = self.handle(&r);
             assert!(a.duplicate, "repeat after a restart not recognised");
             assert_eq!(
                 CcAnswer {

@@ -33,7 +33,12 @@ fn exchange(e: &mut Engine, ccr: &[u8], now: Timestamp, scratch: &mut CcRequest)
     decode_ccr(&msg, scratch).unwrap();
     let mut out = Output::default();
     let mut answer = CcAnswer::default();
-    e.handle(scratch, now, &mut answer, &mut out);
+    // The answer records journaled so far (one engine per test thread).
+    thread_local!(static ANSWERS: std::cell::RefCell<AnswerArchive> = Default::default());
+    ANSWERS.with_borrow_mut(|archive| {
+        e.handle_with(scratch, now, &mut answer, &mut out, |seq| archive.read(seq));
+        archive.append(&out.answers);
+    });
     let mut cca = BytesMut::new();
     let n = encode_cca(&mut cca, &msg, &answer, &local()).unwrap();
     assert_eq!(n, cca.len());

@@ -127,11 +127,68 @@ credit_limit = 20
 subscribers = ["e164:666"]
 "#;
 
-pub fn engine() -> Engine {
+/// An engine with an in-memory journal of its answer records, standing in
+/// for a store: duplicates are answered from the journaled records.
+pub struct TestEngine {
+    pub engine: Engine,
+    pub archive: AnswerArchive,
+}
+
+impl std::ops::Deref for TestEngine {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        &self.engine
+    }
+}
+
+impl std::ops::DerefMut for TestEngine {
+    fn deref_mut(&mut self) -> &mut Engine {
+        &mut self.engine
+    }
+}
+
+impl From<Engine> for TestEngine {
+    fn from(engine: Engine) -> Self {
+        TestEngine {
+            engine,
+            archive: AnswerArchive::new(),
+        }
+    }
+}
+
+impl TestEngine {
+    /// Handles a request as a server would: a duplicate gets the journaled
+    /// answer; the answer records are journaled.
+    pub fn handle_request(&mut self, r: &CcRequest, now: Timestamp, out: &mut Output) -> CcAnswer {
+        let mut a = CcAnswer::default();
+        let archive = &self.archive;
+        self.engine
+            .handle_with(r, now, &mut a, out, |seq| archive.read(seq));
+        self.archive.append(&out.answers);
+        a
+    }
+
+    /// The same engine rebuilt from `snapshot` and the journaled answers,
+    /// at `now` (a restart).
+    pub fn restart(&self, snapshot: Snapshot, now: Timestamp) -> TestEngine {
+        let mut e = Engine::restore(self.catalog().clone(), self.options().clone(), snapshot);
+        for (first, records) in self.archive.sections() {
+            e.replay_answers(first, records, now)
+                .expect("answers replay");
+        }
+        TestEngine {
+            engine: e,
+            archive: self.archive.clone(),
+        }
+    }
+}
+
+pub fn engine() -> TestEngine {
     ChargingConfig::from_toml_str(CONFIG)
         .expect("config")
         .build_engine()
         .expect("engine")
+        .into()
 }
 
 pub fn octets(n: u64) -> ServiceUnits {

@@ -1,11 +1,11 @@
 //! One-shot events (CCR-Event, RFC 8506 section 6): direct debiting,
 //! refund, balance check and price enquiry. Events open no session.
 
+use super::{fill_usage, Charged, Cx};
 use crate::accounts::AccountStatus;
 use crate::answer::{CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer};
 use crate::cdr::RecordType;
 use crate::effects::Effect;
-use crate::engine::{fill_usage, Charged, Cx};
 use crate::request::{CcRequest, RequestedAction};
 use crate::tariff::ZeroRated;
 use crate::types::{result_code as rc, RatingKey, ServiceUnits};

@@ -1,0 +1,171 @@
+//! The per-request context every step works through, and the steps every
+//! flow shares: committing an effect, drawing on bundles, writing a CDR.
+
+use super::*;
+
+/// Everything one request needs, borrowed apart so the catalog can be read
+/// while the ledger changes.
+pub(crate) struct Cx<'a> {
+    pub(crate) catalog: &'a Catalog,
+    pub(crate) directory: &'a SubscriberDirectory,
+    pub(crate) ledger: &'a mut Ledger,
+    pub(super) timers: &'a mut BinaryHeap<Reverse<(Timestamp, SessionKey)>>,
+    pub(crate) options: &'a EngineOptions,
+    pub(super) next_cdr: &'a mut u64,
+    pub(super) scratch: &'a mut SubscriptionId,
+    pub(crate) answer: &'a mut CcAnswer,
+    pub(crate) out: &'a mut Output,
+    pub(crate) now: Timestamp,
+}
+
+/// Who is charged, for CDRs.
+#[derive(Clone, Copy)]
+pub(crate) struct Charged<'r> {
+    pub(crate) session: Option<SessionKey>,
+    pub(crate) account: AccountId,
+    pub(crate) session_id: &'r str,
+    pub(crate) subscriber: &'r SubscriptionId,
+    pub(crate) service_context: &'r str,
+    pub(crate) request_number: u32,
+}
+
+/// Result of rating one unit request.
+pub(crate) struct UnitResult {
+    pub(crate) answer: MsccAnswer,
+    pub(crate) failed: Option<FailedAvp>,
+}
+
+pub(super) fn failed_for(key: RatingKey, err: RatingError) -> FailedAvp {
+    match (err, key.service_id, key.rating_group) {
+        (RatingError::UnknownContext, _, _) => FailedAvp::ServiceContextId,
+        (_, Some(s), _) => FailedAvp::ServiceIdentifier(s),
+        (_, None, Some(rg)) => FailedAvp::RatingGroup(rg),
+        (_, None, None) => FailedAvp::ServiceContextId,
+    }
+}
+
+impl Cx<'_> {
+    /// Applies an effect and records it.
+    /// Takes up to `want` units from the account's bundles that apply to
+    /// `key` and `unit` now, in bundle order, committing `effect(bundle,
+    /// units)` for each one drawn on. Returns the units taken.
+    pub(crate) fn take_from_bundles(
+        &mut self,
+        account: AccountId,
+        key: RatingKey,
+        unit: crate::UnitKind,
+        want: u64,
+        mut effect: impl FnMut(u32, u64) -> Effect,
+    ) -> u64 {
+        let mut left = want;
+        let n = self
+            .ledger
+            .accounts
+            .get(&account)
+            .map_or(0, |a| a.bundles.len());
+        for i in 0..n {
+            if left == 0 {
+                break;
+            }
+            let Some(b) = self
+                .ledger
+                .accounts
+                .get(&account)
+                .and_then(|a| a.bundles.get(i))
+            else {
+                break;
+            };
+            if b.remaining == 0 || !b.applies(key, unit, self.now) {
+                continue;
+            }
+            let take = b.remaining.min(left);
+            let bundle = b.id;
+            self.commit(effect(bundle, take));
+            left -= take;
+        }
+        want - left
+    }
+
+    pub(crate) fn commit(&mut self, e: Effect) {
+        match self.ledger.apply(&e) {
+            Ok(()) => {
+                if let Effect::SessionOpened {
+                    session,
+                    supervision_until,
+                    ..
+                } = &e
+                {
+                    self.timers.push(Reverse((*supervision_until, *session)));
+                }
+                self.out.effects.push(e);
+            }
+            Err(err) => {
+                debug_assert!(false, "engine produced an effect it cannot apply: {err}");
+            }
+        }
+    }
+
+    pub(super) fn fail(&mut self, code: u32, failed: Option<FailedAvp>) {
+        self.answer.result_code = code;
+        self.answer.failed_avp = failed;
+    }
+
+    /// A fresh CDR slot with the common fields filled.
+    pub(crate) fn cdr(&mut self, who: &Charged<'_>, record_type: RecordType) -> &mut Cdr {
+        let seq = *self.next_cdr;
+        *self.next_cdr += 1;
+        let balance = self
+            .ledger
+            .accounts
+            .get(&who.account)
+            .map_or(0, |a| a.balance.saturating_add(a.reserved));
+        let c = self.out.cdrs.next_slot();
+        c.sequence = seq;
+        c.node_id.clone_from(&self.options.node_id);
+        c.record_type = record_type;
+        c.session_id.clear();
+        c.session_id.push_str(who.session_id);
+        c.account = who.account;
+        c.subscriber.clear();
+        let _ = write!(c.subscriber, "{}", who.subscriber);
+        c.service_context.clear();
+        c.service_context.push_str(who.service_context);
+        c.rating_group = None;
+        c.service_id = None;
+        c.request_number = who.request_number;
+        c.requested_action = None;
+        c.unit = None;
+        c.time = 0;
+        c.input_octets = 0;
+        c.output_octets = 0;
+        c.total_octets = 0;
+        c.service_units = 0;
+        c.rated_units = 0;
+        c.bundle_units = 0;
+        c.amount = 0;
+        c.unbilled = 0;
+        c.balance_after = balance;
+        c.started = self.now;
+        c.ended = self.now;
+        c.result_code = rc::SUCCESS;
+        c.closing_cause = None;
+        c.termination_cause = None;
+        c.reporting_reason = None;
+        c
+    }
+
+    pub(super) fn supervision_deadline(&self) -> Timestamp {
+        self.now.plus_secs(self.options.supervision_secs)
+    }
+}
+
+/// Copies usage counters into a CDR.
+pub(crate) fn fill_usage(c: &mut Cdr, u: &ServiceUnits) {
+    c.time = u.time.map_or(0, u64::from);
+    c.input_octets = u.input_octets.unwrap_or(0);
+    c.output_octets = u.output_octets.unwrap_or(0);
+    c.total_octets = u
+        .total_octets
+        .unwrap_or_else(|| c.input_octets.saturating_add(c.output_octets));
+    c.service_units = u.service_specific.unwrap_or(0);
+}

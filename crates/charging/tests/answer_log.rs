@@ -1,0 +1,225 @@
+//! Answer records: every answer survives its binary record unchanged, a
+//! log numbers its records consecutively, and damaged records are refused.
+
+use gyro_charging::answer_log::{decode_record, encode_record, records, RecordKey};
+use gyro_charging::*;
+use proptest::prelude::*;
+
+fn units() -> impl Strategy<Value = ServiceUnits> {
+    (
+        any::<Option<u32>>(),
+        any::<Option<u64>>(),
+        any::<Option<u64>>(),
+        any::<Option<u64>>(),
+        any::<Option<u64>>(),
+    )
+        .prop_map(
+            |(time, total_octets, input_octets, output_octets, service_specific)| ServiceUnits {
+                time,
+                total_octets,
+                input_octets,
+                output_octets,
+                service_specific,
+            },
+        )
+}
+
+fn fui() -> impl Strategy<Value = FinalUnitIndication> {
+    (
+        0u8..3,
+        prop::option::of((0u8..4, ".{0,20}")),
+        prop::collection::vec(".{0,12}", 0..3),
+        prop::collection::vec(".{0,12}", 0..3),
+    )
+        .prop_map(|(action, redirect, rules, filters)| FinalUnitIndication {
+            action: match action {
+                0 => FinalUnitAction::Terminate,
+                1 => FinalUnitAction::Redirect,
+                _ => FinalUnitAction::RestrictAccess,
+            },
+            redirect: redirect.map(|(t, address)| RedirectServer {
+                address_type: match t {
+                    0 => RedirectAddressType::Ipv4,
+                    1 => RedirectAddressType::Ipv6,
+                    2 => RedirectAddressType::Url,
+                    _ => RedirectAddressType::SipUri,
+                },
+                address,
+            }),
+            restriction_filter_rules: rules,
+            filter_ids: filters,
+        })
+}
+
+fn unit_kind() -> impl Strategy<Value = UnitKind> {
+    prop_oneof![
+        Just(UnitKind::Octets),
+        Just(UnitKind::Seconds),
+        Just(UnitKind::Events)
+    ]
+}
+
+fn mscc() -> impl Strategy<Value = MsccAnswer> {
+    (
+        any::<Option<u32>>(),
+        any::<Option<u32>>(),
+        any::<u32>(),
+        prop::option::of(units()),
+        any::<Option<u32>>(),
+        prop::option::of(fui()),
+        prop::option::of(unit_kind()),
+    )
+        .prop_map(
+            |(rating_group, service_id, result_code, granted, validity_time, final_unit, unit)| {
+                MsccAnswer {
+                    rating_group,
+                    service_id,
+                    result_code,
+                    granted,
+                    validity_time,
+                    final_unit,
+                    unit,
+                }
+            },
+        )
+}
+
+fn failed_avp() -> impl Strategy<Value = FailedAvp> {
+    prop_oneof![
+        Just(FailedAvp::ServiceContextId),
+        Just(FailedAvp::SubscriptionId),
+        Just(FailedAvp::RequestedAction),
+        Just(FailedAvp::MultipleServicesCreditControl),
+        any::<u32>().prop_map(FailedAvp::RatingGroup),
+        any::<u32>().prop_map(FailedAvp::ServiceIdentifier),
+    ]
+}
+
+fn answer() -> impl Strategy<Value = CcAnswer> {
+    (
+        any::<u32>(),
+        1u32..5,
+        prop::option::of(units()),
+        any::<Option<u32>>(),
+        prop::option::of(fui()),
+        prop::collection::vec(mscc(), 0..4),
+        prop::option::of((any::<i64>(), any::<i32>(), any::<u32>())),
+        prop::option::of(any::<bool>()),
+        prop::option::of(failed_avp()),
+    )
+        .prop_map(
+            |(result_code, rt, granted, validity_time, final_unit, mscc, cost, cb, failed_avp)| {
+                CcAnswer {
+                    result_code,
+                    request_type: RequestType::from_code(rt).unwrap(),
+                    request_number: 0,
+                    granted,
+                    validity_time,
+                    final_unit,
+                    mscc,
+                    cost: cost.map(|(value_digits, exponent, currency_code)| CostInformation {
+                        value_digits,
+                        exponent,
+                        currency_code,
+                    }),
+                    check_balance: cb.map(|n| {
+                        if n {
+                            CheckBalanceResult::NoCredit
+                        } else {
+                            CheckBalanceResult::EnoughCredit
+                        }
+                    }),
+                    failed_avp,
+                    duplicate: false,
+                }
+            },
+        )
+}
+
+fn request() -> impl Strategy<Value = CcRequest> {
+    (".{0,60}", ".{0,30}", any::<u32>(), any::<u32>()).prop_map(
+        |(session_id, origin_host, end_to_end, request_number)| CcRequest {
+            session_id,
+            origin_host,
+            end_to_end,
+            request_number,
+            ..CcRequest::default()
+        },
+    )
+}
+
+proptest! {
+    #[test]
+    fn every_answer_survives_its_record(
+        req in request(),
+        mut a in answer(),
+        at in any::<u64>(),
+        junk in answer(),
+    ) {
+        a.request_number = req.request_number;
+        let mut buf = vec![7u8];
+        encode_record(&mut buf, &req, &a, Timestamp(at));
+        let rec = &buf[1..];
+        // Decoding reuses (and fully overwrites) another answer's buffers.
+        let mut back = junk;
+        let key = decode_record(rec, &mut back).unwrap();
+        prop_assert_eq!(&back, &a);
+        prop_assert_eq!(key, RecordKey {
+            at: Timestamp(at),
+            request_number: req.request_number,
+            end_to_end: req.end_to_end,
+            session_id: &req.session_id,
+            origin_host: &req.origin_host,
+        });
+        prop_assert!(key.matches(&req));
+        // Every truncation is refused, never a panic.
+        for cut in 0..rec.len() {
+            prop_assert!(decode_record(&rec[..cut], &mut back).is_err());
+        }
+    }
+
+    #[test]
+    fn corrupt_records_never_panic(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+        let mut a = CcAnswer::default();
+        let _ = decode_record(&bytes, &mut a);
+        for r in records(&bytes) {
+            let _ = r.map(|r| decode_record(r, &mut a));
+        }
+    }
+}
+
+#[test]
+fn a_log_numbers_its_records_consecutively() {
+    let mut e = ChargingConfig::from_toml_str(
+        "[[account]]\nid = 1\nbalance = 100\nsubscribers = [\"e164:1\"]\n",
+    )
+    .unwrap()
+    .build_engine()
+    .unwrap();
+    let mut out = Output::default();
+    let mut a = CcAnswer::default();
+    for n in 0..3 {
+        let r = CcRequest {
+            session_id: format!("s{n}"),
+            request_type: RequestType::Event,
+            ..CcRequest::default()
+        };
+        assert_eq!(
+            e.handle(&r, Timestamp(0), &mut a, &mut out),
+            Handled::Answered
+        );
+    }
+    assert_eq!((out.answers.first_seq(), out.answers.count()), (1, 3));
+    assert_eq!(records(out.answers.as_bytes()).count(), 3);
+    let third = out.answers.get(3).unwrap();
+    assert_eq!(RecordKey::parse(third).unwrap().session_id, "s2");
+    assert!(out.answers.get(4).is_none());
+    let mut archive = AnswerArchive::new();
+    archive.append(&out.answers);
+    archive.append(&out.answers);
+    assert_eq!(archive.sections().count(), 1);
+    assert_eq!(archive.read(2), out.answers.get(2));
+    out.clear();
+    assert!(out.answers.is_empty());
+    assert_eq!(e.next_answer_seq(), 4);
+}

@@ -1,0 +1,209 @@
+//! Steady-state heap allocations per request of a warm engine, counted by
+//! a counting global allocator: at most one per CCR-Update and CCR-Event;
+//! a whole session (CCR-I, U, T) copies its identifiers into the journaled
+//! effect and the open session (8 in all, all in the CCR-Initial).
+
+use gyro_charging::*;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        // SAFETY: forwarded unchanged to the system allocator.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// The counter is global: the tests take turns.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const CONFIG: &str = r#"
+[[tariff]]
+name = "data"
+service_context = "32251@3gpp.org"
+rating_group = 10
+unit = "octets"
+price = 100
+per = 1048576
+increment = 1024
+default_quota = 10485760
+
+[[tariff]]
+name = "voice"
+service_context = "32251@3gpp.org"
+rating_group = 30
+unit = "seconds"
+price = 1
+per = 60
+default_quota = 600
+
+[[tariff]]
+name = "sms"
+service_context = "32274@3gpp.org"
+unit = "events"
+price = 5
+per = 1
+default_quota = 1
+
+[[account_range]]
+first_id = 1
+count = 100
+e164_first = "46700000000"
+balance = 1000000000000000
+"#;
+
+fn request(kind: RequestType, session: &str, number: u32) -> CcRequest {
+    CcRequest {
+        session_id: session.into(),
+        origin_host: "pgw.example".into(),
+        request_type: kind,
+        request_number: number,
+        service_context: "32251@3gpp.org".into(),
+        subscription_ids: vec![SubscriptionId::e164("46700000042")],
+        multiple_services: Some(true),
+        mscc: [10, 30]
+            .iter()
+            .map(|&rg| Mscc {
+                rating_group: Some(rg),
+                requested: (kind != RequestType::Termination).then(ServiceUnits::default),
+                used: (kind != RequestType::Initial).then(|| ServiceUnits {
+                    total_octets: Some(1_000_000),
+                    time: Some(30),
+                    ..ServiceUnits::default()
+                }),
+                ..Mscc::default()
+            })
+            .collect(),
+        ..CcRequest::default()
+    }
+}
+
+struct Warm {
+    engine: Engine,
+    answer: CcAnswer,
+    out: Output,
+    now: Timestamp,
+    e2e: u32,
+}
+
+impl Warm {
+    fn new() -> Self {
+        Warm {
+            engine: ChargingConfig::from_toml_str(CONFIG)
+                .unwrap()
+                .build_engine()
+                .unwrap(),
+            answer: CcAnswer::default(),
+            out: Output::default(),
+            now: Timestamp::from_secs(1_767_312_000),
+            e2e: 0,
+        }
+    }
+
+    fn send(&mut self, r: &mut CcRequest) {
+        self.e2e += 1;
+        r.end_to_end = self.e2e;
+        self.out.clear();
+        let h = self
+            .engine
+            .handle(r, self.now, &mut self.answer, &mut self.out);
+        assert_eq!(h, Handled::Answered);
+        assert_eq!(self.answer.result_code, result_code::SUCCESS);
+    }
+
+    /// Allocations per call of `step` over `n` calls.
+    fn per_request(&mut self, n: u64, mut step: impl FnMut(&mut Self)) -> f64 {
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        for _ in 0..n {
+            step(self);
+        }
+        (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / n as f64
+    }
+}
+
+#[test]
+fn a_warm_engine_allocates_at_most_once_per_ccr_update() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut w = Warm::new();
+    let mut r = request(RequestType::Initial, "pgw.example;1;1", 0);
+    w.send(&mut r);
+    r = request(RequestType::Update, "pgw.example;1;1", 0);
+    // Warm up past the answers' time to live (one request a second), so
+    // the duplicate index recycles its slots.
+    let mut update = |w: &mut Warm| {
+        r.request_number += 1;
+        w.now = w.now.plus_secs(1);
+        w.send(&mut r);
+    };
+    w.per_request(1_000, &mut update);
+    let per = w.per_request(20_000, &mut update);
+    println!("CCR-Update: {per:.3} allocations per request");
+    assert!(per <= 1.0, "{per} allocations per CCR-Update");
+}
+
+#[test]
+fn whole_sessions_and_events_allocate_a_few_times_per_request() {
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let mut w = Warm::new();
+    let mut n = 0u32;
+    let mut session = |w: &mut Warm| {
+        n += 1;
+        let sid = format!("pgw.example;1;{n}");
+        let mut i = request(RequestType::Initial, &sid, 0);
+        let mut u = request(RequestType::Update, &sid, 1);
+        let mut t = request(RequestType::Termination, &sid, 2);
+        w.now = w.now.plus_secs(1);
+        w.send(&mut i);
+        w.send(&mut u);
+        w.send(&mut t);
+    };
+    w.per_request(1_000, &mut session);
+    // Building the three requests above takes allocations of its own.
+    let build = {
+        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let sid = format!("pgw.example;1;{}", 1);
+        let _ = [
+            request(RequestType::Initial, &sid, 0),
+            request(RequestType::Update, &sid, 1),
+            request(RequestType::Termination, &sid, 2),
+        ];
+        (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64
+    };
+    let per_session = w.per_request(5_000, &mut session) - build;
+    println!("CCR-I + CCR-U + CCR-T: {per_session:.3} allocations per session");
+    let mut ev = request(RequestType::Event, "sms;1", 0);
+    ev.service_context = "32274@3gpp.org".into();
+    ev.mscc.clear();
+    ev.requested_action = Some(RequestedAction::DirectDebiting);
+    ev.requested = Some(ServiceUnits {
+        service_specific: Some(1),
+        ..ServiceUnits::default()
+    });
+    let mut event = |w: &mut Warm| {
+        w.now = w.now.plus_secs(1);
+        ev.request_number += 1;
+        w.send(&mut ev);
+    };
+    w.per_request(1_000, &mut event);
+    let per_event = w.per_request(5_000, &mut event);
+    println!("CCR-Event: {per_event:.3} allocations per request");
+    assert!(per_event <= 1.0, "{per_event} allocations per CCR-Event");
+    assert!(per_session <= 8.5, "{per_session} allocations per session");
+}
