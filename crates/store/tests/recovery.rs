@@ -51,9 +51,9 @@ fn balances_reservations_bundles_and_sessions_survive_a_restart() {
     let mut e3 = Engine::restore(
         cfg.catalog().unwrap(),
         cfg.engine.clone(),
-        rec.snapshot.unwrap(),
+        rec.snapshot.clone().unwrap(),
     );
-    for e in &rec.effects {
+    for e in &rec.effects().unwrap() {
         e3.apply(e).unwrap();
     }
     assert_eq!(engine_state(&e3), before);
@@ -212,11 +212,7 @@ fn damage_before_the_last_frame_is_an_error_and_changes_nothing() {
     let mut data = std::fs::read(&journal).unwrap();
     data[40] ^= 0xff;
     std::fs::write(&journal, &data).unwrap();
-    let cfg = config();
-    let err = ShardStore::open_engine(dir.path(), 0, options(), T0, |_| {
-        cfg.build_shard(0, 1).unwrap()
-    })
-    .unwrap_err();
+    let err = ShardStore::open(dir.path(), 0, options(), T0).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Corrupt, "{err}");
     assert_eq!(err.path(), Some(journal.as_path()));
     assert_eq!(std::fs::read(&journal).unwrap(), data);
