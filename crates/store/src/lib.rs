@@ -174,9 +174,13 @@
 //!   commit and a 129 MiB file; this journal 260-560 µs per commit with
 //!   the JSON encoding included and a 57 MiB file.
 //! * `benches/commit.rs`: a group commit of 64 requests (304 effects,
-//!   64 of them the answers kept for duplicate detection, 96 CDRs; 108 KB
-//!   of journal, 55 KB of CDR lines): encoding about 90 µs,
-//!   write and `fdatasync` about 0.5 ms, i.e. about 8 µs per request.
+//!   64 of them the answers kept for duplicate detection, 96 CDRs):
+//!   encoding on the loop 37 µs in binary records against 128 µs as the
+//!   JSON lines of the first journal format; 35.6 KB of journal per batch
+//!   (108 KB before), 55 KB of CDR lines written by the commit job. A
+//!   typical CCR-Update (session touched, charged, released, reserved, one
+//!   usage CDR) is 155 bytes of journal records (51 of effects, 104 of
+//!   CDR) plus its answer record, against 1,386 bytes of JSON before.
 //! * `examples/startup.rs`: 1,000,000 accounts (a 168 MiB snapshot) and
 //!   10,000,000 journaled effects with 3.6 million CDRs (3.25 GiB of
 //!   journal): a restart that replays all of it takes 12.7 s; after a
