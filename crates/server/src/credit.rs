@@ -149,20 +149,27 @@ fn open_ledger(
     let catalog = charging.catalog().map_err(|e| e.to_string())?;
     let options = charging.engine.clone();
     let mut build_error = None;
-    let (mut store, engine, report) = ShardStore::open_engine(
-        dir,
-        index,
-        storage.options.clone(),
-        now,
-        |snapshot| match snapshot {
-            Some(s) => Engine::restore(catalog, options, s),
-            None => fresh().unwrap_or_else(|e| {
+    let (mut store, recovered) =
+        ShardStore::open(dir, index, storage.options.clone(), now).map_err(|e| e.to_string())?;
+    let mut engine = match recovered.snapshot.clone() {
+        Some(s) => Engine::restore(catalog, options, s),
+        None => match fresh() {
+            Ok(e) => {
+                let mut s = e.snapshot();
+                s.next_cdr_sequence = recovered.next_cdr_sequence;
+                Engine::restore(catalog, options, s)
+            }
+            Err(e) => {
                 build_error = Some(e);
                 Engine::new(catalog, options)
-            }),
+            }
         },
-    )
-    .map_err(|e| e.to_string())?;
+    };
+    recovered
+        .replay_effects(|e| engine.apply(&e))
+        .map_err(|e| e.to_string())?;
+    engine.expire_answers(now);
+    let report = recovered.report;
     if let Some(e) = build_error {
         return Err(e);
     }
