@@ -89,7 +89,7 @@ pub struct Cdr {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub bundle_units: u64,
     /// Money charged, minor units (negative for a refund).
-    #[serde(default, skip_serializing_if = "is_zero")]
+    #[serde(default)]
     pub amount: i64,
     /// Money the usage cost beyond what the account could pay (usage past
     /// the grant on an exhausted account); recorded, never charged.

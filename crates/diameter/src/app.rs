@@ -101,10 +101,12 @@ pub trait Shard {
     /// [`Shard::flush`], before the answers are released (or failed).
     fn synced(&mut self, _result: &std::io::Result<()>) {}
 
-    /// The Session-Ids ([`session_key`]s) this shard holds state for (open
-    /// sessions and sessions whose answers it still remembers), so the
-    /// runtime can rebuild its directory at start.
-    fn sessions(&self, _keys: &mut Vec<u64>) {}
+    /// The Session-Ids ([`session_key`]s) this shard holds state for, so
+    /// the runtime can rebuild its directory at start: `open` sessions, and
+    /// `lingering` ones that ended but whose answers the shard still
+    /// remembers (their pins are released after
+    /// [`Application::session_linger_ms`]).
+    fn sessions(&self, _open: &mut Vec<u64>, _lingering: &mut Vec<u64>) {}
 }
 
 /// Builds the shards and routes requests to them. Shared by all event

@@ -6,8 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use gyro_charging::{Engine, Output, Timestamp};
-use gyro_store::{ShardStore, StoreOptions};
+use gyro_charging::{Output, Timestamp};
 use serde::Serialize;
 
 use crate::serve;
@@ -87,21 +86,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         books: Vec::new(),
     };
     for &shard in &shards {
-        let catalog = charging.catalog()?;
-        let options = charging.engine.clone();
-        let (_store, mut engine, _) = ShardStore::open_engine(
-            &args.data_dir,
-            shard,
-            StoreOptions::default(),
-            now,
-            |snapshot| match snapshot {
-                Some(s) => Engine::restore(catalog.clone(), options.clone(), s),
-                None => charging
-                    .build_shard(shard, count)
-                    .unwrap_or_else(|_| Engine::new(catalog.clone(), options.clone())),
-            },
-        )
-        .with_context(|| format!("opening the ledger of shard {shard}"))?;
+        let mut engine = gyro_ocs::recover_engine(&charging, &args.data_dir, shard, count, now)
+            .with_context(|| format!("opening the ledger of shard {shard}"))?;
         if args.expire_sessions {
             let later = Timestamp(now.0 + (charging.engine.supervision_secs + 1) * 1000);
             engine.tick(later, &mut Output::default());

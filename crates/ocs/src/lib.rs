@@ -49,6 +49,21 @@ use gyro_charging::ChargingConfig;
 /// (32274@3gpp.org), and 1,000 accounts for 46700000000..=46700000999.
 pub const DEMO_CHARGING: &str = include_str!("../../../config/example-charging.toml");
 
+/// Rebuilds the engine of shard `shard` of `count` from the data directory
+/// (as `gyro serve` does at start; repairs what a crash left behind), for
+/// tools that inspect a stopped server's books.
+pub fn recover_engine(
+    charging: &ChargingConfig,
+    data_dir: &std::path::Path,
+    shard: usize,
+    count: usize,
+    now: gyro_charging::Timestamp,
+) -> Result<gyro_charging::Engine> {
+    let storage = Storage::on_disk(data_dir, gyro_store::StoreOptions::default());
+    let (ledger, _) = recovery::open_ledger(charging, &storage, shard, count, now)?;
+    Ok(ledger.engine)
+}
+
 /// The demo charging configuration, parsed.
 pub fn demo_charging() -> ChargingConfig {
     // The embedded file is tested to parse (see the tests below).

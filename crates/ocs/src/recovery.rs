@@ -1,8 +1,12 @@
-//! Opening a shard's ledger: the latest snapshot plus the journal after it
-//! (or the configured accounts on the very first start).
+//! Opening a shard's ledger: the latest snapshot, the journal's effects
+//! after it and the answers every retained journal remembers (or the
+//! configured accounts on the very first start); and building later
+//! snapshots off the event loop from the journal.
 
-use gyro_charging::{ChargingConfig, Engine, Timestamp};
-use gyro_store::{RecoveryReport, ShardStore};
+use gyro_charging::answer_log::{self, RecordKey};
+use gyro_charging::{ChargingConfig, Engine, Snapshot, Timestamp};
+use gyro_diameter::app::session_key;
+use gyro_store::{CompactionDone, CompactionJob, RecoveryReport, ShardStore};
 
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -11,6 +15,13 @@ use crate::storage::Storage;
 pub(crate) struct Ledger {
     pub engine: Engine,
     pub store: Option<ShardStore>,
+    /// Sessions that ended before the restart but whose answers are still
+    /// remembered (their [`session_key`]s), for the runtime's directory.
+    pub lingering: Vec<u64>,
+}
+
+fn config(e: impl std::fmt::Display) -> Error {
+    Error::Config(e.to_string())
 }
 
 /// Opens (recovering) the ledger of shard `index` of `count`.
@@ -21,47 +32,98 @@ pub(crate) fn open_ledger(
     count: usize,
     now: Timestamp,
 ) -> Result<(Ledger, Option<RecoveryReport>)> {
-    let config = |e: gyro_charging::Error| Error::Config(e.to_string());
     let fresh = || charging.build_shard(index, count).map_err(config);
     let Some(dir) = &storage.data_dir else {
         return Ok((
             Ledger {
                 engine: fresh()?,
                 store: None,
+                lingering: Vec::new(),
             },
             None,
         ));
     };
     let catalog = charging.catalog().map_err(config)?;
     let options = charging.engine.clone();
-    let mut build_error = None;
-    let store_err = |e: gyro_store::Error| Error::Config(e.to_string());
-    let (mut store, engine, report) = ShardStore::open_engine(
-        dir,
-        index,
-        storage.options.clone(),
-        now,
-        |snapshot| match snapshot {
-            Some(s) => Engine::restore(catalog, options, s),
-            None => fresh().unwrap_or_else(|e| {
-                build_error = Some(e);
-                Engine::new(catalog, options)
-            }),
-        },
-    )
-    .map_err(store_err)?;
-    if let Some(e) = build_error {
-        return Err(e);
-    }
+    let ttl_ms = options.dedup_ttl_secs.saturating_mul(1000);
+    let (mut store, mut recovered) =
+        ShardStore::open(dir, index, storage.options.clone(), now).map_err(config)?;
+    let mut engine = match recovered.snapshot.take() {
+        Some(s) => Engine::restore(catalog, options, s),
+        None => {
+            let mut s = fresh()?.snapshot();
+            s.next_cdr_sequence = recovered.next_cdr_sequence;
+            Engine::restore(catalog, options, s)
+        }
+    };
+    recovered
+        .replay_effects(|e| engine.apply(&e))
+        .map_err(config)?;
+    let mut lingering = Vec::new();
+    recovered
+        .replay_answers(|first, _count, records| {
+            for r in answer_log::records(records) {
+                let key = RecordKey::parse(r?)?;
+                if key.at.as_millis().saturating_add(ttl_ms) > now.as_millis() {
+                    lingering.push(session_key(key.session_id.as_bytes()));
+                }
+            }
+            engine.replay_answers(first, records, now)
+        })
+        .map_err(config)?;
+    engine.expire_answers(now);
+    lingering.sort_unstable();
+    lingering.dedup();
+    store.set_answer_horizon(engine.answer_horizon(now));
+    let report = recovered.report;
     if report.snapshot_generation.is_none() {
         // The configured accounts become the first durable state.
-        store.snapshot(&engine.snapshot(), now).map_err(store_err)?;
+        store.snapshot(&engine.snapshot(), now).map_err(config)?;
     }
     Ok((
         Ledger {
             engine,
             store: Some(store),
+            lingering,
         },
         Some(report),
     ))
+}
+
+/// Builds the snapshot a [`CompactionJob`] asks for, off the event loop:
+/// a second engine restored from the previous snapshot replays the closed
+/// journals. `next_answer_seq` is the live engine's when the job started
+/// (at least every answer the closed journals hold).
+pub(crate) fn compact(
+    job: CompactionJob,
+    charging: &ChargingConfig,
+    index: usize,
+    count: usize,
+    next_answer_seq: u64,
+) -> gyro_store::Result<CompactionDone> {
+    let unusable = |e: gyro_charging::Error| gyro_store::Error::Encode {
+        what: "snapshot (charging configuration)",
+        reason: e.to_string(),
+    };
+    let catalog = charging.catalog().map_err(unusable)?;
+    // Only without a previous snapshot (it was removed by hand): start
+    // from the configured accounts, as the very first start did.
+    let mut initial = match job.has_previous() {
+        true => None,
+        false => Some(charging.build_shard(index, count).map_err(unusable)?),
+    };
+    let options = charging.engine.clone();
+    job.run(
+        |snapshot: Option<Snapshot>| match (snapshot, initial.take()) {
+            (Some(s), _) => Engine::restore(catalog, options, s),
+            (None, Some(e)) => e,
+            (None, None) => Engine::new(catalog, options),
+        },
+        |engine, effect| engine.apply(effect),
+        |engine| {
+            let mut s = engine.snapshot();
+            s.next_answer_seq = s.next_answer_seq.max(next_answer_seq);
+            s
+        },
+    )
 }

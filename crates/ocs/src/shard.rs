@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use bytes::BytesMut;
+use gyro_charging::answer_log::AnswerArchive;
 use gyro_charging::{
     CcAnswer, CcRequest, ChargingConfig, ClosingCause, Output, RecordType, RequestType, Timestamp,
 };
@@ -17,11 +18,12 @@ use gyro_diameter::app::{session_key, Flush, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::header::flags;
 use gyro_diameter::{Encoder, Message};
+use gyro_store::{CommitStats, CompactionDone};
 use tracing::{error, info, warn};
 
 use crate::app::unix_now;
 use crate::gy::{self, LocalIdentity};
-use crate::recovery::{open_ledger, Ledger};
+use crate::recovery::{self, open_ledger, Ledger};
 use crate::storage::{ShardTotals, Storage};
 use crate::Error;
 
@@ -41,7 +43,10 @@ pub struct CreditShard {
     identity: LocalIdentity,
     totals: Arc<[ShardTotals]>,
     last_reopen: u64,
-    snapshotting: Option<std::thread::JoinHandle<()>>,
+    /// A snapshot being built off the event loop.
+    compacting: Option<std::thread::JoinHandle<gyro_store::Result<CompactionDone>>>,
+    /// Without storage: the answer records, for duplicate detection.
+    archive: AnswerArchive,
     /// Sessions that a request failed to open or that a failed update
     /// closed, reported at the next tick so the runtime can release them.
     ended: Vec<u64>,
@@ -69,7 +74,8 @@ impl CreditShard {
             identity,
             totals,
             last_reopen: 0,
-            snapshotting: None,
+            compacting: None,
+            archive: AnswerArchive::new(),
             ended: Vec::new(),
         }
     }
@@ -90,7 +96,10 @@ impl CreditShard {
         }
         let r = match &mut ledger.store {
             Some(store) => store.append_output(&self.output),
-            None => Ok(()),
+            None => {
+                self.archive.append(&self.output.answers);
+                Ok(())
+            }
         };
         self.output.clear();
         match r {
@@ -169,42 +178,57 @@ impl CreditShard {
         }
     }
 
-    fn maybe_snapshot(&mut self, now: u64) {
-        if let Some(h) = &self.snapshotting {
-            if !h.is_finished() {
-                return;
-            }
-            self.snapshotting = None;
+    /// Builds a snapshot off the event loop when the store says one is
+    /// due (the store first closes the journal on its sync thread), and
+    /// takes the result of the last one.
+    fn compact(&mut self) {
+        if self.compacting.as_ref().is_some_and(|h| !h.is_finished()) {
+            return;
         }
+        let done = self.compacting.take().map(|h| {
+            h.join()
+                .unwrap_or(Err(gyro_store::Error::Busy("snapshot thread panicked")))
+        });
         let Some(ledger) = &mut self.ledger else {
             return;
         };
         let Some(store) = &mut ledger.store else {
             return;
         };
-        if !store.should_snapshot() {
-            return;
-        }
-        match store.prepare_snapshot(Timestamp(now)) {
-            Ok(writer) => {
-                let snapshot = ledger.engine.snapshot();
-                let shard = self.index;
-                let spawned = std::thread::Builder::new()
-                    .name(format!("gyro-snapshot-{shard}"))
-                    .spawn(move || match writer.write(&snapshot) {
-                        Ok(bytes) => info!(shard, bytes, "ledger snapshot written"),
-                        Err(e) => warn!(shard, error = %e, "ledger snapshot failed; the journal keeps everything"),
-                    });
-                match spawned {
-                    Ok(h) => self.snapshotting = Some(h),
-                    Err(e) => warn!(shard, error = %e, "cannot start the snapshot thread"),
+        let shard = self.index;
+        if let Some(done) = done {
+            match &done {
+                Ok(d) => info!(
+                    shard,
+                    generation = d.generation,
+                    bytes = d.bytes,
+                    effects = d.effects,
+                    "ledger snapshot written"
+                ),
+                Err(e) => {
+                    warn!(shard, error = %e, "ledger snapshot failed; the journal keeps everything")
                 }
             }
-            Err(e) => warn!(shard = self.index, error = %e, "cannot prepare a snapshot"),
+            store.finish_compaction(&done);
+        }
+        let Some(job) = store.begin_compaction() else {
+            return;
+        };
+        let (charging, count) = (self.charging.clone(), self.count);
+        let next_answer_seq = ledger.engine.next_answer_seq();
+        let spawned = std::thread::Builder::new()
+            .name(format!("gyro-snapshot-{shard}"))
+            .spawn(move || recovery::compact(job, &charging, shard, count, next_answer_seq));
+        match spawned {
+            Ok(h) => self.compacting = Some(h),
+            Err(e) => {
+                warn!(shard, error = %e, "cannot start the snapshot thread");
+                store.finish_compaction(&Err(gyro_store::Error::Busy("no snapshot thread")));
+            }
         }
     }
 
-    fn count_commit(&self, stats: &gyro_store::CommitStats) {
+    fn count_commit(&self, stats: &CommitStats) {
         let t = self.totals();
         t.commits.fetch_add(1, Relaxed);
         t.syncs.fetch_add(u64::from(stats.syncs), Relaxed);
@@ -235,11 +259,19 @@ impl Shard for CreditShard {
             return;
         };
         self.output.clear();
-        ledger.engine.handle(
+        let (store, archive) = (&ledger.store, &self.archive);
+        ledger.engine.handle_with(
             &self.request,
             Timestamp(now_ms),
             &mut self.answer,
             &mut self.output,
+            |seq| match store {
+                Some(store) => store.read_answer(seq).unwrap_or_else(|e| {
+                    warn!(error = %e, seq, "cannot read a remembered answer; answering anew");
+                    None
+                }),
+                None => archive.read(seq).map(<[u8]>::to_vec),
+            },
         );
         if self.answer.result_code != result::SUCCESS
             && self.request.request_type != RequestType::Event
@@ -313,20 +345,16 @@ impl Shard for CreditShard {
         if !self.record_output() {
             return;
         }
-        if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
-            match store.tick(Timestamp(now_ms)) {
-                Ok(stats) => {
-                    self.totals()
-                        .syncs
-                        .fetch_add(u64::from(stats.syncs), Relaxed);
-                }
-                Err(e) => {
-                    self.fail(&e.to_string());
-                    return;
-                }
+        // Time-driven disk work (an asynchronous sync, a CDR file closed by
+        // age) runs in the next group commit, on the sync thread.
+        if let Some(ledger) = &mut self.ledger {
+            let horizon = ledger.engine.answer_horizon(Timestamp(now_ms));
+            match &mut ledger.store {
+                Some(store) => store.set_answer_horizon(horizon),
+                None => self.archive.forget_below(horizon),
             }
         }
-        self.maybe_snapshot(now_ms);
+        self.compact();
     }
 
     fn flush(&mut self) -> Flush {
@@ -337,25 +365,10 @@ impl Shard for CreditShard {
             return Flush::Done;
         };
         match store.begin_commit(unix_now()) {
-            Ok(Some(handle)) => Flush::Sync(Box::new(move || {
-                handle.sync().map_err(std::io::Error::other)
-            })),
-            Ok(None) => {
-                // Asynchronous durability, or nothing to write: the batch
-                // was written (if anything) and is released now.
-                match store.finish_commit(Ok(()), unix_now()) {
-                    Ok(stats) => {
-                        if stats.effects + stats.cdrs > 0 {
-                            self.count_commit(&stats);
-                        }
-                        Flush::Done
-                    }
-                    Err(e) => {
-                        self.fail(&e.to_string());
-                        Flush::Failed
-                    }
-                }
+            Ok(Some(job)) => {
+                Flush::Sync(Box::new(move || job.run().map_err(std::io::Error::other)))
             }
+            Ok(None) => Flush::Done,
             Err(e) => {
                 self.fail(&e.to_string());
                 Flush::Failed
@@ -381,9 +394,10 @@ impl Shard for CreditShard {
         }
     }
 
-    fn sessions(&self, keys: &mut Vec<u64>) {
+    fn sessions(&self, open: &mut Vec<u64>, lingering: &mut Vec<u64>) {
         if let Some(ledger) = &self.ledger {
-            keys.extend(
+            lingering.extend_from_slice(&ledger.lingering);
+            open.extend(
                 ledger
                     .engine
                     .ledger()
@@ -397,8 +411,13 @@ impl Shard for CreditShard {
 
 impl Drop for CreditShard {
     fn drop(&mut self) {
-        if let Some(h) = self.snapshotting.take() {
-            let _ = h.join();
+        if let Some(h) = self.compacting.take() {
+            let done = h
+                .join()
+                .unwrap_or(Err(gyro_store::Error::Busy("snapshot thread panicked")));
+            if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
+                store.finish_compaction(&done);
+            }
         }
         if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
             if let Err(e) = store.close_cdr_file(unix_now()) {

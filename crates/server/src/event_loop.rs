@@ -39,11 +39,17 @@ pub(crate) fn run<F: Application>(
     })();
     let count = shared.inboxes.len();
     let shard = shared.factory.shard(index, count);
-    let mut sessions = Vec::new();
-    shard.sessions(&mut sessions);
+    let (mut open, mut lingering) = (Vec::new(), Vec::new());
+    shard.sessions(&mut open, &mut lingering);
     let mut pinner = Pinner::new(index, shared.factory.session_linger_ms());
-    for key in sessions {
+    for key in open {
         shared.directory.pin(key, pinner.next(index));
+    }
+    let now = shared.unix_ms();
+    for key in lingering {
+        let pin = pinner.next(index);
+        shared.directory.pin(key, pin);
+        pinner.release_later(key, pin, now);
     }
     ready.wait();
     let (rt, commit) = match started {

@@ -81,11 +81,16 @@ fn batch() -> (Vec<Effect>, Vec<Cdr>) {
         RequestType::Termination,
     ] {
         for i in 0..16 {
-            engine.handle_request(&request(i, kind), now, &mut out);
+            engine.handle_fresh(&request(i, kind), now, &mut CcAnswer::default(), &mut out);
         }
     }
     for i in 100..116 {
-        engine.handle_request(&request(i, RequestType::Event), now, &mut out);
+        engine.handle_fresh(
+            &request(i, RequestType::Event),
+            now,
+            &mut CcAnswer::default(),
+            &mut out,
+        );
     }
     (out.effects, out.cdrs.as_slice().to_vec())
 }
@@ -98,9 +103,10 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Elements(64));
     g.measurement_time(Duration::from_secs(4));
 
-    // Encoding alone (what `append` does): JSON lines of effects and CDRs.
+    // Encoding alone, before: JSON lines of effects and CDRs (the first
+    // journal format).
     let mut buf = Vec::with_capacity(64 << 10);
-    g.bench_function("encode", |b| {
+    g.bench_function("encode-json-before", |b| {
         b.iter(|| {
             buf.clear();
             for e in &effects {
@@ -113,6 +119,21 @@ fn bench(c: &mut Criterion) {
             buf.len()
         })
     });
+
+    // Encoding alone, now: binary records (what `append` does on the loop).
+    g.bench_function("encode-binary", |b| {
+        b.iter(|| {
+            buf.clear();
+            for e in &effects {
+                gyro_store::record::encode_effect(&mut buf, e);
+            }
+            for c in &cdrs {
+                gyro_store::record::encode_cdr(&mut buf, c);
+            }
+            buf.len()
+        })
+    });
+    typical_update_bytes();
 
     for (name, durability) in [
         (
@@ -153,6 +174,51 @@ fn bench(c: &mut Criterion) {
         let _ = std::fs::remove_dir_all(dir.path().join("cdr"));
     }
     g.finish();
+}
+
+/// Bytes of one typical CCR-Update (one rating group): its effects, its
+/// usage CDR and an answer record, in the binary journal and as the JSON
+/// lines of the first format.
+fn typical_update_bytes() {
+    let mut engine = config().build_shard(0, 1).unwrap();
+    let now = Timestamp::from_secs(1_772_323_200);
+    let mut out = Output::default();
+    let mut init = request(1, RequestType::Initial);
+    init.mscc.truncate(1);
+    engine.handle_fresh(&init, now, &mut CcAnswer::default(), &mut out);
+    out.clear();
+    let mut upd = request(1, RequestType::Update);
+    upd.mscc.truncate(1);
+    engine.handle_fresh(&upd, now, &mut CcAnswer::default(), &mut out);
+    let (mut json, mut bin) = (Vec::new(), Vec::new());
+    let mut kinds = Vec::new();
+    for e in &out.effects {
+        serde_json::to_writer(&mut json, e).unwrap();
+        json.push(b'\n');
+        let j = serde_json::to_value(e).unwrap();
+        kinds.push(j["effect"].as_str().unwrap_or("?").to_owned());
+        gyro_store::record::encode_effect(&mut bin, e);
+    }
+    let effects_bin = bin.len();
+    for c in out.cdrs.iter() {
+        c.write_json_line(&mut json).unwrap();
+        gyro_store::record::encode_cdr(&mut bin, c);
+    }
+    let mut lines = Vec::new();
+    for c in out.cdrs.iter() {
+        c.write_json_line(&mut lines).unwrap();
+    }
+    eprintln!(
+        "typical CCR-Update ({}; {} CDR): journal records {} bytes binary ({} effects + {} CDR) + {} bytes answer record, vs {} bytes of JSON effects and CDR; CDR file line {} bytes",
+        kinds.join(", "),
+        out.cdrs.len(),
+        bin.len(),
+        effects_bin,
+        bin.len() - effects_bin,
+        out.answers.as_bytes().len(),
+        json.len(),
+        lines.len()
+    );
 }
 
 criterion_group!(benches, bench);

@@ -94,7 +94,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
         "journal: {:7.1} us/commit (encoding included), file {:6.1} MiB, reopened and decoded {} effects in {:.2?}",
         per(journal_commit),
         journal_size as f64 / 1048576.0,
-        rec.effects.len(),
+        rec.effects()?.len(),
         journal_read
     );
     Ok(())

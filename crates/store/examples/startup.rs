@@ -181,11 +181,19 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
             .build_shard(0, 1)
             .unwrap_or_else(|_| Engine::new(cfg.catalog().unwrap_or_default(), cfg.engine.clone())),
     };
+    // What the credit-control application does at start: the snapshot,
+    // then every journaled effect after it.
+    let open_engine =
+        |opts: StoreOptions| -> gyro_store::Result<(ShardStore, Engine, RecoveryReport)> {
+            let (store, rec) = ShardStore::open(&data, 0, opts, now)?;
+            let mut engine = restore(rec.snapshot.clone());
+            rec.replay_effects(|e| engine.apply(&e))?;
+            Ok((store, engine, rec.report))
+        };
 
     // 1. Snapshot + full journal.
     let t = Instant::now();
-    let (mut store, engine, report) =
-        ShardStore::open_engine(&data, 0, opts.clone(), now, restore)?;
+    let (mut store, engine, report) = open_engine(opts.clone())?;
     let replay = t.elapsed();
     println!(
         "RESTART snapshot + journal: {:.2?} ({} accounts, {} journal effects, {} frames, {:.1} MiB journal; peak RSS {} MiB)",
@@ -211,7 +219,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
 
     // 3. Snapshot alone.
     let t = Instant::now();
-    let (_store, engine, report) = ShardStore::open_engine(&data, 0, opts, now, restore)?;
+    let (_store, engine, report) = open_engine(opts)?;
     println!(
         "RESTART snapshot only: {:.2?} ({} accounts, {} journal effects)",
         t.elapsed(),

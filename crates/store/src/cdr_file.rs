@@ -2,7 +2,7 @@
 //! closed files, and repair after a crash.
 
 use crate::error::{corrupt, io_err, Error, Result};
-use crate::names::{final_name, part_name, sync_dir, CdrName};
+use crate::names::{final_name_as, part_name_as, sync_dir, CdrFormat, CdrName};
 use gyro_charging::Timestamp;
 use serde::Deserialize;
 use std::fs::{File, OpenOptions};
@@ -14,12 +14,21 @@ struct SeqOnly {
     sequence: u64,
 }
 
-/// The sequence number of one CDR line (without its newline), if it is a
-/// JSON object with a `sequence` field.
+/// The sequence number of one CDR line (without its newline): a JSON
+/// object with a `sequence` field, or a CSV record whose first column is
+/// the sequence number.
 pub(crate) fn line_sequence(line: &[u8]) -> Option<u64> {
-    serde_json::from_slice::<SeqOnly>(line)
-        .ok()
-        .map(|s| s.sequence)
+    if line.first() == Some(&b'{') {
+        return serde_json::from_slice::<SeqOnly>(line)
+            .ok()
+            .map(|s| s.sequence);
+    }
+    let comma = line.iter().position(|&b| b == b',')?;
+    let digits = &line[..comma];
+    if digits.is_empty() || !digits.iter().all(u8::is_ascii_digit) || line.last() == Some(&b'\r') {
+        return None;
+    }
+    std::str::from_utf8(digits).ok()?.parse().ok()
 }
 
 /// The whole lines of a CDR file that carry `first, first + 1, ...`.
@@ -116,9 +125,11 @@ pub struct CdrRepair {
 }
 
 /// The CDR writer of one shard.
+#[derive(Debug)]
 pub(crate) struct CdrWriter {
     pub dir: PathBuf,
     shard: usize,
+    pub format: CdrFormat,
     file: Option<File>,
     pub path: PathBuf,
     /// First sequence number of the open file.
@@ -140,9 +151,11 @@ impl CdrWriter {
     /// next CDR sequence number the journal knows (`journal_next`) and a
     /// way to fetch journaled lines `[from, to)` (`None` when the journal
     /// does not hold them all).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         dir: &Path,
         shard: usize,
+        format: CdrFormat,
         journal_next: u64,
         max_bytes: u64,
         max_age_ms: u64,
@@ -164,10 +177,16 @@ impl CdrWriter {
         }
         parts.sort();
         // Older open files are left over from a rotation interrupted after
-        // the new file was created: they are complete; close them.
+        // the new file was created: they are complete; close them. So is an
+        // open file of another format than the configured one.
         let mut dir_changed = false;
-        while parts.len() > 1 {
+        let other_format = |p: &Path| {
+            CdrFormat::of_name(&p.file_name().unwrap_or_default().to_string_lossy()) != format
+        };
+        while parts.len() > 1 || parts.first().is_some_and(|(_, p)| other_format(p)) {
             let (first, path) = parts.remove(0);
+            let its_format =
+                CdrFormat::of_name(&path.file_name().unwrap_or_default().to_string_lossy());
             let data = read_all(&path)?;
             let v = valid_prefix(&data, Some(first));
             if v.damaged_inside {
@@ -180,7 +199,13 @@ impl CdrWriter {
             if v.records == 0 {
                 std::fs::remove_file(&path).map_err(io_err("remove", &path))?;
             } else {
-                let to = dir.join(final_name(shard, first, first + v.records - 1, now));
+                let to = dir.join(final_name_as(
+                    shard,
+                    first,
+                    first + v.records - 1,
+                    now,
+                    its_format,
+                ));
                 std::fs::rename(&path, &to).map_err(io_err("rename", &path))?;
                 repair.closed.push(to);
             }
@@ -217,7 +242,7 @@ impl CdrWriter {
                 (first, path, keep_len, first + keep_records)
             }
             None => {
-                let path = dir.join(part_name(shard, journal_next));
+                let path = dir.join(part_name_as(shard, journal_next, format));
                 File::create(&path).map_err(io_err("create", &path))?;
                 dir_changed = true;
                 (journal_next, path, 0, journal_next)
@@ -255,6 +280,7 @@ impl CdrWriter {
             CdrWriter {
                 dir: dir.to_path_buf(),
                 shard,
+                format,
                 file: Some(file),
                 path,
                 first,
@@ -332,13 +358,21 @@ impl CdrWriter {
         let file = ensure_open(&mut self.file, &self.path)?;
         file.sync_all().map_err(io_err("fsync", &self.path))?;
         let last = self.next - 1;
-        let to = self.dir.join(final_name(self.shard, self.first, last, now));
+        let to = self.dir.join(final_name_as(
+            self.shard,
+            self.first,
+            last,
+            now,
+            self.format,
+        ));
         std::fs::rename(&self.path, &to).map_err(io_err("rename", &self.path))?;
         self.file = None;
         self.first = self.next;
         self.len = 0;
         self.opened_at = None;
-        self.path = self.dir.join(part_name(self.shard, self.first));
+        self.path = self
+            .dir
+            .join(part_name_as(self.shard, self.first, self.format));
         let f = OpenOptions::new()
             .create(true)
             .append(true)

@@ -1,89 +1,127 @@
 //! The journal: an append-only file of checksummed frames, one frame per
-//! group commit.
-//!
-//! ```text
-//! file    = magic "GYJRNL01" frame*
-//! frame   = len:u32le crc32(payload):u32le payload
-//! payload = 1:u8 effects:u32le cdrs:u32le first_cdr:u64le
-//!           effects_len:u32le effect-json-lines cdr-json-lines
-//! ```
-//!
-//! Effects and CDRs are JSON lines (the serde form of
-//! [`gyro_charging::Effect`] and the CDR file's own line), so a journal can
-//! be read with ordinary tools once the frame headers are skipped. A frame
-//! is written with one `write` and made durable with one `fdatasync`; a
-//! crash can leave only the last frame incomplete ("torn"), which is
-//! recognised by its length or checksum and cut off on open.
+//! group commit. See the crate documentation for the layout.
 
 use crate::error::{corrupt, io_err, Error, Result};
-use gyro_charging::Effect;
+use crate::record::{DecodeError, Decoder};
+use gyro_charging::{Cdr, Effect};
 use std::fs::{File, OpenOptions};
-use std::io::{Read, Seek, SeekFrom, Write};
+use std::io::{IoSlice, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
 
-/// First bytes of every journal file.
-pub(crate) const MAGIC: &[u8; 8] = b"GYJRNL01";
+/// First bytes of every journal file (format version 2: binary records).
+pub const MAGIC: &[u8; 8] = b"GYJRNL02";
 /// Frames larger than this are taken for damage.
-pub(crate) const MAX_FRAME: u32 = 1 << 30;
-const FRAME_HEADER: usize = 8;
-const PAYLOAD_HEADER: usize = 1 + 4 + 4 + 8 + 4;
-const TAG_BATCH: u8 = 1;
+pub const MAX_FRAME: u32 = 1 << 30;
+/// Bytes before the payload: length and CRC-32.
+pub const FRAME_HEADER: usize = 8;
+/// Bytes of the payload header.
+pub const PAYLOAD_HEADER: usize = 1 + 4 + 4 + 8 + 8 + 4 + 4 + 4 + 4;
+/// First byte of a payload (the frame layout version).
+pub const FRAME_VERSION: u8 = 2;
 
-/// One valid frame found by [`scan`].
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct FrameInfo {
+/// What a frame's payload header says.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FrameInfo {
     /// Offset of the payload in the file.
     pub offset: u64,
     /// Payload length.
     pub len: u32,
-    /// Number of effects.
+    /// Number of effect records.
     pub effects: u32,
-    /// Number of CDRs.
+    /// Number of CDR records.
     pub cdrs: u32,
-    /// Sequence number of the first CDR (meaningless when `cdrs == 0`).
+    /// Sequence number of the first CDR (0 when `cdrs == 0`).
     pub first_cdr: u64,
+    /// Sequence number of the first answer record (0 when `answers == 0`).
+    pub first_answer: u64,
+    /// Number of answer records.
+    pub answers: u32,
+    /// Bytes of the effects section.
+    pub effects_len: u32,
+    /// Bytes of the CDR section.
+    pub cdrs_len: u32,
+    /// Bytes of the answers section.
+    pub answers_len: u32,
 }
 
-/// What [`scan`] found in a journal file.
-#[derive(Debug)]
-pub(crate) struct Scan {
-    pub frames: Vec<FrameInfo>,
-    /// Length of the valid prefix (header and whole frames).
-    pub valid_len: u64,
-    /// Length of the file; more than `valid_len` when the tail is torn.
-    pub file_len: u64,
+impl FrameInfo {
+    /// Offset of the answers section in the file.
+    pub fn answers_offset(&self) -> u64 {
+        self.offset + PAYLOAD_HEADER as u64 + self.effects_len as u64 + self.cdrs_len as u64
+    }
 }
 
-/// Encodes a batch frame into `out` (cleared first).
-pub(crate) fn encode_frame(
-    out: &mut Vec<u8>,
-    effects: &[u8],
+/// Writes the frame and payload headers for sections of the given sizes
+/// into `out`; the CRC field is left 0 (see [`seal`]).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn header(
+    out: &mut [u8; FRAME_HEADER + PAYLOAD_HEADER],
     n_effects: u32,
-    cdrs: &[u8],
     n_cdrs: u32,
     first_cdr: u64,
+    first_answer: u64,
+    n_answers: u32,
+    sections: [usize; 3],
 ) -> Result<()> {
-    let len = PAYLOAD_HEADER + effects.len() + cdrs.len();
-    if len > MAX_FRAME as usize {
+    let len = PAYLOAD_HEADER + sections.iter().sum::<usize>();
+    if len > MAX_FRAME as usize || sections.iter().any(|&s| s > u32::MAX as usize) {
         return Err(Error::Encode {
             what: "journal frame",
             reason: format!("{len} bytes is more than one frame may hold"),
         });
     }
-    out.clear();
-    out.reserve(FRAME_HEADER + len);
-    out.extend_from_slice(&(len as u32).to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.push(TAG_BATCH);
-    out.extend_from_slice(&n_effects.to_le_bytes());
-    out.extend_from_slice(&n_cdrs.to_le_bytes());
-    out.extend_from_slice(&first_cdr.to_le_bytes());
-    out.extend_from_slice(&(effects.len() as u32).to_le_bytes());
-    out.extend_from_slice(effects);
-    out.extend_from_slice(cdrs);
-    let crc = crc32fast::hash(&out[FRAME_HEADER..]);
-    out[4..8].copy_from_slice(&crc.to_le_bytes());
+    let mut w = 0;
+    let mut put = |b: &[u8]| {
+        out[w..w + b.len()].copy_from_slice(b);
+        w += b.len();
+    };
+    put(&(len as u32).to_le_bytes());
+    put(&[0; 4]);
+    put(&[FRAME_VERSION]);
+    put(&n_effects.to_le_bytes());
+    put(&n_cdrs.to_le_bytes());
+    put(&first_cdr.to_le_bytes());
+    put(&first_answer.to_le_bytes());
+    put(&n_answers.to_le_bytes());
+    for s in sections {
+        put(&(s as u32).to_le_bytes());
+    }
     Ok(())
+}
+
+/// Computes the CRC over the payload (the payload header in `head` and
+/// the sections) and stores it in `head`.
+pub(crate) fn seal(head: &mut [u8; FRAME_HEADER + PAYLOAD_HEADER], sections: [&[u8]; 3]) {
+    let mut h = crc32fast::Hasher::new();
+    h.update(&head[FRAME_HEADER..]);
+    for s in sections {
+        h.update(s);
+    }
+    head[4..8].copy_from_slice(&h.finalize().to_le_bytes());
+}
+
+/// Encodes a whole frame into one buffer (tests, fuzz seeds).
+pub fn encode_frame(
+    effects: (&[u8], u32),
+    cdrs: (&[u8], u32, u64),
+    answers: (&[u8], u32, u64),
+) -> Result<Vec<u8>> {
+    let mut head = [0u8; FRAME_HEADER + PAYLOAD_HEADER];
+    header(
+        &mut head,
+        effects.1,
+        cdrs.1,
+        cdrs.2,
+        answers.2,
+        answers.1,
+        [effects.0.len(), cdrs.0.len(), answers.0.len()],
+    )?;
+    seal(&mut head, [effects.0, cdrs.0, answers.0]);
+    let mut out = head.to_vec();
+    out.extend_from_slice(effects.0);
+    out.extend_from_slice(cdrs.0);
+    out.extend_from_slice(answers.0);
+    Ok(out)
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -98,6 +136,160 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(a)
 }
 
+/// Parses a payload header; `None` when it is inconsistent with `len`.
+fn parse_payload_header(p: &[u8], offset: u64, len: u32) -> Option<FrameInfo> {
+    if p.len() < PAYLOAD_HEADER || p[0] != FRAME_VERSION {
+        return None;
+    }
+    let f = FrameInfo {
+        offset,
+        len,
+        effects: u32_at(p, 1),
+        cdrs: u32_at(p, 5),
+        first_cdr: u64_at(p, 9),
+        first_answer: u64_at(p, 17),
+        answers: u32_at(p, 25),
+        effects_len: u32_at(p, 29),
+        cdrs_len: u32_at(p, 33),
+        answers_len: u32_at(p, 37),
+    };
+    let total =
+        PAYLOAD_HEADER as u64 + f.effects_len as u64 + f.cdrs_len as u64 + f.answers_len as u64;
+    (total == len as u64).then_some(f)
+}
+
+/// The three sections of a checked payload.
+fn sections<'a>(p: &'a [u8], f: &FrameInfo) -> (&'a [u8], &'a [u8], &'a [u8]) {
+    let e = PAYLOAD_HEADER + f.effects_len as usize;
+    let c = e + f.cdrs_len as usize;
+    (&p[PAYLOAD_HEADER..e], &p[e..c], &p[c..])
+}
+
+/// Decodes every effect of a section, checking the count.
+pub(crate) fn decode_effects(
+    section: &[u8],
+    count: u32,
+    mut each: impl FnMut(Effect) -> Result<()>,
+) -> std::result::Result<Result<()>, (usize, DecodeError)> {
+    let mut d = Decoder::new(section);
+    let mut n = 0u64;
+    while !d.is_empty() {
+        let at = d.position();
+        match d.effect() {
+            Ok(e) => {
+                n += 1;
+                if let Err(e) = each(e) {
+                    return Ok(Err(e));
+                }
+            }
+            Err(e) => return Err((at, e)),
+        }
+    }
+    if n != count as u64 {
+        return Err((
+            section.len(),
+            DecodeError::CountMismatch {
+                what: "effects",
+                expected: count.into(),
+                found: n,
+            },
+        ));
+    }
+    Ok(Ok(()))
+}
+
+/// Decodes every CDR of a section into `scratch`, checking the count and
+/// that sequence numbers run from `first`.
+pub(crate) fn decode_cdrs(
+    section: &[u8],
+    count: u32,
+    first: u64,
+    scratch: &mut Cdr,
+    mut each: impl FnMut(&Cdr),
+) -> std::result::Result<(), (usize, DecodeError)> {
+    let mut d = Decoder::new(section);
+    let mut n = 0u64;
+    while !d.is_empty() {
+        let at = d.position();
+        d.cdr_into(scratch).map_err(|e| (at, e))?;
+        if scratch.sequence != first.wrapping_add(n) {
+            return Err((
+                at,
+                DecodeError::CountMismatch {
+                    what: "CDR sequence",
+                    expected: first.wrapping_add(n),
+                    found: scratch.sequence,
+                },
+            ));
+        }
+        n += 1;
+        each(scratch);
+    }
+    if n != count as u64 {
+        return Err((
+            section.len(),
+            DecodeError::CountMismatch {
+                what: "CDRs",
+                expected: count.into(),
+                found: n,
+            },
+        ));
+    }
+    Ok(())
+}
+
+/// Decodes a whole journal held in memory: checks the magic, every
+/// frame's checksum and header, and decodes every effect and CDR. A torn
+/// last frame ends the journal; anything else is an error. Returns the
+/// frames. Used by the fuzz target and by tests.
+pub fn decode_journal(data: &[u8]) -> Result<Vec<FrameInfo>> {
+    let path = Path::new("<memory>");
+    if data.len() < MAGIC.len() || &data[..8] != MAGIC {
+        return Err(corrupt(path, 0, "not a journal (bad magic)"));
+    }
+    let mut frames = Vec::new();
+    let mut pos = 8usize;
+    let mut scratch = Cdr::default();
+    while pos + FRAME_HEADER <= data.len() {
+        let len = u32_at(data, pos);
+        let crc = u32_at(data, pos + 4);
+        let start = pos + FRAME_HEADER;
+        if len > MAX_FRAME || start + len as usize > data.len() {
+            break;
+        }
+        let p = &data[start..start + len as usize];
+        if crc32fast::hash(p) != crc {
+            return Err(corrupt(path, pos as u64, "checksum mismatch"));
+        }
+        let f = parse_payload_header(p, start as u64, len)
+            .ok_or_else(|| corrupt(path, pos as u64, "malformed frame header"))?;
+        let (e, c, _) = sections(p, &f);
+        decode_effects(e, f.effects, |_| Ok(())).map_err(|(at, e)| {
+            corrupt(path, (start + PAYLOAD_HEADER + at) as u64, e.to_string())
+        })??;
+        decode_cdrs(c, f.cdrs, f.first_cdr, &mut scratch, |_| {}).map_err(|(at, e)| {
+            corrupt(
+                path,
+                (start + PAYLOAD_HEADER + f.effects_len as usize + at) as u64,
+                e.to_string(),
+            )
+        })?;
+        frames.push(f);
+        pos = start + len as usize;
+    }
+    Ok(frames)
+}
+
+/// What [`scan`] found in a journal file.
+#[derive(Debug)]
+pub(crate) struct Scan {
+    pub frames: Vec<FrameInfo>,
+    /// Length of the valid prefix (header and whole frames).
+    pub valid_len: u64,
+    /// Length of the file; more than `valid_len` when the tail is torn.
+    pub file_len: u64,
+}
+
 /// Reads as much of `buf` as the reader has; returns the count.
 fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
@@ -110,25 +302,6 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
         }
     }
     Ok(n)
-}
-
-/// The parts of a payload: effect count, CDR count, first CDR sequence,
-/// effects blob, CDR blob.
-type Parts<'a> = (u32, u32, u64, &'a [u8], &'a [u8]);
-
-fn split_payload(p: &[u8]) -> Option<Parts<'_>> {
-    if p.len() < PAYLOAD_HEADER || p[0] != TAG_BATCH {
-        return None;
-    }
-    let n_eff = u32_at(p, 1);
-    let n_cdr = u32_at(p, 5);
-    let first = u64_at(p, 9);
-    let elen = u32_at(p, 17) as usize;
-    let rest = &p[PAYLOAD_HEADER..];
-    if elen > rest.len() {
-        return None;
-    }
-    Some((n_eff, n_cdr, first, &rest[..elen], &rest[elen..]))
 }
 
 /// Reads every frame of a journal and checks its checksum. A damaged
@@ -149,6 +322,13 @@ pub(crate) fn scan(path: &Path) -> Result<Scan> {
                 valid_len: 0,
                 file_len,
             });
+        }
+        if magic.starts_with(b"GYJRNL") {
+            return Err(corrupt(
+                path,
+                0,
+                "journal of another format version (this gyro reads version 02)",
+            ));
         }
         return Err(corrupt(path, 0, "not a journal (bad magic)"));
     }
@@ -191,16 +371,10 @@ pub(crate) fn scan(path: &Path) -> Result<Scan> {
             bad("checksum mismatch", &mut r, &seen)?;
             break;
         }
-        let Some((effects, cdrs, first_cdr, _, _)) = split_payload(&payload) else {
-            return Err(corrupt(path, pos, "malformed frame payload"));
+        let Some(f) = parse_payload_header(&payload, pos + FRAME_HEADER as u64, len) else {
+            return Err(corrupt(path, pos, "malformed frame header"));
         };
-        frames.push(FrameInfo {
-            offset: pos + FRAME_HEADER as u64,
-            len,
-            effects,
-            cdrs,
-            first_cdr,
-        });
+        frames.push(f);
         pos += FRAME_HEADER as u64 + len as u64;
     }
     Ok(Scan {
@@ -237,65 +411,51 @@ impl FrameReader {
         Ok(())
     }
 
-    /// Decodes the effects of a frame, calling `each` for every one with
-    /// its index among the frame's effects.
+    /// Decodes the effects of a frame, calling `each` for every one.
     pub(crate) fn effects(
         &mut self,
         f: &FrameInfo,
-        mut each: impl FnMut(Effect) -> Result<()>,
+        each: impl FnMut(Effect) -> Result<()>,
     ) -> Result<()> {
         self.load(f)?;
-        let Some((_, _, _, blob, _)) = split_payload(&self.buf) else {
-            return Err(corrupt(&self.path, f.offset, "malformed frame payload"));
-        };
-        let mut n = 0u32;
-        for line in blob.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-            let e: Effect = serde_json::from_slice(line).map_err(|e| {
-                corrupt(&self.path, f.offset, format!("effect does not decode: {e}"))
-            })?;
-            each(e)?;
-            n += 1;
-        }
-        if n != f.effects {
-            return Err(corrupt(&self.path, f.offset, "effect count mismatch"));
-        }
-        Ok(())
+        let (e, _, _) = sections(&self.buf, f);
+        let base = f.offset + PAYLOAD_HEADER as u64;
+        decode_effects(e, f.effects, each)
+            .map_err(|(at, e)| corrupt(&self.path, base + at as u64, e.to_string()))?
     }
 
-    /// Appends to `out` the CDR lines of a frame whose sequence number is
-    /// at least `from`.
-    pub(crate) fn cdr_lines_from(
+    /// Calls `each` with the CDRs of a frame whose sequence number is at
+    /// least `from`.
+    pub(crate) fn cdrs_from(
         &mut self,
         f: &FrameInfo,
         from: u64,
-        out: &mut Vec<u8>,
-    ) -> Result<u64> {
+        scratch: &mut Cdr,
+        mut each: impl FnMut(&Cdr),
+    ) -> Result<()> {
         self.load(f)?;
-        let Some((_, _, first, _, blob)) = split_payload(&self.buf) else {
-            return Err(corrupt(&self.path, f.offset, "malformed frame payload"));
-        };
-        let mut seq = first;
-        let mut added = 0;
-        let mut rest = blob;
-        while let Some(i) = rest.iter().position(|&b| b == b'\n') {
-            if seq >= from {
-                out.extend_from_slice(&rest[..=i]);
-                added += 1;
+        let (_, c, _) = sections(&self.buf, f);
+        let base = f.offset + PAYLOAD_HEADER as u64 + f.effects_len as u64;
+        decode_cdrs(c, f.cdrs, f.first_cdr, scratch, |c| {
+            if c.sequence >= from {
+                each(c)
             }
-            seq += 1;
-            rest = &rest[i + 1..];
-        }
-        if seq - first != f.cdrs as u64 {
-            return Err(corrupt(&self.path, f.offset, "CDR count mismatch"));
-        }
-        Ok(added)
+        })
+        .map_err(|(at, e)| corrupt(&self.path, base + at as u64, e.to_string()))
+    }
+
+    /// The answers section of a frame.
+    pub(crate) fn answers(&mut self, f: &FrameInfo) -> Result<&[u8]> {
+        self.load(f)?;
+        Ok(sections(&self.buf, f).2)
     }
 }
 
 /// The journal being appended to.
+#[derive(Debug)]
 pub(crate) struct JournalWriter {
     pub path: PathBuf,
-    file: std::sync::Arc<File>,
+    file: File,
     /// Bytes known to be whole frames (what a failed write is cut back to).
     pub len: u64,
 }
@@ -313,7 +473,7 @@ impl JournalWriter {
         file.sync_all().map_err(io_err("fsync", path))?;
         Ok(JournalWriter {
             path: path.to_path_buf(),
-            file: std::sync::Arc::new(file),
+            file,
             len: MAGIC.len() as u64,
         })
     }
@@ -336,20 +496,44 @@ impl JournalWriter {
         }
         Ok(JournalWriter {
             path: path.to_path_buf(),
-            file: std::sync::Arc::new(file),
+            file,
             len,
         })
     }
 
-    /// Appends one encoded frame. On failure the file is cut back to its
-    /// last whole frame; `Err(Some(..))` from the cut means the file may
-    /// hold a partial frame (harmless on reopen, but the writer is unsafe
-    /// to use).
-    pub(crate) fn write(&mut self, frame: &[u8]) -> std::result::Result<(), (Error, bool)> {
-        match (&*self.file).write_all(frame) {
+    /// Appends one frame given as slices (one `writev` in the common
+    /// case). On failure the file is cut back to its last whole frame; the
+    /// `bool` says whether that cut worked (if not, the file may hold a
+    /// partial frame: harmless on reopen, but the writer is unsafe to use).
+    pub(crate) fn write(&mut self, parts: &[&[u8]]) -> std::result::Result<u64, (Error, bool)> {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        let mut done = 0usize;
+        let r = (|| {
+            while done < total {
+                let mut skip = done;
+                let mut slices = Vec::with_capacity(parts.len());
+                for p in parts {
+                    if skip >= p.len() {
+                        skip -= p.len();
+                        continue;
+                    }
+                    slices.push(IoSlice::new(&p[skip..]));
+                    skip = 0;
+                }
+                match (&self.file).write_vectored(&slices) {
+                    Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
+                    Ok(n) => done += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            Ok(())
+        })();
+        match r {
             Ok(()) => {
-                self.len += frame.len() as u64;
-                Ok(())
+                let at = self.len;
+                self.len += total as u64;
+                Ok(at)
             }
             Err(e) => {
                 let err = io_err("write", &self.path)(e);
@@ -359,13 +543,58 @@ impl JournalWriter {
         }
     }
 
-    /// The file, for a sync on another thread.
-    pub(crate) fn sync_handle(&self) -> std::sync::Arc<File> {
-        self.file.clone()
-    }
-
     /// `fdatasync`.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.file.sync_data().map_err(io_err("fsync", &self.path))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::{encode_cdr, encode_effect};
+    use gyro_charging::{AccountId, Effect};
+
+    fn sample() -> Vec<u8> {
+        let mut e = Vec::new();
+        encode_effect(
+            &mut e,
+            &Effect::ToppedUp {
+                account: AccountId(7),
+                amount: 100,
+            },
+        );
+        let mut c = Vec::new();
+        encode_cdr(
+            &mut c,
+            &Cdr {
+                sequence: 5,
+                ..Cdr::default()
+            },
+        );
+        let mut data = MAGIC.to_vec();
+        data.extend(encode_frame((&e, 1), (&c, 1, 5), (b"ans", 1, 9)).unwrap());
+        data
+    }
+
+    #[test]
+    fn a_frame_decodes_with_its_sections() {
+        let data = sample();
+        let frames = decode_journal(&data).unwrap();
+        assert_eq!(frames.len(), 1);
+        let f = frames[0];
+        assert_eq!((f.effects, f.cdrs, f.first_cdr), (1, 1, 5));
+        assert_eq!((f.answers, f.first_answer, f.answers_len), (1, 9, 3));
+        let at = f.answers_offset() as usize;
+        assert_eq!(&data[at..at + 3], b"ans");
+    }
+
+    #[test]
+    fn a_flipped_bit_is_a_checksum_error_with_offset() {
+        let mut data = sample();
+        let n = data.len();
+        data[n - 5] ^= 1;
+        let err = decode_journal(&data).unwrap_err();
+        assert!(err.to_string().contains("at byte 8"), "{err}");
     }
 }

@@ -10,20 +10,71 @@ use std::path::Path;
 /// sequence order as plain strings for the first 10^16 records.
 pub const SEQ_DIGITS: usize = 16;
 
-/// Suffix of a CDR file that is still being written.
+/// Suffix of a JSON Lines CDR file that is still being written.
 pub const PART_SUFFIX: &str = ".jsonl.part";
 
-/// Suffix of a closed CDR file.
+/// Suffix of a closed JSON Lines CDR file.
 pub const FINAL_SUFFIX: &str = ".jsonl";
+
+/// How CDR files are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CdrFormat {
+    /// One JSON object per line (`.jsonl`). The default.
+    #[default]
+    JsonLines,
+    /// One CSV record per line (`.csv`), the columns of
+    /// [`gyro_charging::cdr::CSV_HEADER`] without a header line.
+    Csv,
+}
+
+impl CdrFormat {
+    /// Suffix of a closed file.
+    pub fn suffix(self) -> &'static str {
+        match self {
+            CdrFormat::JsonLines => FINAL_SUFFIX,
+            CdrFormat::Csv => ".csv",
+        }
+    }
+
+    /// Suffix of the file being written.
+    pub fn part_suffix(self) -> &'static str {
+        match self {
+            CdrFormat::JsonLines => PART_SUFFIX,
+            CdrFormat::Csv => ".csv.part",
+        }
+    }
+
+    /// The format of a CDR file, by its name.
+    pub fn of_name(name: &str) -> CdrFormat {
+        if name.ends_with(".csv") || name.ends_with(".csv.part") {
+            CdrFormat::Csv
+        } else {
+            CdrFormat::JsonLines
+        }
+    }
+}
 
 /// The name of a closed CDR file:
 /// `cdr-s<shard>-<first>-<last>-<YYYYMMDDTHHMMSSZ>.jsonl`, sequence
 /// numbers zero-padded to [`SEQ_DIGITS`], the time (UTC) when it was
 /// closed.
 pub fn final_name(shard: usize, first: u64, last: u64, closed: Timestamp) -> String {
+    final_name_as(shard, first, last, closed, CdrFormat::JsonLines)
+}
+
+/// [`final_name`] for a file of the given format.
+pub fn final_name_as(
+    shard: usize,
+    first: u64,
+    last: u64,
+    closed: Timestamp,
+    format: CdrFormat,
+) -> String {
     format!(
-        "cdr-s{shard}-{first:0w$}-{last:0w$}-{}{FINAL_SUFFIX}",
+        "cdr-s{shard}-{first:0w$}-{last:0w$}-{}{}",
         utc_compact(closed),
+        format.suffix(),
         w = SEQ_DIGITS
     )
 }
@@ -31,7 +82,16 @@ pub fn final_name(shard: usize, first: u64, last: u64, closed: Timestamp) -> Str
 /// The name of the CDR file being written, whose first record has sequence
 /// number `first`: `cdr-s<shard>-<first>.jsonl.part`.
 pub fn part_name(shard: usize, first: u64) -> String {
-    format!("cdr-s{shard}-{first:0w$}{PART_SUFFIX}", w = SEQ_DIGITS)
+    part_name_as(shard, first, CdrFormat::JsonLines)
+}
+
+/// [`part_name`] for a file of the given format.
+pub fn part_name_as(shard: usize, first: u64, format: CdrFormat) -> String {
+    format!(
+        "cdr-s{shard}-{first:0w$}{}",
+        format.part_suffix(),
+        w = SEQ_DIGITS
+    )
 }
 
 /// What a CDR file name says.
@@ -59,14 +119,19 @@ impl CdrName {
     /// Parses a file name (not a path). `None` for anything else.
     pub fn parse(name: &str) -> Option<CdrName> {
         let rest = name.strip_prefix("cdr-s")?;
-        if let Some(stem) = rest.strip_suffix(PART_SUFFIX) {
+        if let Some(stem) = rest
+            .strip_suffix(PART_SUFFIX)
+            .or_else(|| rest.strip_suffix(".csv.part"))
+        {
             let (shard, first) = stem.split_once('-')?;
             return Some(CdrName::Part {
                 shard: digits(shard)?,
                 first: seq(first)?,
             });
         }
-        let stem = rest.strip_suffix(FINAL_SUFFIX)?;
+        let stem = rest
+            .strip_suffix(FINAL_SUFFIX)
+            .or_else(|| rest.strip_suffix(".csv"))?;
         let mut it = stem.split('-');
         let shard = digits(it.next()?)?;
         let first = seq(it.next()?)?;
@@ -118,31 +183,13 @@ fn is_utc_compact(s: &str) -> bool {
 
 /// `YYYYMMDDTHHMMSSZ` for a timestamp (UTC).
 pub fn utc_compact(t: Timestamp) -> String {
-    let secs = t.as_secs();
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian
-/// (H. Hinnant's algorithm).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
+    const FORMAT: &[time::format_description::FormatItem<'static>] =
+        time::macros::format_description!("[year][month][day]T[hour][minute][second]Z");
+    let secs = i64::try_from(t.as_secs()).unwrap_or(i64::MAX);
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|d| d.format(FORMAT).ok())
+        .unwrap_or_else(|| "99991231T235959Z".to_owned())
 }
 
 /// Flushes a directory's entries (created, renamed, removed files) to disk.

@@ -1,10 +1,14 @@
-//! Snapshot files: the whole [`Snapshot`] of an engine as JSON, framed by a
-//! header and a checksummed trailer, written to a temporary file, fsynced
-//! and renamed into place, so a snapshot file is either whole or absent.
+//! Snapshot files: the whole [`Snapshot`] of an engine in CBOR (RFC 8949,
+//! the serde form of the type), framed by a header and a checksummed
+//! trailer, written to a temporary file, fsynced and renamed into place, so
+//! a snapshot file is either whole or absent.
 //!
 //! ```text
-//! file = "GYSNAP01" generation:u64le json len(json):u64le crc32(json):u32le "GYSE"
+//! file = "GYSNAP02" generation:u64le cbor len(cbor):u64le crc32(cbor):u32le "GYSE"
 //! ```
+//!
+//! Files of the first version (`"GYSNAP01"`, the same frame around JSON)
+//! are still read.
 
 use crate::error::{corrupt, io_err, Result};
 use crate::names::sync_dir;
@@ -13,7 +17,8 @@ use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::Path;
 
-const MAGIC: &[u8; 8] = b"GYSNAP01";
+const MAGIC: &[u8; 8] = b"GYSNAP02";
+const MAGIC_JSON: &[u8; 8] = b"GYSNAP01";
 const END: &[u8; 4] = b"GYSE";
 const TRAILER: usize = 8 + 4 + 4;
 
@@ -74,11 +79,11 @@ fn write_tmp(tmp: &Path, generation: u64, snapshot: &Snapshot) -> Result<u64> {
         crc: crc32fast::Hasher::new(),
         len: 0,
     };
-    serde_json::to_writer(&mut h, snapshot).map_err(|e| match e.io_error_kind() {
-        Some(_) => io_err("write", tmp)(std::io::Error::from(e)),
-        None => crate::Error::Encode {
+    ciborium::into_writer(snapshot, &mut h).map_err(|e| match e {
+        ciborium::ser::Error::Io(e) => io_err("write", tmp)(e),
+        ciborium::ser::Error::Value(reason) => crate::Error::Encode {
             what: "snapshot",
-            reason: e.to_string(),
+            reason,
         },
     })?;
     let (len, crc) = (h.len, h.crc.finalize());
@@ -99,7 +104,17 @@ pub(crate) fn read(path: &Path) -> Result<(u64, Snapshot)> {
     let mut f = File::open(path).map_err(io_err("open", path))?;
     let mut buf = Vec::new();
     f.read_to_end(&mut buf).map_err(io_err("read", path))?;
-    if buf.len() < 16 + TRAILER || &buf[..8] != MAGIC {
+    decode_at(path, &buf)
+}
+
+/// Decodes the contents of a snapshot file held in memory (used by the
+/// fuzz target): its generation and the snapshot.
+pub fn decode(bytes: &[u8]) -> Result<(u64, Snapshot)> {
+    decode_at(Path::new("<memory>"), bytes)
+}
+
+fn decode_at(path: &Path, buf: &[u8]) -> Result<(u64, Snapshot)> {
+    if buf.len() < 16 + TRAILER || (&buf[..8] != MAGIC && &buf[..8] != MAGIC_JSON) {
         return Err(corrupt(path, 0, "not a snapshot (bad header)"));
     }
     let end = buf.len();
@@ -122,8 +137,13 @@ pub(crate) fn read(path: &Path) -> Result<(u64, Snapshot)> {
     if crc32fast::hash(body) != crc {
         return Err(corrupt(path, 16, "snapshot checksum mismatch"));
     }
-    let mut snap: Snapshot = serde_json::from_slice(body)
-        .map_err(|e| corrupt(path, 16, format!("snapshot does not decode: {e}")))?;
+    let mut snap: Snapshot = if &buf[..8] == MAGIC_JSON {
+        serde_json::from_slice(body)
+            .map_err(|e| corrupt(path, 16, format!("snapshot does not decode: {e}")))?
+    } else {
+        ciborium::de::from_reader_with_recursion_limit(body, 64)
+            .map_err(|e| corrupt(path, 16, format!("snapshot does not decode: {e}")))?
+    };
     snap.ledger.rebuild_index();
     Ok((generation, snap))
 }

@@ -194,11 +194,13 @@ fn a_full_disk_fails_the_commit_cleanly_and_a_retry_succeeds_once_space_is_freed
         let mut e = gyro_charging::Engine::restore(
             cfg.catalog().unwrap(),
             cfg.engine.clone(),
-            rec.snapshot.unwrap(),
+            rec.snapshot.clone().unwrap(),
         );
-        for x in &rec.effects {
+        for x in &rec.effects().unwrap() {
             e.apply(x).unwrap();
         }
+        rec.replay_answers(|first, _, records| e.replay_answers(first, records, T0))
+            .unwrap();
         assert_eq!(e.snapshot(), durable);
     }
     assert_eq!(tree(&data), files);

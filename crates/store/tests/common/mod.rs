@@ -31,12 +31,50 @@ pub fn open(
     opts: StoreOptions,
     now: Timestamp,
 ) -> (ShardStore, Engine, RecoveryReport) {
+    try_open(dir, opts, now).expect("open")
+}
+
+/// Opens the store of shard 0 and rebuilds its engine the way the
+/// credit-control application does: the snapshot (or the configuration),
+/// then every journaled effect after it.
+pub fn try_open(
+    dir: &Path,
+    opts: StoreOptions,
+    now: Timestamp,
+) -> gyro_store::Result<(ShardStore, Engine, RecoveryReport)> {
     let cfg = config();
-    ShardStore::open_engine(dir, 0, opts, now, |snap| match snap {
+    let (store, rec) = ShardStore::open(dir, 0, opts, now)?;
+    let mut engine = match rec.snapshot.clone() {
         Some(s) => Engine::restore(cfg.catalog().unwrap(), cfg.engine.clone(), s),
-        None => cfg.build_shard(0, 1).unwrap(),
-    })
-    .expect("open")
+        None => {
+            let e = cfg.build_shard(0, 1).unwrap();
+            let mut s = e.snapshot();
+            s.next_cdr_sequence = rec.next_cdr_sequence;
+            Engine::restore(cfg.catalog().unwrap(), cfg.engine.clone(), s)
+        }
+    };
+    rec.replay_effects(|e| engine.apply(&e))?;
+    rec.replay_answers(|first, _, records| engine.replay_answers(first, records, now))?;
+    engine.expire_answers(now);
+    let mut store = store;
+    store.set_answer_horizon(engine.answer_horizon(now));
+    Ok((store, engine, rec.report))
+}
+
+/// Handles one request the way the credit-control application does: a
+/// repeat of an answered request gets its journaled answer back.
+pub fn handle(
+    engine: &mut Engine,
+    store: &ShardStore,
+    req: &CcRequest,
+    now: Timestamp,
+    out: &mut Output,
+) -> CcAnswer {
+    let mut answer = CcAnswer::default();
+    engine.handle_with(req, now, &mut answer, out, |seq| {
+        store.read_answer(seq).expect("read answer")
+    });
+    answer
 }
 
 pub fn octets(n: u64) -> ServiceUnits {

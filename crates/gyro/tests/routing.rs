@@ -1,0 +1,279 @@
+//! Sessions followed from any connection, through a restart: a real
+//! `gyro serve` with two workers; 1,000 data sessions opened on one
+//! connection and updated and terminated on others without
+//! Subscription-Id (as most gateways send them after the CCR-Initial),
+//! retransmitted CCR-Terminates on yet another connection, before and
+//! after a restart. Every answer is 2001 or the identical remembered
+//! answer, and the books show nothing reserved and every reported usage
+//! charged.
+
+#[path = "../../server/tests/common.rs"]
+mod common;
+mod support;
+
+use std::collections::{HashMap, HashSet};
+use std::net::SocketAddr;
+use std::process::{Child, Command};
+
+use bytes::BytesMut;
+use common::{result_code, Client};
+use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
+use gyro_diameter::codes::avp;
+use gyro_diameter::Message;
+use gyro_ocs::gy::encode_ccr;
+use support::{free_port, scratch, serve};
+
+const SESSIONS: u32 = 1000;
+const USED: u64 = 1_000_000;
+
+fn session_id(i: u32) -> String {
+    format!("pgw.routing.test;1700000000;{i}")
+}
+
+/// The CCR of session `i`: Initial with its Subscription-Id, Update and
+/// Terminate without, each reporting `USED` octets on rating group 10.
+fn ccr(i: u32, kind: RequestType, number: u32, host: &str, retransmit: bool) -> Vec<u8> {
+    let used = (kind != RequestType::Initial).then(|| ServiceUnits {
+        total_octets: Some(USED),
+        ..ServiceUnits::default()
+    });
+    let req = CcRequest {
+        session_id: session_id(i),
+        origin_host: host.into(),
+        end_to_end: (i << 4) | number,
+        request_type: kind,
+        request_number: number,
+        service_context: "32251@3gpp.org".into(),
+        subscription_ids: if kind == RequestType::Initial {
+            vec![SubscriptionId::e164(format!("46700000{:03}", i % 1000))]
+        } else {
+            Vec::new()
+        },
+        multiple_services: Some(true),
+        mscc: vec![Mscc {
+            rating_group: Some(10),
+            requested: (kind != RequestType::Termination).then(ServiceUnits::default),
+            used,
+            ..Mscc::default()
+        }],
+        retransmit,
+        ..CcRequest::default()
+    };
+    let mut b = BytesMut::new();
+    encode_ccr(&mut b, &req, (i << 4) | number, "routing.test", "gyro.test").expect("encode");
+    b.to_vec()
+}
+
+fn connect(addr: SocketAddr, host: &str) -> Client {
+    let mut c = Client::connect(addr);
+    let cea = c.cer(host, &[4]);
+    assert_eq!(result_code(&cea), Some(2001), "CER of {host}");
+    c
+}
+
+/// Sends every request in one write and returns the answers by Session-Id
+/// (each answer with its header's hop-by-hop identifier zeroed, so a
+/// retransmission's answer compares byte for byte).
+fn exchange(c: &mut Client, requests: &[Vec<u8>]) -> HashMap<String, Vec<u8>> {
+    c.send(&requests.concat());
+    let mut answers = HashMap::new();
+    for _ in requests {
+        let mut a = c.recv().expect("an answer");
+        a[12..16].fill(0);
+        let sid = Message::parse(&a)
+            .expect("answer parses")
+            .find(avp::SESSION_ID)
+            .and_then(|s| s.utf8().ok().map(str::to_string))
+            .expect("Session-Id");
+        answers.insert(sid, a);
+    }
+    answers
+}
+
+fn all_2001(answers: &HashMap<String, Vec<u8>>, what: &str) {
+    let bad: Vec<_> = answers
+        .iter()
+        .filter(|(_, a)| result_code(a) != Some(2001))
+        .map(|(s, a)| (s.clone(), result_code(a)))
+        .collect();
+    assert!(
+        bad.is_empty(),
+        "{what}: {} not 2001, e.g. {:?}",
+        bad.len(),
+        &bad[..bad.len().min(5)]
+    );
+}
+
+/// Every answer to a retransmission is byte for byte the remembered one.
+fn same_answers(again: &HashMap<String, Vec<u8>>, first: &HashMap<String, Vec<u8>>, what: &str) {
+    assert_eq!(again.len(), first.len(), "{what}: answers");
+    let differ: Vec<_> = first
+        .iter()
+        .filter(|(sid, a)| again.get(*sid) != Some(*a))
+        .map(|(sid, _)| (sid.clone(), again.get(sid).and_then(|a| result_code(a))))
+        .collect();
+    assert!(
+        differ.is_empty(),
+        "{what}: {} answers differ from the remembered ones, e.g. {:?}",
+        differ.len(),
+        &differ[..differ.len().min(5)]
+    );
+}
+
+fn stop(mut server: Child) {
+    let pid = server.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    assert!(server.wait().unwrap().success(), "gyro serve exits cleanly");
+}
+
+#[test]
+fn sessions_are_charged_from_any_connection_across_a_restart() {
+    let dir = scratch("routing");
+    let data = dir.join("data");
+    let first_half: Vec<u32> = (0..SESSIONS / 2).collect();
+    let second_half: Vec<u32> = (SESSIONS / 2..SESSIONS).collect();
+    let batch = |ids: &[u32], kind, number, host: &str, retransmit| -> Vec<Vec<u8>> {
+        ids.iter()
+            .map(|&i| ccr(i, kind, number, host, retransmit))
+            .collect()
+    };
+    let all: Vec<u32> = (0..SESSIONS).collect();
+
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let server = serve(addr, &data, &[]);
+    let mut opener = connect(addr, "pgw-a.routing.test");
+    let mut other = connect(addr, "pgw-b.routing.test");
+    let mut third = connect(addr, "pgw-c.routing.test");
+    let opened = exchange(
+        &mut opener,
+        &batch(&all, RequestType::Initial, 0, "pgw-a.routing.test", false),
+    );
+    all_2001(&opened, "CCR-I");
+    let updated = exchange(
+        &mut other,
+        &batch(&all, RequestType::Update, 1, "pgw-b.routing.test", false),
+    );
+    all_2001(&updated, "CCR-U on another connection");
+    let terminated = exchange(
+        &mut other,
+        &batch(
+            &first_half,
+            RequestType::Termination,
+            2,
+            "pgw-b.routing.test",
+            false,
+        ),
+    );
+    all_2001(&terminated, "CCR-T on another connection");
+    let again = exchange(
+        &mut third,
+        &batch(
+            &first_half,
+            RequestType::Termination,
+            2,
+            "pgw-b.routing.test",
+            true,
+        ),
+    );
+    assert_eq!(
+        again, terminated,
+        "retransmitted CCR-T: the remembered answers"
+    );
+    drop((opener, other, third));
+    stop(server);
+
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let server = serve(addr, &data, &[]);
+    let mut late = connect(addr, "pgw-c.routing.test");
+    let mut other = connect(addr, "pgw-b.routing.test");
+    let again = exchange(
+        &mut late,
+        &batch(
+            &first_half,
+            RequestType::Termination,
+            2,
+            "pgw-b.routing.test",
+            true,
+        ),
+    );
+    same_answers(&again, &terminated, "retransmitted CCR-T after a restart");
+    let rest = exchange(
+        &mut other,
+        &batch(
+            &second_half,
+            RequestType::Termination,
+            2,
+            "pgw-b.routing.test",
+            false,
+        ),
+    );
+    all_2001(&rest, "CCR-T after a restart");
+    let again = exchange(
+        &mut late,
+        &batch(
+            &second_half,
+            RequestType::Termination,
+            2,
+            "pgw-b.routing.test",
+            true,
+        ),
+    );
+    assert_eq!(
+        again, rest,
+        "retransmitted CCR-T of sessions ended after the restart"
+    );
+    drop((late, other));
+    stop(server);
+
+    // The books: nothing reserved, conservation for every account.
+    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["ledger", "--json", "--data-dir"])
+        .arg(&data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ledger: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(ledger["violations"], 0);
+    assert_eq!(
+        ledger["reserved"], 0,
+        "every session ended: nothing reserved"
+    );
+
+    // Every reported usage charged: one usage CDR per session for its
+    // update and one for its terminate, none twice.
+    let mut seen = HashSet::new();
+    for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
+        for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
+            for line in text.lines() {
+                let c: serde_json::Value = serde_json::from_str(line).unwrap();
+                if c["record_type"] != "usage" {
+                    continue;
+                }
+                let key = (
+                    c["session_id"].as_str().unwrap().to_string(),
+                    c["request_number"].as_u64().unwrap(),
+                );
+                assert_eq!(c["total_octets"].as_u64(), Some(USED), "{key:?}");
+                assert!(seen.insert(key.clone()), "usage {key:?} charged twice");
+            }
+        }
+    }
+    for i in 0..SESSIONS {
+        for n in [1, 2] {
+            assert!(
+                seen.contains(&(session_id(i), n)),
+                "usage of request {n} of session {i} was not charged"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

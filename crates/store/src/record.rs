@@ -1,0 +1,1005 @@
+//! The binary records of the journal: one per [`Effect`] and one per
+//! [`Cdr`].
+//!
+//! Integers are LEB128 varints (`u32`, `u64`, timestamps in milliseconds),
+//! signed amounts are zigzag varints, strings are a varint byte length and
+//! UTF-8 bytes, an `Option` is a byte `0` (none) or `1` followed by the
+//! value, a `bool` is a byte `0` or `1`, and a unit enum is one byte (the
+//! codes below). Every record starts with one tag byte naming its kind.
+//!
+//! | tag | effect | fields, in order |
+//! |---|---|---|
+//! | 1 | `SessionOpened` | session, session_id, account, subscriber kind (byte), subscriber data, service_context, multiple_services, at, supervision_until |
+//! | 2 | `SessionTouched` | session, request_number, at, supervision_until |
+//! | 3 | `SessionClosed` | session |
+//! | 4 | `Reserved` | account, session, key, unit, money, units, at |
+//! | 5 | `BundleReserved` | account, session, key, unit, bundle, units, at |
+//! | 6 | `Charged` | account, session?, key, from_reserved, from_balance |
+//! | 7 | `BundleCharged` | account, session?, key, bundle, from_reserved, from_remaining |
+//! | 8 | `Released` | account, session, key |
+//! | 9 | `ToppedUp` | account, amount |
+//! | 10 | `Refunded` | account, amount |
+//! | 11 | `StatusChanged` | account, status (0 active, 1 blocked) |
+//!
+//! A rating key is `rating_group?` `service_id?`. Units: 0 octets,
+//! 1 seconds, 2 events. A CDR record is tag 64 followed by every field of
+//! [`Cdr`] in declaration order (record type: 0 usage, 1 session end,
+//! 2 event; closing cause: 0 terminated, 1 supervision expired, 2 rejected;
+//! requested action: its Diameter code).
+//!
+//! Decoding never panics: anything malformed is a [`DecodeError`] that
+//! names what was wrong and where.
+
+use gyro_charging::accounts::SubscriptionType;
+use gyro_charging::{
+    AccountId, AccountStatus, Cdr, ClosingCause, Effect, RatingKey, RecordType, RequestedAction,
+    SessionKey, SubscriptionId, Timestamp, UnitKind,
+};
+
+/// Tag byte of a CDR record.
+pub const TAG_CDR: u8 = 64;
+
+/// Why bytes do not decode as a record. `at` is the offset in the buffer
+/// being decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// The buffer ends inside a value.
+    #[error("record ends early at byte {at}")]
+    UnexpectedEnd {
+        /// Offset where more bytes were needed.
+        at: usize,
+    },
+    /// A varint is longer than its type allows.
+    #[error("varint too long at byte {at}")]
+    VarintOverflow {
+        /// Offset of the varint.
+        at: usize,
+    },
+    /// A tag or enum byte has no meaning.
+    #[error("unknown {what} {value} at byte {at}")]
+    UnknownTag {
+        /// What the byte encodes.
+        what: &'static str,
+        /// The byte.
+        value: u64,
+        /// Its offset.
+        at: usize,
+    },
+    /// A string is not UTF-8.
+    #[error("string is not UTF-8 at byte {at}")]
+    InvalidUtf8 {
+        /// Offset of the string.
+        at: usize,
+    },
+    /// A value does not fit its field.
+    #[error("{what} out of range at byte {at}")]
+    OutOfRange {
+        /// The field.
+        what: &'static str,
+        /// Its offset.
+        at: usize,
+    },
+    /// A section holds a different number of records or bytes than its
+    /// header says.
+    #[error("{what}: header says {expected}, found {found}")]
+    CountMismatch {
+        /// The section.
+        what: &'static str,
+        /// What the header says.
+        expected: u64,
+        /// What was found.
+        found: u64,
+    },
+}
+
+/// Appends `v` as a LEB128 varint.
+#[inline]
+pub(crate) fn put_u64(out: &mut Vec<u8>, mut v: u64) {
+    while v >= 0x80 {
+        out.push((v as u8) | 0x80);
+        v >>= 7;
+    }
+    out.push(v as u8);
+}
+
+#[inline]
+fn put_i64(out: &mut Vec<u8>, v: i64) {
+    put_u64(out, ((v << 1) ^ (v >> 63)) as u64);
+}
+
+#[inline]
+fn put_str(out: &mut Vec<u8>, s: &str) {
+    put_u64(out, s.len() as u64);
+    out.extend_from_slice(s.as_bytes());
+}
+
+#[inline]
+fn put_opt_u32(out: &mut Vec<u8>, v: Option<u32>) {
+    match v {
+        None => out.push(0),
+        Some(v) => {
+            out.push(1);
+            put_u64(out, v.into());
+        }
+    }
+}
+
+#[inline]
+fn put_key(out: &mut Vec<u8>, k: &RatingKey) {
+    put_opt_u32(out, k.rating_group);
+    put_opt_u32(out, k.service_id);
+}
+
+fn unit_code(u: UnitKind) -> u8 {
+    match u {
+        UnitKind::Octets => 0,
+        UnitKind::Seconds => 1,
+        UnitKind::Events => 2,
+    }
+}
+
+fn subscription_code(k: SubscriptionType) -> u8 {
+    match k {
+        SubscriptionType::E164 => 0,
+        SubscriptionType::Imsi => 1,
+        SubscriptionType::SipUri => 2,
+        SubscriptionType::Nai => 3,
+        SubscriptionType::Private => 4,
+    }
+}
+
+/// Appends the binary record of `e` to `out`.
+pub fn encode_effect(out: &mut Vec<u8>, e: &Effect) {
+    match e {
+        Effect::SessionOpened {
+            session,
+            session_id,
+            account,
+            subscriber,
+            service_context,
+            multiple_services,
+            at,
+            supervision_until,
+        } => {
+            out.push(1);
+            put_u64(out, session.0);
+            put_str(out, session_id);
+            put_u64(out, account.0);
+            out.push(subscription_code(subscriber.kind));
+            put_str(out, &subscriber.data);
+            put_str(out, service_context);
+            out.push(u8::from(*multiple_services));
+            put_u64(out, at.0);
+            put_u64(out, supervision_until.0);
+        }
+        Effect::SessionTouched {
+            session,
+            request_number,
+            at,
+            supervision_until,
+        } => {
+            out.push(2);
+            put_u64(out, session.0);
+            put_u64(out, (*request_number).into());
+            put_u64(out, at.0);
+            put_u64(out, supervision_until.0);
+        }
+        Effect::SessionClosed { session } => {
+            out.push(3);
+            put_u64(out, session.0);
+        }
+        Effect::Reserved {
+            account,
+            session,
+            key,
+            unit,
+            money,
+            units,
+            at,
+        } => {
+            out.push(4);
+            put_u64(out, account.0);
+            put_u64(out, session.0);
+            put_key(out, key);
+            out.push(unit_code(*unit));
+            put_i64(out, *money);
+            put_u64(out, *units);
+            put_u64(out, at.0);
+        }
+        Effect::BundleReserved {
+            account,
+            session,
+            key,
+            unit,
+            bundle,
+            units,
+            at,
+        } => {
+            out.push(5);
+            put_u64(out, account.0);
+            put_u64(out, session.0);
+            put_key(out, key);
+            out.push(unit_code(*unit));
+            put_u64(out, (*bundle).into());
+            put_u64(out, *units);
+            put_u64(out, at.0);
+        }
+        Effect::Charged {
+            account,
+            session,
+            key,
+            from_reserved,
+            from_balance,
+        } => {
+            out.push(6);
+            put_u64(out, account.0);
+            put_opt_session(out, *session);
+            put_key(out, key);
+            put_i64(out, *from_reserved);
+            put_i64(out, *from_balance);
+        }
+        Effect::BundleCharged {
+            account,
+            session,
+            key,
+            bundle,
+            from_reserved,
+            from_remaining,
+        } => {
+            out.push(7);
+            put_u64(out, account.0);
+            put_opt_session(out, *session);
+            put_key(out, key);
+            put_u64(out, (*bundle).into());
+            put_u64(out, *from_reserved);
+            put_u64(out, *from_remaining);
+        }
+        Effect::Released {
+            account,
+            session,
+            key,
+        } => {
+            out.push(8);
+            put_u64(out, account.0);
+            put_u64(out, session.0);
+            put_key(out, key);
+        }
+        Effect::ToppedUp { account, amount } => {
+            out.push(9);
+            put_u64(out, account.0);
+            put_i64(out, *amount);
+        }
+        Effect::Refunded { account, amount } => {
+            out.push(10);
+            put_u64(out, account.0);
+            put_i64(out, *amount);
+        }
+        Effect::StatusChanged { account, status } => {
+            out.push(11);
+            put_u64(out, account.0);
+            out.push(match status {
+                AccountStatus::Active => 0,
+                AccountStatus::Blocked => 1,
+            });
+        }
+    }
+}
+
+fn put_opt_session(out: &mut Vec<u8>, s: Option<SessionKey>) {
+    match s {
+        None => out.push(0),
+        Some(s) => {
+            out.push(1);
+            put_u64(out, s.0);
+        }
+    }
+}
+
+/// Appends the binary record of `c` to `out`.
+pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
+    // Destructured so that a new field fails to compile here.
+    let Cdr {
+        sequence,
+        node_id,
+        record_type,
+        session_id,
+        account,
+        subscriber,
+        service_context,
+        rating_group,
+        service_id,
+        request_number,
+        requested_action,
+        unit,
+        time,
+        input_octets,
+        output_octets,
+        total_octets,
+        service_units,
+        rated_units,
+        bundle_units,
+        amount,
+        unbilled,
+        balance_after,
+        started,
+        ended,
+        result_code,
+        closing_cause,
+        termination_cause,
+        reporting_reason,
+    } = c;
+    out.push(TAG_CDR);
+    put_u64(out, *sequence);
+    put_str(out, node_id);
+    out.push(match record_type {
+        RecordType::Usage => 0,
+        RecordType::SessionEnd => 1,
+        RecordType::Event => 2,
+    });
+    put_str(out, session_id);
+    put_u64(out, account.0);
+    put_str(out, subscriber);
+    put_str(out, service_context);
+    put_opt_u32(out, *rating_group);
+    put_opt_u32(out, *service_id);
+    put_u64(out, (*request_number).into());
+    put_opt_u32(out, requested_action.map(|a| a.code()));
+    match unit {
+        None => out.push(0),
+        Some(u) => {
+            out.push(1);
+            out.push(unit_code(*u));
+        }
+    }
+    for v in [
+        *time,
+        *input_octets,
+        *output_octets,
+        *total_octets,
+        *service_units,
+        *rated_units,
+        *bundle_units,
+    ] {
+        put_u64(out, v);
+    }
+    put_i64(out, *amount);
+    put_i64(out, *unbilled);
+    put_i64(out, *balance_after);
+    put_u64(out, started.0);
+    put_u64(out, ended.0);
+    put_u64(out, (*result_code).into());
+    match closing_cause {
+        None => out.push(0),
+        Some(c) => {
+            out.push(1);
+            out.push(match c {
+                ClosingCause::Terminated => 0,
+                ClosingCause::SupervisionExpired => 1,
+                ClosingCause::Rejected => 2,
+            });
+        }
+    }
+    put_opt_u32(out, *termination_cause);
+    put_opt_u32(out, *reporting_reason);
+}
+
+/// Reads records from a buffer.
+#[derive(Debug, Clone)]
+pub struct Decoder<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Decoder<'a> {
+    /// A decoder at the start of `buf`.
+    pub fn new(buf: &'a [u8]) -> Self {
+        Decoder { buf, pos: 0 }
+    }
+
+    /// Offset of the next byte.
+    pub fn position(&self) -> usize {
+        self.pos
+    }
+
+    /// Whether every byte was read.
+    pub fn is_empty(&self) -> bool {
+        self.pos >= self.buf.len()
+    }
+
+    fn byte(&mut self) -> Result<u8, DecodeError> {
+        let b = *self
+            .buf
+            .get(self.pos)
+            .ok_or(DecodeError::UnexpectedEnd { at: self.pos })?;
+        self.pos += 1;
+        Ok(b)
+    }
+
+    fn u64(&mut self) -> Result<u64, DecodeError> {
+        let at = self.pos;
+        let mut v = 0u64;
+        for shift in (0..64).step_by(7) {
+            let b = self.byte()?;
+            let bits = u64::from(b & 0x7f);
+            if shift == 63 && bits > 1 {
+                return Err(DecodeError::VarintOverflow { at });
+            }
+            v |= bits << shift;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+        Err(DecodeError::VarintOverflow { at })
+    }
+
+    fn u32(&mut self, what: &'static str) -> Result<u32, DecodeError> {
+        let at = self.pos;
+        u32::try_from(self.u64()?).map_err(|_| DecodeError::OutOfRange { what, at })
+    }
+
+    fn i64(&mut self) -> Result<i64, DecodeError> {
+        let v = self.u64()?;
+        Ok(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    fn bool(&mut self) -> Result<bool, DecodeError> {
+        let at = self.pos;
+        match self.byte()? {
+            0 => Ok(false),
+            1 => Ok(true),
+            b => Err(DecodeError::UnknownTag {
+                what: "bool",
+                value: b.into(),
+                at,
+            }),
+        }
+    }
+
+    fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
+        let n = self.u64()?;
+        let at = self.pos;
+        let end = usize::try_from(n)
+            .ok()
+            .and_then(|n| at.checked_add(n))
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(DecodeError::UnexpectedEnd { at })?;
+        self.pos = end;
+        Ok(&self.buf[at..end])
+    }
+
+    fn str(&mut self) -> Result<&'a str, DecodeError> {
+        let at = self.pos;
+        std::str::from_utf8(self.bytes()?).map_err(|_| DecodeError::InvalidUtf8 { at })
+    }
+
+    fn string_into(&mut self, s: &mut String) -> Result<(), DecodeError> {
+        let v = self.str()?;
+        s.clear();
+        s.push_str(v);
+        Ok(())
+    }
+
+    fn opt_u32(&mut self, what: &'static str) -> Result<Option<u32>, DecodeError> {
+        Ok(if self.bool()? {
+            Some(self.u32(what)?)
+        } else {
+            None
+        })
+    }
+
+    fn key(&mut self) -> Result<RatingKey, DecodeError> {
+        Ok(RatingKey {
+            rating_group: self.opt_u32("rating group")?,
+            service_id: self.opt_u32("service id")?,
+        })
+    }
+
+    fn unit(&mut self) -> Result<UnitKind, DecodeError> {
+        let at = self.pos;
+        match self.byte()? {
+            0 => Ok(UnitKind::Octets),
+            1 => Ok(UnitKind::Seconds),
+            2 => Ok(UnitKind::Events),
+            b => Err(DecodeError::UnknownTag {
+                what: "unit",
+                value: b.into(),
+                at,
+            }),
+        }
+    }
+
+    fn ts(&mut self) -> Result<Timestamp, DecodeError> {
+        Ok(Timestamp(self.u64()?))
+    }
+
+    fn session(&mut self) -> Result<SessionKey, DecodeError> {
+        Ok(SessionKey(self.u64()?))
+    }
+
+    fn account(&mut self) -> Result<AccountId, DecodeError> {
+        Ok(AccountId(self.u64()?))
+    }
+
+    fn opt_session(&mut self) -> Result<Option<SessionKey>, DecodeError> {
+        Ok(if self.bool()? {
+            Some(self.session()?)
+        } else {
+            None
+        })
+    }
+
+    /// Decodes the next effect record.
+    pub fn effect(&mut self) -> Result<Effect, DecodeError> {
+        let at = self.pos;
+        Ok(match self.byte()? {
+            1 => Effect::SessionOpened {
+                session: self.session()?,
+                session_id: self.str()?.to_owned(),
+                account: self.account()?,
+                subscriber: {
+                    let at = self.pos;
+                    let kind = match self.byte()? {
+                        0 => SubscriptionType::E164,
+                        1 => SubscriptionType::Imsi,
+                        2 => SubscriptionType::SipUri,
+                        3 => SubscriptionType::Nai,
+                        4 => SubscriptionType::Private,
+                        b => {
+                            return Err(DecodeError::UnknownTag {
+                                what: "subscription type",
+                                value: b.into(),
+                                at,
+                            })
+                        }
+                    };
+                    SubscriptionId::new(kind, self.str()?)
+                },
+                service_context: self.str()?.to_owned(),
+                multiple_services: self.bool()?,
+                at: self.ts()?,
+                supervision_until: self.ts()?,
+            },
+            2 => Effect::SessionTouched {
+                session: self.session()?,
+                request_number: self.u32("request number")?,
+                at: self.ts()?,
+                supervision_until: self.ts()?,
+            },
+            3 => Effect::SessionClosed {
+                session: self.session()?,
+            },
+            4 => Effect::Reserved {
+                account: self.account()?,
+                session: self.session()?,
+                key: self.key()?,
+                unit: self.unit()?,
+                money: self.i64()?,
+                units: self.u64()?,
+                at: self.ts()?,
+            },
+            5 => Effect::BundleReserved {
+                account: self.account()?,
+                session: self.session()?,
+                key: self.key()?,
+                unit: self.unit()?,
+                bundle: self.u32("bundle")?,
+                units: self.u64()?,
+                at: self.ts()?,
+            },
+            6 => Effect::Charged {
+                account: self.account()?,
+                session: self.opt_session()?,
+                key: self.key()?,
+                from_reserved: self.i64()?,
+                from_balance: self.i64()?,
+            },
+            7 => Effect::BundleCharged {
+                account: self.account()?,
+                session: self.opt_session()?,
+                key: self.key()?,
+                bundle: self.u32("bundle")?,
+                from_reserved: self.u64()?,
+                from_remaining: self.u64()?,
+            },
+            8 => Effect::Released {
+                account: self.account()?,
+                session: self.session()?,
+                key: self.key()?,
+            },
+            9 => Effect::ToppedUp {
+                account: self.account()?,
+                amount: self.i64()?,
+            },
+            10 => Effect::Refunded {
+                account: self.account()?,
+                amount: self.i64()?,
+            },
+            11 => Effect::StatusChanged {
+                account: self.account()?,
+                status: {
+                    let at = self.pos;
+                    match self.byte()? {
+                        0 => AccountStatus::Active,
+                        1 => AccountStatus::Blocked,
+                        b => {
+                            return Err(DecodeError::UnknownTag {
+                                what: "account status",
+                                value: b.into(),
+                                at,
+                            })
+                        }
+                    }
+                },
+            },
+            t => {
+                return Err(DecodeError::UnknownTag {
+                    what: "effect tag",
+                    value: t.into(),
+                    at,
+                })
+            }
+        })
+    }
+
+    /// Decodes the next CDR record into `c`, reusing its strings.
+    pub fn cdr_into(&mut self, c: &mut Cdr) -> Result<(), DecodeError> {
+        let at = self.pos;
+        let tag = self.byte()?;
+        if tag != TAG_CDR {
+            return Err(DecodeError::UnknownTag {
+                what: "CDR tag",
+                value: tag.into(),
+                at,
+            });
+        }
+        c.sequence = self.u64()?;
+        self.string_into(&mut c.node_id)?;
+        let at = self.pos;
+        c.record_type = match self.byte()? {
+            0 => RecordType::Usage,
+            1 => RecordType::SessionEnd,
+            2 => RecordType::Event,
+            b => {
+                return Err(DecodeError::UnknownTag {
+                    what: "record type",
+                    value: b.into(),
+                    at,
+                })
+            }
+        };
+        self.string_into(&mut c.session_id)?;
+        c.account = self.account()?;
+        self.string_into(&mut c.subscriber)?;
+        self.string_into(&mut c.service_context)?;
+        c.rating_group = self.opt_u32("rating group")?;
+        c.service_id = self.opt_u32("service id")?;
+        c.request_number = self.u32("request number")?;
+        let at = self.pos;
+        c.requested_action = match self.opt_u32("requested action")? {
+            None => None,
+            Some(code) => Some(RequestedAction::from_code(code).ok_or(
+                DecodeError::UnknownTag {
+                    what: "requested action",
+                    value: code.into(),
+                    at,
+                },
+            )?),
+        };
+        c.unit = if self.bool()? {
+            Some(self.unit()?)
+        } else {
+            None
+        };
+        c.time = self.u64()?;
+        c.input_octets = self.u64()?;
+        c.output_octets = self.u64()?;
+        c.total_octets = self.u64()?;
+        c.service_units = self.u64()?;
+        c.rated_units = self.u64()?;
+        c.bundle_units = self.u64()?;
+        c.amount = self.i64()?;
+        c.unbilled = self.i64()?;
+        c.balance_after = self.i64()?;
+        c.started = self.ts()?;
+        c.ended = self.ts()?;
+        c.result_code = self.u32("result code")?;
+        c.closing_cause = if self.bool()? {
+            let at = self.pos;
+            Some(match self.byte()? {
+                0 => ClosingCause::Terminated,
+                1 => ClosingCause::SupervisionExpired,
+                2 => ClosingCause::Rejected,
+                b => {
+                    return Err(DecodeError::UnknownTag {
+                        what: "closing cause",
+                        value: b.into(),
+                        at,
+                    })
+                }
+            })
+        } else {
+            None
+        };
+        c.termination_cause = self.opt_u32("termination cause")?;
+        c.reporting_reason = self.opt_u32("reporting reason")?;
+        Ok(())
+    }
+
+    /// Decodes the next CDR record.
+    pub fn cdr(&mut self) -> Result<Cdr, DecodeError> {
+        let mut c = Cdr::default();
+        self.cdr_into(&mut c)?;
+        Ok(c)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn key() -> impl Strategy<Value = RatingKey> {
+        (any::<Option<u32>>(), any::<Option<u32>>()).prop_map(|(r, s)| RatingKey {
+            rating_group: r,
+            service_id: s,
+        })
+    }
+
+    fn unit() -> impl Strategy<Value = UnitKind> {
+        prop_oneof![
+            Just(UnitKind::Octets),
+            Just(UnitKind::Seconds),
+            Just(UnitKind::Events)
+        ]
+    }
+
+    fn ts() -> impl Strategy<Value = Timestamp> {
+        any::<u64>().prop_map(Timestamp)
+    }
+
+    fn effect() -> impl Strategy<Value = Effect> {
+        let sub = (0u32..5, ".{0,20}").prop_map(|(k, d)| {
+            SubscriptionId::new(SubscriptionType::from_code(k).unwrap_or_default(), d)
+        });
+        prop_oneof![
+            (
+                any::<u64>(),
+                ".{0,40}",
+                any::<u64>(),
+                sub,
+                ".{0,20}",
+                any::<bool>(),
+                ts(),
+                ts()
+            )
+                .prop_map(|(s, id, a, sub, ctx, m, at, until)| {
+                    Effect::SessionOpened {
+                        session: SessionKey(s),
+                        session_id: id,
+                        account: AccountId(a),
+                        subscriber: sub,
+                        service_context: ctx,
+                        multiple_services: m,
+                        at,
+                        supervision_until: until,
+                    }
+                }),
+            (any::<u64>(), any::<u32>(), ts(), ts()).prop_map(|(s, n, at, u)| {
+                Effect::SessionTouched {
+                    session: SessionKey(s),
+                    request_number: n,
+                    at,
+                    supervision_until: u,
+                }
+            }),
+            any::<u64>().prop_map(|s| Effect::SessionClosed {
+                session: SessionKey(s)
+            }),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                key(),
+                unit(),
+                any::<i64>(),
+                any::<u64>(),
+                ts()
+            )
+                .prop_map(|(a, s, key, unit, money, units, at)| Effect::Reserved {
+                    account: AccountId(a),
+                    session: SessionKey(s),
+                    key,
+                    unit,
+                    money,
+                    units,
+                    at
+                }),
+            (
+                any::<u64>(),
+                any::<u64>(),
+                key(),
+                unit(),
+                any::<u32>(),
+                any::<u64>(),
+                ts()
+            )
+                .prop_map(|(a, s, key, unit, bundle, units, at)| {
+                    Effect::BundleReserved {
+                        account: AccountId(a),
+                        session: SessionKey(s),
+                        key,
+                        unit,
+                        bundle,
+                        units,
+                        at,
+                    }
+                }),
+            (
+                any::<u64>(),
+                any::<Option<u64>>(),
+                key(),
+                any::<i64>(),
+                any::<i64>()
+            )
+                .prop_map(|(a, s, key, r, b)| Effect::Charged {
+                    account: AccountId(a),
+                    session: s.map(SessionKey),
+                    key,
+                    from_reserved: r,
+                    from_balance: b
+                }),
+            (
+                any::<u64>(),
+                any::<Option<u64>>(),
+                key(),
+                any::<u32>(),
+                any::<u64>(),
+                any::<u64>()
+            )
+                .prop_map(|(a, s, key, bundle, r, rem)| Effect::BundleCharged {
+                    account: AccountId(a),
+                    session: s.map(SessionKey),
+                    key,
+                    bundle,
+                    from_reserved: r,
+                    from_remaining: rem
+                }),
+            (any::<u64>(), any::<u64>(), key()).prop_map(|(a, s, key)| Effect::Released {
+                account: AccountId(a),
+                session: SessionKey(s),
+                key
+            }),
+            (any::<u64>(), any::<i64>()).prop_map(|(a, amount)| Effect::ToppedUp {
+                account: AccountId(a),
+                amount
+            }),
+            (any::<u64>(), any::<i64>()).prop_map(|(a, amount)| Effect::Refunded {
+                account: AccountId(a),
+                amount
+            }),
+            (any::<u64>(), any::<bool>()).prop_map(|(a, b)| Effect::StatusChanged {
+                account: AccountId(a),
+                status: if b {
+                    AccountStatus::Blocked
+                } else {
+                    AccountStatus::Active
+                }
+            }),
+        ]
+    }
+
+    fn cdr() -> impl Strategy<Value = Cdr> {
+        let strings = (".{0,12}", ".{0,40}", ".{0,20}", ".{0,20}");
+        let opts = (
+            any::<Option<u32>>(),
+            any::<Option<u32>>(),
+            proptest::option::of(0u32..4),
+            proptest::option::of(unit()),
+            proptest::option::of(0u8..3),
+            any::<Option<u32>>(),
+            any::<Option<u32>>(),
+        );
+        let nums = (
+            any::<[u64; 7]>(),
+            any::<[i64; 3]>(),
+            any::<(u64, u64, u64, u32, u32)>(),
+            0u8..3,
+        );
+        (strings, opts, nums).prop_map(|(s, o, n)| Cdr {
+            sequence: n.2 .0,
+            node_id: s.0,
+            record_type: [RecordType::Usage, RecordType::SessionEnd, RecordType::Event]
+                [n.3 as usize],
+            session_id: s.1,
+            account: AccountId(n.2 .1),
+            subscriber: s.2,
+            service_context: s.3,
+            rating_group: o.0,
+            service_id: o.1,
+            request_number: n.2 .3,
+            requested_action: o.2.and_then(RequestedAction::from_code),
+            unit: o.3,
+            time: n.0[0],
+            input_octets: n.0[1],
+            output_octets: n.0[2],
+            total_octets: n.0[3],
+            service_units: n.0[4],
+            rated_units: n.0[5],
+            bundle_units: n.0[6],
+            amount: n.1[0],
+            unbilled: n.1[1],
+            balance_after: n.1[2],
+            started: Timestamp(n.2 .2),
+            ended: Timestamp(n.2 .0 ^ n.2 .2),
+            result_code: n.2 .4,
+            closing_cause: o.4.map(|c| {
+                [
+                    ClosingCause::Terminated,
+                    ClosingCause::SupervisionExpired,
+                    ClosingCause::Rejected,
+                ][c as usize]
+            }),
+            termination_cause: o.5,
+            reporting_reason: o.6,
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn every_effect_kind_round_trips(effects in proptest::collection::vec(effect(), 1..20)) {
+            let mut buf = Vec::new();
+            for e in &effects {
+                encode_effect(&mut buf, e);
+            }
+            let mut d = Decoder::new(&buf);
+            for e in &effects {
+                prop_assert_eq!(&d.effect().unwrap(), e);
+            }
+            prop_assert!(d.is_empty());
+        }
+
+        #[test]
+        fn every_cdr_round_trips(cdrs in proptest::collection::vec(cdr(), 1..8)) {
+            let mut buf = Vec::new();
+            for c in &cdrs {
+                encode_cdr(&mut buf, c);
+            }
+            let mut d = Decoder::new(&buf);
+            let mut back = Cdr::default();
+            for c in &cdrs {
+                d.cdr_into(&mut back).unwrap();
+                prop_assert_eq!(&back, c);
+            }
+            prop_assert!(d.is_empty());
+        }
+
+        #[test]
+        fn truncated_records_are_errors_not_panics(e in effect(), c in cdr()) {
+            let mut buf = Vec::new();
+            encode_effect(&mut buf, &e);
+            for n in 0..buf.len() {
+                prop_assert!(Decoder::new(&buf[..n]).effect().is_err());
+            }
+            buf.clear();
+            encode_cdr(&mut buf, &c);
+            for n in 0..buf.len() {
+                prop_assert!(Decoder::new(&buf[..n]).cdr().is_err());
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_tags_name_the_offset() {
+        assert_eq!(
+            Decoder::new(&[200]).effect(),
+            Err(DecodeError::UnknownTag {
+                what: "effect tag",
+                value: 200,
+                at: 0
+            })
+        );
+        assert_eq!(
+            Decoder::new(&[3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]).effect(),
+            Err(DecodeError::VarintOverflow { at: 1 })
+        );
+    }
+}
