@@ -25,6 +25,7 @@ use tokio::sync::Barrier;
 
 use crate::args::{LoadArgs, Scenario};
 use crate::ccr::{self, Builder, Req};
+use crate::pacing::{PreciseTimer, Schedule};
 use crate::stats::{ConnStats, ReqType};
 
 /// Largest answer accepted; a larger declared length breaks the stream.
@@ -109,8 +110,8 @@ struct Conn<'p> {
     deadline: Option<Instant>,
     hard_stop: Option<Instant>,
     stopping: bool,
-    interval: Option<Duration>,
-    next_intended: Instant,
+    /// Intended send times (open loop only).
+    schedule: Option<Schedule>,
     next_scan: Instant,
     scan_every: Duration,
     rng: u64,
@@ -163,7 +164,8 @@ async fn open(idx: u32, plan: &Plan) -> Result<(TcpStream, Peer, PeerConfig, Byt
         Err(_) => return Err(format!("connect to {addr}: timed out")),
     };
     let _ = stream.set_nodelay(true);
-    let mut pcfg = PeerConfig::new(&plan.args.origin_host, &plan.args.origin_realm);
+    let host = plan.args.connection_origin_host(idx);
+    let mut pcfg = PeerConfig::new(&host, &plan.args.origin_realm);
     if let Ok(local) = stream.local_addr() {
         pcfg.host_ip_addresses = vec![local.ip()];
     }
@@ -230,6 +232,7 @@ enum Io {
     Wrote(std::io::Result<usize>),
     Read(std::io::Result<usize>),
     Timer,
+    Due,
 }
 
 fn xorshift(s: &mut u64) -> u64 {
@@ -244,7 +247,7 @@ fn xorshift(s: &mut u64) -> u64 {
 impl<'p> Conn<'p> {
     fn new(idx: u32, plan: &'p Plan, live: &'p Live, stats: ConnStats, now: Instant) -> Self {
         let a = &plan.args;
-        let window = a.window.max(1);
+        let window = a.effective_window();
         let slot_bits = 32 - (window - 1).leading_zeros();
         let conns = u64::from(a.connections.max(1));
         let budget = a
@@ -253,9 +256,8 @@ impl<'p> Conn<'p> {
         let interval = a
             .rate
             .map(|r| Duration::from_secs_f64((conns as f64 / r).min(1.0e6)));
-        let offset = interval.map_or(Duration::ZERO, |iv| {
-            iv.mul_f64(f64::from(idx) / conns as f64)
-        });
+        let schedule =
+            interval.map(|iv| Schedule::new(iv, now + iv.mul_f64(f64::from(idx) / conns as f64)));
         let deadline = plan.duration.map(|d| now + d);
         let scan_every =
             (a.timeout / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
@@ -298,8 +300,7 @@ impl<'p> Conn<'p> {
             deadline,
             hard_stop: deadline.map(|d| d + a.timeout),
             stopping: false,
-            interval,
-            next_intended: now + offset,
+            schedule,
             next_scan: now + scan_every,
             scan_every,
             rng: (plan.seed ^ (u64::from(idx) + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)) | 1,
@@ -329,6 +330,7 @@ impl<'p> Conn<'p> {
             let sleep = tokio::time::sleep_until(Instant::now().into());
             tokio::pin!(sleep);
             let mut armed: Option<Instant> = None;
+            let mut pacer = PreciseTimer::new();
             let mut healthy = match self.on_read(&mut inbuf, &mut peer, &pcfg, &mut out) {
                 Ok(()) => true,
                 Err(e) => {
@@ -379,14 +381,16 @@ impl<'p> Conn<'p> {
                     sleep.as_mut().reset(wake.into());
                     armed = Some(wake);
                 }
+                let due = self.next_due(&peer, now);
                 let io = tokio::select! {
                     biased;
                     r = wr.write_buf(&mut out), if !out.is_empty() => Io::Wrote(r),
                     r = rd.read_buf(&mut inbuf) => Io::Read(r),
+                    () = pacer.wait_until(due.unwrap_or(now)), if due.is_some() => Io::Due,
                     () = &mut sleep => Io::Timer,
                 };
                 match io {
-                    Io::Wrote(Ok(_)) | Io::Timer => {}
+                    Io::Wrote(Ok(_)) | Io::Timer | Io::Due => {}
                     Io::Wrote(Err(e)) | Io::Read(Err(e)) => {
                         self.broken(format!("connection error: {e}"));
                         healthy = false;
@@ -433,7 +437,12 @@ impl<'p> Conn<'p> {
             return;
         }
         if peer
-            .disconnect(pcfg, disconnect_cause::REBOOTING, now_ms(self.plan), out)
+            .disconnect(
+                pcfg,
+                disconnect_cause::DO_NOT_WANT_TO_TALK_TO_YOU,
+                now_ms(self.plan),
+                out,
+            )
             .is_err()
         {
             return;
@@ -499,13 +508,17 @@ impl<'p> Conn<'p> {
         if let Some(h) = self.hard_stop {
             w = w.min(h);
         }
-        if self.interval.is_some() && !self.ready.is_empty() && peer.state() == State::Open {
-            w = w.min(self.next_intended);
-        }
         if let Some(t) = peer.poll_timeout() {
             w = w.min(self.plan.base + Duration::from_millis(t));
         }
         w
+    }
+
+    /// When the pacer must wake for the next scheduled request (open loop,
+    /// a session ready to send).
+    fn next_due(&self, peer: &Peer, now: Instant) -> Option<Instant> {
+        let s = self.schedule.as_ref()?;
+        (!self.ready.is_empty() && peer.state() == State::Open).then(|| s.wake(now))
     }
 
     fn flush_live(&mut self) {
@@ -546,7 +559,7 @@ impl<'p> Conn<'p> {
                 self.ready.pop_front();
                 continue;
             }
-            if self.interval.is_some() && self.next_intended > now {
+            if self.schedule.as_ref().is_some_and(|s| !s.due(now)) {
                 break;
             }
             self.ready.pop_front();
@@ -555,10 +568,11 @@ impl<'p> Conn<'p> {
                 // slot.
                 continue;
             }
-            let intended = match self.interval {
-                Some(iv) => {
-                    let t = self.next_intended;
-                    self.next_intended += iv;
+            let intended = match &mut self.schedule {
+                Some(s) => {
+                    let t = s.take();
+                    self.stats
+                        .record_send_lag(now.saturating_duration_since(t).as_micros() as u64);
                     t
                 }
                 None => now,

@@ -47,6 +47,7 @@
 mod args;
 mod ccr;
 mod conn;
+mod pacing;
 mod stats;
 
 use std::io::IsTerminal;
@@ -215,7 +216,7 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
             target: a.target.clone(),
             scenario: a.scenario.name(),
             connections: a.connections,
-            window: a.window,
+            window: a.effective_window(),
             target_rate: a.rate,
             start,
             end,
