@@ -29,7 +29,10 @@ divided by answers; latency percentiles from each request's intended send
 time (gyro load's histograms); disk bytes per CCR-Update: bytes the server
 process caused to be written to storage (/proc/<pid>/io write_bytes, which
 counts journal, CDR and snapshot files, not sockets) divided by CCR-U
-answered; heap allocations per request in steady state with --allocations
+answered (whole 4 KiB pages: a page synced again after each small group
+commit counts each time), and the growth of the data directory per CCR-U
+(the bytes the files hold, snapshots and rotations included, deleted files
+not); heap allocations per request in steady state with --allocations
 (from a short and a long run of a build with the count-allocations feature:
 the difference of the allocation counts over the difference of requests).
 
@@ -89,6 +92,18 @@ def write_bytes(pid):
     with open(f"/proc/{pid}/io") as f:
         io = dict(line.split(": ") for line in f.read().splitlines())
     return int(io["write_bytes"])
+
+
+def dir_bytes(path):
+    """Total size of the files under `path` (0 when it does not exist)."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, f))
+            except OSError:
+                pass
+    return total
 
 
 def cpu_count(cpus):
@@ -195,9 +210,10 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None):
     tmp = tempfile.mkdtemp(prefix="gyro-bench-")
     try:
         proc = start_server(server, binary, workers, port, args.server_cpus, tmp, args.config_extra)
-        cpu0, io0 = cpu_seconds(proc.pid), write_bytes(proc.pid)
+        data = os.path.join(tmp, "data")
+        cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         report, load_cpu, wall = run_load(load_gyro, port, args, connections, count)
-        cpu1, io1 = cpu_seconds(proc.pid), write_bytes(proc.pid)
+        cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         alive = proc.poll() is None
         proc.terminate()
         proc.wait(timeout=120)
@@ -235,6 +251,8 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None):
         "p50": lat["p50"], "p90": lat["p90"], "p99": lat["p99"], "p999": lat["p999"], "max": lat["max"],
         "ccr_u_answered": updates, "write_bytes": io1 - io0,
         "disk_bytes_per_ccr_u": (io1 - io0) / updates if updates else None,
+        "data_dir_growth": size1 - size0,
+        "file_bytes_per_ccr_u": (size1 - size0) / updates if updates else None,
         "allocations": int(allocs) if allocs is not None else None,
         "fsyncs": int(dur["syncs"]) if "syncs" in dur else None,
         "records_per_commit": float(dur["records_per_commit"]) if "records_per_commit" in dur else None,
@@ -269,7 +287,7 @@ def print_table(args, rows):
     print(f"{args.scenario} scenario, {mode}, {args.duration if not args.count else args.count} per run, "
           f"server on CPUs {args.server_cpus or 'any'}, gyro load on CPUs {args.load_cpus or 'any'}{extra}\n")
     cols = ["server", "workers", "conns", "answers/s", "server CPU us/answer", "p50", "p99", "p99.9",
-            "max", "disk B/CCR-U (write_bytes)"]
+            "max", "disk B/CCR-U (write_bytes)", "file B/CCR-U (data dir growth)"]
     if args.allocations:
         cols.append("allocs/request")
     cols.append("notes")
@@ -280,10 +298,11 @@ def print_table(args, rows):
         if r["load_bound"]:
             cells += ["-"] * (len(cols) - 4)
         else:
-            disk = r["disk_bytes_per_ccr_u"]
+            disk, grown = r["disk_bytes_per_ccr_u"], r["file_bytes_per_ccr_u"]
             cells += [f"{r['rate']:,.0f}", f"{r['cpu_us_per_answer']:.2f}", fmt_us(r["p50"]),
                       fmt_us(r["p99"]), fmt_us(r["p999"]), fmt_us(r["max"]),
-                      f"{disk:,.0f}" if disk is not None else "-"]
+                      f"{disk:,.0f}" if disk is not None else "-",
+                      f"{grown:,.0f}" if grown is not None else "-"]
             if args.allocations:
                 a = r.get("allocations_per_request")
                 cells.append(f"{a:.2f}" if a is not None else "-")
