@@ -1,24 +1,54 @@
 #!/usr/bin/env python3
-"""Measure a Diameter credit-control server with `gyro load`.
+"""Measure Diameter credit-control servers side by side with `gyro load`.
 
-For each combination of server workers and load connections it starts the
-server (pinned with taskset), runs `gyro load` (pinned to other CPUs) and
-reports answered CCR/s, latency percentiles and the server's CPU time per
-answer (user+sys of the server process divided by answers), all measured in
-one run.
+One invocation runs every server given with --servers, for each number of
+server workers and load connections, with the server pinned to
+--server-cpus and `gyro load` to --load-cpus (the same CPUs for every
+server), and prints ONE Markdown table (or JSON with --json):
 
-    bench/server.py                                # gyro, workers 1 2, connections 1 50
-    bench/server.py --workers 1 --connections 50 --rate 50000
-    bench/server.py --server gyserver              # the go-diameter server in interop/
-    bench/server.py --allocations                  # heap allocations per request
+    bench/server.py --servers gyro-sync gyro-none gyserver --workers 1 2 \\
+        --connections 1 50 --duration 8s
+    bench/server.py --servers gyro-sync@/tmp/gyro-before gyro-sync   # before/after
+    bench/server.py --servers gyro-sync --connections 50 --rate 50000  # open loop
+    bench/server.py --servers gyro-sync --connections 1 --duration 60s \\
+        --config-extra storage.snapshot_every_records=200000 storage.cdr_max_bytes=8000000
+    bench/server.py --servers gyro-sync gyro-none --allocations       # heap allocations
 
-Build first: cargo build --release -p gyro (the script does it), and for
---server gyserver: interop/go-diameter/run.sh.
+Servers:
+  gyro-sync, gyro-async, gyro-none   gyro with that [storage] durability
+  gyro                               gyro with its configured default
+  gyserver                           the go-diameter echo server in interop/
+                                     (built by interop/go-diameter/run.sh;
+                                     keeps no balances, writes nothing)
+  NAME@PATH                          a gyro server NAME run from the binary
+                                     PATH (e.g. one built before a change);
+                                     the row is labelled NAME@<file name>
+
+Columns: answers/s; server CPU time (user+sys from /proc/<pid>/stat)
+divided by answers; latency percentiles from each request's intended send
+time (gyro load's histograms); disk bytes per CCR-Update: bytes the server
+process caused to be written to storage (/proc/<pid>/io write_bytes, which
+counts journal, CDR and snapshot files, not sockets) divided by CCR-U
+answered (whole 4 KiB pages: a page synced again after each small group
+commit counts each time), and the growth of the data directory per CCR-U
+(the bytes the files hold, snapshots and rotations included, deleted files
+not); heap allocations per request in steady state with --allocations
+(from a short and a long run of a build with the count-allocations feature:
+the difference of the allocation counts over the difference of requests).
+
+A run where the load generator was the bottleneck (its CPU at 90 % or more
+of --load-cpus while the server used less than 85 % of --server-cpus) is
+not reported: the row says so instead of showing numbers that measure the
+generator.
+
+Builds the tree's gyro first (cargo build --release -p gyro) unless --gyro
+names a binary; that binary also runs the load for every row.
 """
 
 import argparse
 import json
 import os
+import resource
 import shutil
 import socket
 import subprocess
@@ -28,6 +58,9 @@ import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TICK = os.sysconf("SC_CLK_TCK")
+DURABILITIES = {"gyro-sync": "sync", "gyro-async": "async", "gyro-none": "none", "gyro": None}
+LOAD_BOUND = 0.90
+SERVER_SATURATED = 0.85
 
 
 def free_port():
@@ -36,15 +69,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def wait_port(port, timeout=30):
+def wait_port(port, proc, timeout=60):
     t = time.time()
     while time.time() - t < timeout:
+        if proc.poll() is not None:
+            return False
         try:
             socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
+            return True
         except OSError:
             time.sleep(0.05)
-    sys.exit(f"server on port {port} did not start")
+    return False
 
 
 def cpu_seconds(pid):
@@ -53,14 +88,72 @@ def cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / TICK
 
 
-def start_server(kind, workers, port, cpus, data_dir, gyro, durability=None):
-    if kind == "gyro":
-        cmd = [gyro, "serve", "--workers", str(workers), "--listen", f"127.0.0.1:{port}",
-               "--data-dir", data_dir]
-        if durability:
+def write_bytes(pid):
+    with open(f"/proc/{pid}/io") as f:
+        io = dict(line.split(": ") for line in f.read().splitlines())
+    return int(io["write_bytes"])
+
+
+def dir_bytes(path):
+    """Total size of the files under `path` (0 when it does not exist)."""
+    total = 0
+    for dirpath, _, files in os.walk(path):
+        for f in files:
+            try:
+                total += os.path.getsize(os.path.join(dirpath, f))
+            except OSError:
+                pass
+    return total
+
+
+def cpu_count(cpus):
+    """Number of CPUs in a taskset list like '0', '1-3', '0,2'."""
+    if not cpus:
+        return os.cpu_count() or 1
+    n = 0
+    for part in cpus.split(","):
+        a, _, b = part.partition("-")
+        n += int(b or a) - int(a) + 1
+    return n
+
+
+def parse_server(spec, default_gyro):
+    name, _, path = spec.partition("@")
+    if name == "gyserver":
+        if path:
+            sys.exit("gyserver takes no @PATH")
+        return {"label": spec, "kind": "gyserver"}
+    if name not in DURABILITIES:
+        sys.exit(f"unknown server {name!r}: one of {', '.join(list(DURABILITIES) + ['gyserver'])}")
+    label = f"{name}@{os.path.basename(path)}" if path else name
+    return {"label": label, "kind": "gyro", "durability": DURABILITIES[name],
+            "binary": os.path.abspath(path) if path else default_gyro, "own_binary": bool(path)}
+
+
+def config_toml(durability, extras):
+    """A gyro config: the durability and each `section.key=value` override
+    (value in TOML syntax)."""
+    sections = {}
+    if durability:
+        sections.setdefault("storage", []).append(f'durability = "{durability}"')
+    for e in extras:
+        key, _, value = e.partition("=")
+        section, _, name = key.strip().rpartition(".")
+        if not section or not value:
+            sys.exit(f"--config-extra {e!r}: expected section.key=value")
+        sections.setdefault(section, []).append(f"{name} = {value.strip()}")
+    return "".join(f"[{s}]\n" + "\n".join(lines) + "\n" for s, lines in sections.items())
+
+
+def start_server(server, binary, workers, port, cpus, data_dir, extras):
+    if server["kind"] == "gyro":
+        cmd = [binary, "serve", "--workers", str(workers), "--listen", f"127.0.0.1:{port}",
+               "--data-dir", os.path.join(data_dir, "data")]
+        toml = config_toml(server["durability"], extras)
+        if toml:
             cfg = os.path.join(data_dir, "bench.toml")
             with open(cfg, "w") as f:
-                f.write(f'[storage]\ndurability = "{durability}"\n')
+                f.write(toml)
             cmd += ["--config", cfg]
     else:
         cmd = [os.path.join(ROOT, "interop/go-diameter/bin/gyserver"), "-addr",
@@ -70,136 +163,215 @@ def start_server(kind, workers, port, cpus, data_dir, gyro, durability=None):
     env = dict(os.environ, GYRO_LOG="info")
     log = open(os.path.join(data_dir, "server.log"), "w")
     p = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    wait_port(port)
+    if not wait_port(port, p):
+        p.kill()
+        sys.exit(f"{server['label']} did not start: see {log.name}\n" + open(log.name).read()[-2000:])
     return p
 
 
-def run_load(gyro, port, args, connections, cpus):
+def run_load(gyro, port, args, connections, count=None):
     cmd = [gyro, "load", "--target", f"127.0.0.1:{port}", "--connections", str(connections),
            "--threads", str(args.load_threads), "--scenario", args.scenario, "--json", "--quiet",
            "--max-error-ratio", "1"]
-    if args.count:
-        cmd += ["--count", str(args.count)]
-    else:
-        cmd += ["--duration", args.duration]
+    cmd += ["--count", str(count)] if count else ["--duration", args.duration]
     if args.rate:
         cmd += ["--rate", str(args.rate)]
     if args.window:
         cmd += ["--window", str(args.window)]
-    if cpus:
-        cmd = ["taskset", "-c", cpus] + cmd
+    if args.load_cpus:
+        cmd = ["taskset", "-c", args.load_cpus] + cmd
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.time()
     out = subprocess.run(cmd, capture_output=True, text=True)
+    wall = time.time() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if out.returncode not in (0, 1):
         sys.exit(f"gyro load failed: {out.stderr}")
-    return json.loads(out.stdout)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return json.loads(out.stdout), cpu, wall
 
 
 def log_fields(log_path, marker):
     """The key=value fields of the last log line containing `marker`."""
     fields = {}
-    with open(log_path) as f:
+    with open(log_path, errors="replace") as f:
         for line in f:
             if marker in line:
                 fields = dict(p.split("=", 1) for p in line.split() if "=" in p)
     return fields
 
 
-def allocations(log_path):
-    n = log_fields(log_path, "heap allocations since start").get("allocations")
-    return int(n) if n is not None else None
+def ccr_u_answered(report):
+    return sum(t["answered"] for t in report["per_type"] if t["name"] == "CCR-U")
 
 
-def measure(args, gyro, workers, connections):
+def measure(args, server, binary, load_gyro, workers, connections, count=None):
     port = free_port()
-    data_dir = tempfile.mkdtemp(prefix="gyro-bench-")
+    tmp = tempfile.mkdtemp(prefix="gyro-bench-")
     try:
-        server = start_server(args.server, workers, port, args.server_cpus, data_dir, gyro,
-                              args.durability)
-        before = cpu_seconds(server.pid)
-        t0 = time.time()
-        report = run_load(gyro, port, args, connections, args.load_cpus)
-        wall = time.time() - t0
-        after = cpu_seconds(server.pid)
-        server.terminate()
-        server.wait(timeout=60)
-        log = os.path.join(data_dir, "server.log")
-        allocs = allocations(log) if args.server == "gyro" else None
-        dur = log_fields(log, "durability totals") if args.server == "gyro" else {}
+        proc = start_server(server, binary, workers, port, args.server_cpus, tmp, args.config_extra)
+        data = os.path.join(tmp, "data")
+        cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
+        report, load_cpu, wall = run_load(load_gyro, port, args, connections, count)
+        cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
+        alive = proc.poll() is None
+        proc.terminate()
+        proc.wait(timeout=120)
+        log = os.path.join(tmp, "server.log")
+        gyro = server["kind"] == "gyro"
+        allocs = log_fields(log, "heap allocations since start").get("allocations") if gyro else None
+        dur = log_fields(log, "durability totals") if gyro else {}
     finally:
-        shutil.rmtree(data_dir, ignore_errors=True)
+        shutil.rmtree(tmp, ignore_errors=True)
     answered = report["answered"]
     lat = report["latency_us"]
+    server_util = (cpu1 - cpu0) / (wall * cpu_count(args.server_cpus))
+    load_util = load_cpu / (wall * cpu_count(args.load_cpus))
+    updates = ccr_u_answered(report)
+    notes = []
+    if not alive:
+        notes.append("server died")
+    if report["errors"]:
+        notes.append(f"{report['errors']} errors")
+    if report.get("connections_opened", connections) < connections:
+        notes.append(f"{report['connections_opened']}/{connections} connections opened")
+    lag = report.get("send_lag_us")
+    if lag and lag["p99"] > 1000:
+        notes.append(f"requests left up to {fmt_us(lag['p99'])} late (p99)")
+    load_bound = load_util >= LOAD_BOUND and server_util < SERVER_SATURATED
+    if load_bound:
+        notes.append(f"LOAD-BOUND: gyro load at {load_util:.0%} of its CPUs, server at "
+                     f"{server_util:.0%}: not reported")
     return {
-        "server": args.server,
-        "workers": workers,
-        "connections": connections,
-        "answered": answered,
-        "rate": report["rate"],
-        "errors": report["errors"],
-        "cpu_s": after - before,
-        "cpu_us_per_answer": (after - before) * 1e6 / max(answered, 1),
-        "p50": lat["p50"], "p90": lat["p90"], "p99": lat["p99"], "p999": lat["p999"],
-        "max": lat["max"],
-        "allocations": allocs,
-        "syncs_per_s": int(dur.get("syncs", 0)) / wall if dur else None,
-        "records_per_commit": float(dur["records_per_commit"]) if dur else None,
+        "server": server["label"], "workers": workers, "connections": connections,
+        "rate_target": args.rate, "answered": answered, "rate": report["rate"],
+        "errors": report["errors"], "server_cpu_s": cpu1 - cpu0,
+        "cpu_us_per_answer": (cpu1 - cpu0) * 1e6 / max(answered, 1),
+        "server_cpu_util": server_util, "load_cpu_util": load_util, "load_bound": load_bound,
+        "p50": lat["p50"], "p90": lat["p90"], "p99": lat["p99"], "p999": lat["p999"], "max": lat["max"],
+        "ccr_u_answered": updates, "write_bytes": io1 - io0,
+        "disk_bytes_per_ccr_u": (io1 - io0) / updates if updates else None,
+        "data_dir_growth": size1 - size0,
+        "file_bytes_per_ccr_u": (size1 - size0) / updates if updates else None,
+        "allocations": int(allocs) if allocs is not None else None,
+        "fsyncs": int(dur["syncs"]) if "syncs" in dur else None,
+        "records_per_commit": float(dur["records_per_commit"]) if "records_per_commit" in dur else None,
+        "send_lag_us": lag, "notes": notes,
     }
+
+
+def allocations_per_request(args, server, binary, load_gyro, workers, connections):
+    """Steady-state allocations per request: two runs of different length,
+    the difference of their allocation counts over that of their requests."""
+    short, long_ = (measure(args, server, binary, load_gyro, workers, connections, count=n)
+                    for n in (args.alloc_requests // 10, args.alloc_requests))
+    if short["allocations"] is None or long_["allocations"] is None:
+        return None
+    d_req = long_["answered"] - short["answered"]
+    return (long_["allocations"] - short["allocations"]) / d_req if d_req > 0 else None
+
+
+def fmt_us(us):
+    if us is None:
+        return "-"
+    if us >= 1_000_000:
+        return f"{us / 1e6:.2f} s"
+    if us >= 1000:
+        return f"{us / 1000:.1f} ms"
+    return f"{us} us"
+
+
+def print_table(args, rows):
+    mode = f"open loop at {args.rate:.0f} req/s" if args.rate else "closed loop"
+    extra = f", config {' '.join(args.config_extra)}" if args.config_extra else ""
+    print(f"{args.scenario} scenario, {mode}, {args.duration if not args.count else args.count} per run, "
+          f"server on CPUs {args.server_cpus or 'any'}, gyro load on CPUs {args.load_cpus or 'any'}{extra}\n")
+    cols = ["server", "workers", "conns", "answers/s", "server CPU us/answer", "p50", "p99", "p99.9",
+            "max", "disk B/CCR-U (write_bytes)", "file B/CCR-U (data dir growth)"]
+    if args.allocations:
+        cols.append("allocs/request")
+    cols.append("notes")
+    print("| " + " | ".join(cols) + " |")
+    print("|" + "---|" * len(cols))
+    for r in rows:
+        cells = [r["server"], str(r["workers"]), str(r["connections"])]
+        if r["load_bound"]:
+            cells += ["-"] * (len(cols) - 4)
+        else:
+            disk, grown = r["disk_bytes_per_ccr_u"], r["file_bytes_per_ccr_u"]
+            cells += [f"{r['rate']:,.0f}", f"{r['cpu_us_per_answer']:.2f}", fmt_us(r["p50"]),
+                      fmt_us(r["p99"]), fmt_us(r["p999"]), fmt_us(r["max"]),
+                      f"{disk:,.0f}" if disk is not None else "-",
+                      f"{grown:,.0f}" if grown is not None else "-"]
+            if args.allocations:
+                a = r.get("allocations_per_request")
+                cells.append(f"{a:.2f}" if a is not None else "-")
+        cells.append("; ".join(r["notes"]))
+        print("| " + " | ".join(cells) + " |")
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--server", choices=["gyro", "gyserver"], default="gyro")
+    ap.add_argument("--servers", nargs="+", default=["gyro-sync"], metavar="SERVER",
+                    help="servers to run side by side (see above)")
+    ap.add_argument("--gyro", help="gyro binary for gyro servers without @PATH and for gyro load "
+                                   "(default: build the tree's)")
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--connections", type=int, nargs="+", default=[1, 50])
     ap.add_argument("--duration", default="10s")
-    ap.add_argument("--count", type=int)
-    ap.add_argument("--rate", type=float, help="open loop at this many requests/s")
-    ap.add_argument("--window", type=int)
+    ap.add_argument("--count", type=int, help="requests per run instead of --duration")
+    ap.add_argument("--rate", type=float, help="open loop at this many requests/s over all connections")
+    ap.add_argument("--window", type=int, help="gyro load --window")
     ap.add_argument("--scenario", default="data")
+    ap.add_argument("--repeat", type=int, default=1, help="run the whole set this many times")
     ap.add_argument("--load-threads", type=int, default=1)
     ap.add_argument("--server-cpus", default="0", help="taskset CPU list for the server ('' = none)")
     ap.add_argument("--load-cpus", default="1", help="taskset CPU list for gyro load ('' = none)")
+    ap.add_argument("--config-extra", nargs="+", default=[], metavar="SECTION.KEY=VALUE",
+                    help="gyro config overrides, e.g. storage.snapshot_every_records=100000")
     ap.add_argument("--allocations", action="store_true",
-                    help="build with count-allocations and report allocations per request "
-                         "(difference between a short and a long run)")
-    ap.add_argument("--durability", choices=["sync", "async", "none"],
-                    help="gyro's [storage] durability (default: its default, sync)")
-    ap.add_argument("--json", action="store_true")
+                    help="add heap allocations per request (tree's gyro: built with "
+                         "count-allocations; NAME@PATH: PATH must be such a build)")
+    ap.add_argument("--alloc-requests", type=int, default=200_000,
+                    help="requests of the long allocation run (the short one has a tenth)")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON after the table")
     args = ap.parse_args()
 
-    features = ["--features", "count-allocations"] if args.allocations else []
-    subprocess.run(["cargo", "build", "--release", "--locked", "-q", "-p", "gyro"] + features,
-                   cwd=ROOT, check=True)
-    gyro = os.path.join(ROOT, "target/release/gyro")
-    if args.server == "gyserver":
+    if args.gyro:
+        gyro = os.path.abspath(args.gyro)
+    else:
+        subprocess.run(["cargo", "build", "--release", "--locked", "-q", "-p", "gyro"], cwd=ROOT, check=True)
+        gyro = os.path.join(ROOT, "target/release/gyro")
+    servers = [parse_server(s, gyro) for s in args.servers]
+    count_gyro = None
+    if args.allocations and any(s["kind"] == "gyro" and not s["own_binary"] for s in servers):
+        if args.gyro:
+            count_gyro = gyro
+        else:
+            subprocess.run(["cargo", "build", "--release", "--locked", "-q", "-p", "gyro",
+                            "--features", "count-allocations"], cwd=ROOT, check=True)
+            count_gyro = os.path.join(ROOT, "target/release/gyro-count")
+            shutil.copy(os.path.join(ROOT, "target/release/gyro"), count_gyro)
+            subprocess.run(["cargo", "build", "--release", "--locked", "-q", "-p", "gyro"], cwd=ROOT, check=True)
+    if any(s["kind"] == "gyserver" for s in servers):
         subprocess.run([os.path.join(ROOT, "interop/go-diameter/run.sh")], check=True)
 
-    if args.allocations:
-        rows = []
-        for count in (20_000, 220_000):
-            args.count = count
-            rows.append(measure(args, gyro, args.workers[0], args.connections[0]))
-        d_alloc = rows[1]["allocations"] - rows[0]["allocations"]
-        d_req = rows[1]["answered"] - rows[0]["answered"]
-        print(f"allocations: {rows[0]['allocations']} after {rows[0]['answered']} answers, "
-              f"{rows[1]['allocations']} after {rows[1]['answered']}: "
-              f"{d_alloc / d_req:.3f} allocations per request in steady state")
-        return
-
-    rows = [measure(args, gyro, w, c) for w in args.workers for c in args.connections]
+    rows = []
+    for _ in range(args.repeat):
+        for w in args.workers:
+            for c in args.connections:
+                for s in servers:
+                    binary = s.get("binary")
+                    row = measure(args, s, binary, gyro, w, c, args.count)
+                    if args.allocations and s["kind"] == "gyro":
+                        row["allocations_per_request"] = allocations_per_request(
+                            args, s, binary if s["own_binary"] else count_gyro, gyro, w, c)
+                    rows.append(row)
+                    print(f"{s['label']} workers={w} conns={c}: {row['rate']:,.0f}/s, "
+                          f"{row['cpu_us_per_answer']:.2f} us/answer", file=sys.stderr)
+    print_table(args, rows)
     if args.json:
         print(json.dumps(rows, indent=2))
-        return
-    print(f"server={args.server} durability={args.durability or 'default'} scenario={args.scenario} "
-          f"{'rate=' + str(args.rate) if args.rate else 'closed loop'} "
-          f"server cpus={args.server_cpus or 'any'} load cpus={args.load_cpus or 'any'}")
-    print("| workers | conns | answered | answers/s | errors | server CPU us/answer | p50 us | p99 us | p99.9 us | max us | fsync/s | records/commit |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-    for r in rows:
-        fs = f"{r['syncs_per_s']:.0f}" if r["syncs_per_s"] is not None else "-"
-        rc = f"{r['records_per_commit']:.1f}" if r["records_per_commit"] is not None else "-"
-        print(f"| {r['workers']} | {r['connections']} | {r['answered']} | {r['rate']:.0f} | {r['errors']} "
-              f"| {r['cpu_us_per_answer']:.2f} | {r['p50']} | {r['p99']} | {r['p999']} | {r['max']} | {fs} | {rc} |")
 
 
 if __name__ == "__main__":

@@ -9,6 +9,19 @@ use clap::{Parser, Subcommand};
 
 #[cfg(feature = "count-allocations")]
 mod alloc_count;
+#[cfg(not(feature = "count-allocations"))]
+mod alloc {
+    //! The heap allocator, chosen at build time: the system's by default,
+    //! mimalloc or jemalloc with the feature of that name (mimalloc wins
+    //! when both are given). With `count-allocations` the counting
+    //! allocator in `alloc_count` wraps the same choice.
+    #[cfg(feature = "mimalloc")]
+    #[global_allocator]
+    static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+    #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
+    #[global_allocator]
+    static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+}
 mod cdr;
 mod decode;
 mod demo;

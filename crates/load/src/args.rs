@@ -29,6 +29,10 @@ impl Scenario {
     }
 }
 
+/// In open loop each connection keeps at least this many seconds of its
+/// share of the rate as session places.
+const OPEN_LOOP_WINDOW_SECS: f64 = 0.02;
+
 /// Options of the load generator.
 ///
 /// Without `--rate` it runs closed loop: every connection keeps `--window`
@@ -51,9 +55,21 @@ pub struct LoadArgs {
     #[arg(long, default_value = "127.0.0.1:3868")]
     pub target: String,
 
-    /// Our Origin-Host (also the first part of every Session-Id).
+    /// Our Origin-Host (also the first part of every Session-Id). Each
+    /// connection announces its own identity made from it: connection `n`
+    /// (counted from 1) gets `-n` appended to the first label, so
+    /// `load.gyro.test` becomes `load-1.gyro.test`, `load-2.gyro.test`, ...
+    /// A server that follows RFC 6733's election (freeDiameter, for one)
+    /// answers a second connection from an Origin-Host it already has with
+    /// DIAMETER_ELECTION_LOST (5012), so one identity per connection is what
+    /// lets `-c N` open N links there. See `--same-origin-host`.
     #[arg(long, default_value = "load.gyro.test")]
     pub origin_host: String,
+
+    /// Announce `--origin-host` unchanged on every connection (for a server
+    /// that admits only configured peers by name).
+    #[arg(long)]
+    pub same_origin_host: bool,
 
     /// Our Origin-Realm.
     #[arg(long, default_value = "gyro.test")]
@@ -72,7 +88,9 @@ pub struct LoadArgs {
     pub connections: u32,
 
     /// Requests in flight per connection at most (also the number of
-    /// concurrent sessions per connection).
+    /// concurrent sessions per connection). In open loop (`--rate`) at
+    /// least 20 ms worth of each connection's share of the rate, so that
+    /// the window does not quietly lower the offered rate.
     #[arg(long, short = 'w', default_value_t = 128, value_parser = clap::value_parser!(u32).range(1..=65_536))]
     pub window: u32,
 
@@ -209,34 +227,50 @@ impl LoadArgs {
         }
     }
 
+    /// The Origin-Host connection `idx` (counted from 0) announces: see
+    /// `--origin-host` and `--same-origin-host`.
+    pub fn connection_origin_host(&self, idx: u32) -> String {
+        if self.same_origin_host {
+            return self.origin_host.clone();
+        }
+        let n = u64::from(idx) + 1;
+        match self.origin_host.split_once('.') {
+            Some((first, rest)) => format!("{first}-{n}.{rest}"),
+            None => format!("{}-{n}", self.origin_host),
+        }
+    }
+
+    /// Session places (and requests in flight at most) per connection:
+    /// `--window`, raised in open loop to 20 ms worth of the connection's
+    /// share of `--rate` (at most 65,536).
+    pub fn effective_window(&self) -> u32 {
+        let w = self.window.max(1);
+        match self.rate {
+            Some(r) => {
+                let per_conn = r / f64::from(self.connections.max(1));
+                let need = (per_conn * OPEN_LOOP_WINDOW_SECS).ceil().min(65_536.0) as u32;
+                w.max(need)
+            }
+            None => w,
+        }
+    }
+
     /// Requests a data session takes: CCR-I, the updates, CCR-T.
     pub fn data_session_len(&self) -> u64 {
         u64::from(self.updates) + 2
     }
 }
 
-/// Parses `10s`, `250ms`, `2m`, `1h`, `1.5s` or a plain number of seconds.
+/// Parses a duration: a plain number of seconds (`10`, `1.5`) or
+/// humantime's syntax (`10s`, `250ms`, `2m`, `1h 30m`, `1s 500ms`).
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 10s, 500ms, 2m"))?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" | "secs" => v,
-        "ms" => v / 1000.0,
-        "us" => v / 1_000_000.0,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        u => return Err(format!("invalid duration unit {u:?} in {s:?}")),
-    };
-    if !(0.0..=1.0e9).contains(&secs) {
-        return Err(format!("duration {s:?} out of range"));
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|_| format!("invalid duration {s:?}: out of range"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    humantime::parse_duration(s)
+        .map_err(|e| format!("invalid duration {s:?} ({e}): expected e.g. 10s, 500ms, 2m"))
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -282,7 +316,13 @@ mod tests {
         assert_eq!(parse_duration("10").unwrap(), Duration::from_secs(10));
         assert_eq!(parse_duration("250ms").unwrap(), Duration::from_millis(250));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            parse_duration("1s 500ms").unwrap(),
+            Duration::from_millis(1500)
+        );
+        assert_eq!(parse_duration("50us").unwrap(), Duration::from_micros(50));
+        assert!(parse_duration("-1").is_err());
         assert!(parse_duration("x").is_err());
         assert!(parse_duration("5 parsecs").is_err());
         assert!(parse_duration("").is_err());
@@ -296,5 +336,29 @@ mod tests {
         let w = Wrapper::parse_from(["load", "--rating-groups", "1,2,3", "--scenario", "mix"]);
         assert_eq!(w.args.rating_groups, vec![1, 2, 3]);
         assert_eq!(w.args.scenario, Scenario::Mix);
+    }
+
+    #[test]
+    fn each_connection_gets_its_own_origin_host_unless_asked_not_to() {
+        let mut a = LoadArgs::default();
+        assert_eq!(a.connection_origin_host(0), "load-1.gyro.test");
+        assert_eq!(a.connection_origin_host(49), "load-50.gyro.test");
+        a.origin_host = "client".into();
+        assert_eq!(a.connection_origin_host(1), "client-2");
+        a.same_origin_host = true;
+        assert_eq!(a.connection_origin_host(7), "client");
+    }
+
+    #[test]
+    fn open_loop_window_holds_20ms_of_the_rate() {
+        let mut a = LoadArgs::default();
+        assert_eq!(a.effective_window(), 128);
+        a.rate = Some(200_000.0);
+        a.connections = 1;
+        assert_eq!(a.effective_window(), 4000);
+        a.connections = 50;
+        assert_eq!(a.effective_window(), 128);
+        a.rate = Some(1.0e12);
+        assert_eq!(a.effective_window(), 65_536);
     }
 }

@@ -11,9 +11,18 @@
 //! * SMS events: CCR-Event with Requested-Action DIRECT_DEBITING;
 //! * a mix of both.
 //!
+//! Each connection announces its own Origin-Host (`load-1.gyro.test`,
+//! `load-2.gyro.test`, ... from `--origin-host`; `--same-origin-host` keeps
+//! one), so servers that apply RFC 6733's election accept every link, and
+//! each ends the run with a DPR (Disconnect-Cause
+//! DO_NOT_WANT_TO_TALK_TO_YOU) and waits, bounded, for the DPA.
+//!
 //! Closed loop (as fast as the window allows) or open loop (`--rate`, with
 //! latency measured from the intended send time so a slow server cannot
-//! hide behind a lower rate). The [`Report`] has counts, rates, latency
+//! hide behind a lower rate). Open loop has no 1 ms timer floor: each
+//! connection wakes on a sub-millisecond timer and sends every request due
+//! by then in one batch (see the `pacing` module), and the report says how
+//! late requests left after their intended time (`send_lag_us`). The [`Report`] has counts, rates, latency
 //! percentiles per request type (hdrhistogram, microseconds) and counts per
 //! Result-Code.
 //!
@@ -47,6 +56,7 @@
 mod args;
 mod ccr;
 mod conn;
+mod pacing;
 mod stats;
 
 use std::io::IsTerminal;
@@ -215,7 +225,7 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
             target: a.target.clone(),
             scenario: a.scenario.name(),
             connections: a.connections,
-            window: a.window,
+            window: a.effective_window(),
             target_rate: a.rate,
             start,
             end,

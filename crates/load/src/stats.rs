@@ -132,6 +132,8 @@ pub(crate) struct ConnStats {
     pub sessions_failed: u64,
     pub last_answer: Option<Instant>,
     pub first_error: Option<String>,
+    /// Open loop: how late each request left after its intended time.
+    pub send_lag: Histogram<u64>,
 }
 
 impl ConnStats {
@@ -152,7 +154,14 @@ impl ConnStats {
             sessions_failed: 0,
             last_answer: None,
             first_error: None,
+            send_lag: new_histogram(),
         }
+    }
+
+    /// Open loop: a request left `us` microseconds after its intended time.
+    #[inline]
+    pub(crate) fn record_send_lag(&mut self, us: u64) {
+        self.send_lag.saturating_record(us.clamp(1, MAX_LATENCY_US));
     }
 
     pub(crate) fn connection_error(&mut self, what: String) {
@@ -276,6 +285,13 @@ pub struct Report {
     pub first_connection_error: Option<String>,
     /// Latency over all request types, in microseconds.
     pub latency_us: Latency,
+    /// Open loop only: how late requests left after their intended send
+    /// time, in microseconds (at least 1). A large p99 or max here means the
+    /// generator, or its window of sessions, fell behind the schedule: the
+    /// rate offered was lower than `target_rate` at times (the latency
+    /// figures still count from the intended times).
+    #[serde(default)]
+    pub send_lag_us: Option<Latency>,
     /// Figures per request type (only types that were sent).
     pub per_type: Vec<TypeReport>,
     /// Answers per command-level Result-Code (or Experimental-Result-Code
@@ -368,6 +384,13 @@ impl Report {
             }
         }
         r.latency_us = Latency::of(&all);
+        if r.target_rate.is_some() {
+            let mut lag = new_histogram();
+            for c in conns {
+                let _ = lag.add(&c.send_lag);
+            }
+            r.send_lag_us = Some(Latency::of(&lag));
+        }
         let end = last.unwrap_or(info.end).max(info.start);
         r.elapsed_secs = end.duration_since(info.start).as_secs_f64();
         r.rate = if r.elapsed_secs > 0.0 {
@@ -442,6 +465,13 @@ impl Report {
                 s,
                 "  unmatched answers {}, abandoned at stop {}, server requests {}",
                 self.unmatched_answers, self.abandoned, self.server_requests
+            );
+        }
+        if let Some(l) = &self.send_lag_us {
+            let _ = writeln!(
+                s,
+                "  open loop: requests left p50 {} us, p99 {} us, max {} us after their intended time",
+                l.p50, l.p99, l.max
             );
         }
         if let Some(e) = &self.first_connection_error {

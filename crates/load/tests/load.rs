@@ -287,3 +287,63 @@ async fn unframeable_answers_close_the_connection_and_lose_its_requests() {
     assert!(r.protocol_errors >= 1);
     assert_eq!(r.error_ratio(), 1.0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_connection_has_its_own_origin_host_and_says_goodbye_with_a_dpr() {
+    let (addr, obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        connections: 3,
+        count: Some(30),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!((r.connections_opened, r.errors), (3, 0), "{}", r.human());
+    let mut hosts = obs.cer_hosts.lock().unwrap().clone();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        ["load-1.gyro.test", "load-2.gyro.test", "load-3.gyro.test"]
+    );
+    // DO_NOT_WANT_TO_TALK_TO_YOU (2): the run is over, do not reconnect.
+    assert_eq!(*obs.dpr_causes.lock().unwrap(), [2, 2, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_origin_host_keeps_one_identity_for_every_connection() {
+    let (addr, obs) = start(FakeConfig::default()).await;
+    let a = LoadArgs {
+        connections: 2,
+        count: Some(10),
+        same_origin_host: true,
+        ..args(addr)
+    };
+    run_async(a).await.unwrap();
+    assert_eq!(
+        *obs.cer_hosts.lock().unwrap(),
+        ["load.gyro.test", "load.gyro.test"]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_offers_rates_above_one_request_per_millisecond() {
+    let (addr, _obs) = start(FakeConfig {
+        log: false,
+        ..FakeConfig::default()
+    })
+    .await;
+    // 20,000/s on one connection: 20 requests per millisecond, so a pacer
+    // that slept on a 1 ms timer per request could not offer it.
+    let a = LoadArgs {
+        rate: Some(20_000.0),
+        duration: Some(Duration::from_millis(500)),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.errors, 0, "{}", r.human());
+    // 10,000 scheduled, plus the tails of the sessions open at the end.
+    assert!(r.sent >= 9_000, "{}", r.human());
+    let lag = r.send_lag_us.expect("open loop reports its send lag");
+    assert_eq!(lag.count, r.sent);
+    // Sessions sized to the rate: 20 ms of it, not the default 128.
+    assert_eq!(r.window, 400);
+}

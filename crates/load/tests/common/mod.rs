@@ -72,6 +72,10 @@ pub struct Observed {
     pub ccrs: AtomicU64,
     pub dwa: AtomicU64,
     pub dpr: AtomicU64,
+    /// Origin-Host of every CER, in arrival order.
+    pub cer_hosts: Mutex<Vec<String>>,
+    /// Disconnect-Cause of every DPR (-1 when absent).
+    pub dpr_causes: Mutex<Vec<i32>>,
     /// Largest number of CCRs received but not yet answered, per connection.
     pub max_outstanding: Mutex<Vec<usize>>,
     /// Every CCR, per connection, in arrival order.
@@ -144,6 +148,8 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                     let Ok(m) = Message::parse(&frame) else { return };
                     match (m.command_code(), m.is_request()) {
                         (cmd::CAPABILITIES_EXCHANGE, true) if cfg.answer_cer => {
+                            let host = m.find(avp::ORIGIN_HOST).and_then(|a| a.utf8().ok()).unwrap_or("");
+                            obs.cer_hosts.lock().unwrap().push(host.to_string());
                             cea(&m, &mut out);
                             if cfg.send_dwr {
                                 let mut e = Encoder::request(&mut out, cmd::DEVICE_WATCHDOG, app::COMMON, false, 0xD00D, 0xD00D);
@@ -161,6 +167,8 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                         }
                         (cmd::DISCONNECT_PEER, true) => {
                             obs.dpr.fetch_add(1, Ordering::SeqCst);
+                            let cause = m.find(avp::DISCONNECT_CAUSE).and_then(|a| a.i32().ok()).unwrap_or(-1);
+                            obs.dpr_causes.lock().unwrap().push(cause);
                             let mut e = Encoder::answer(&mut out, &m, false);
                             e.u32(avp::RESULT_CODE, 2001).str(avp::ORIGIN_HOST, "fake.ocs.test").str(avp::ORIGIN_REALM, "ocs.test");
                             e.finish().unwrap();

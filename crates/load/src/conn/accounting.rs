@@ -1,0 +1,106 @@
+//! What each answer counts for: per-type counters and latency, the
+//! counters the progress bar reads, and the `--record` file.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use gyro_diameter::Message;
+
+use super::{Conn, Phase};
+use crate::ccr;
+use crate::stats::ReqType;
+
+impl Conn<'_> {
+    pub(super) fn flush_live(&mut self) {
+        let sent: u64 = self.stats.types.iter().map(|t| t.sent).sum();
+        let answered: u64 = self.stats.types.iter().map(|t| t.answered).sum();
+        let (ps, pa, pe) = self.pushed;
+        if sent != ps {
+            self.live.sent.fetch_add(sent - ps, Ordering::Relaxed);
+        }
+        if answered != pa {
+            self.live
+                .answered
+                .fetch_add(answered - pa, Ordering::Relaxed);
+        }
+        if self.errors != pe {
+            self.live
+                .errors
+                .fetch_add(self.errors - pe, Ordering::Relaxed);
+        }
+        self.pushed = (sent, answered, self.errors);
+    }
+
+    /// Writes the buffered `--record` lines.
+    pub(super) fn flush_record(&mut self) {
+        use std::io::Write;
+        if let Some(f) = &self.plan.record {
+            if !self.recorded.is_empty() {
+                if let Ok(mut f) = f.lock() {
+                    let _ = f.write_all(&self.recorded);
+                }
+                self.recorded.clear();
+            }
+        }
+    }
+
+    pub(super) fn on_answer(&mut self, msg: &Message<'_>, now: Instant) {
+        let hbh = msg.header().hop_by_hop;
+        let s = (hbh & self.slot_mask) as usize;
+        let matched = self
+            .slots
+            .get(s)
+            .is_some_and(|x| x.phase == Phase::InFlight && x.hbh == hbh);
+        if !matched {
+            self.stats.unmatched_answers += 1;
+            return;
+        }
+        let slot = &mut self.slots[s];
+        let ans = ccr::read_answer(
+            msg,
+            &slot.sid,
+            &mut self.stats.mscc_result_codes,
+            &mut self.stats.experimental_result_codes,
+        );
+        let t = &mut self.stats.types[slot.req as usize];
+        t.answered += 1;
+        t.record_latency(now.saturating_duration_since(slot.intended).as_micros() as u64);
+        if let Some(c) = ans.code() {
+            t.result_codes.add(c);
+        }
+        let ok = ans.is_success();
+        if !ans.well_formed {
+            self.stats.protocol_errors += 1;
+        }
+        if !ok {
+            t.errors += 1;
+            self.errors += 1;
+        }
+        self.in_flight -= 1;
+        self.stats.last_answer = Some(now);
+        if self.plan.record.is_some() {
+            use std::io::Write;
+            let (req, number) = (slot.req, slot.number);
+            let sid = String::from_utf8_lossy(&slot.sid).into_owned();
+            let _ = writeln!(
+                self.recorded,
+                "{{\"session_id\":{},\"type\":\"{}\",\"number\":{},\"result_code\":{}}}",
+                serde_json::Value::String(sid),
+                req.name(),
+                number,
+                ans.code().unwrap_or(0)
+            );
+            if self.recorded.len() >= 64 * 1024 {
+                self.flush_record();
+            }
+        }
+        let slot = &mut self.slots[s];
+        if !ok || matches!(slot.req, ReqType::Terminate | ReqType::Event) {
+            self.end_session(s, ok);
+        } else {
+            slot.number += 1;
+            slot.phase = Phase::Ready;
+            self.ready.push_back(s as u32);
+        }
+    }
+}
