@@ -2,7 +2,7 @@
 //! recorded transcript and checked AVP by AVP.
 //! Regenerate with `GYRO_BLESS=1 cargo test -p gyro-ocs --test gy`.
 
-#[path = "common/script.rs"]
+#[path = "../../charging/tests/common/script.rs"]
 mod script;
 
 use bytes::BytesMut;
