@@ -11,13 +11,12 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use gyro_diameter::app::{session_key, Application, SessionStep, Shard};
 use gyro_diameter::codes::avp;
-use gyro_diameter::connection::{self, Close, Connection, Event};
+use gyro_diameter::connection::{Close, Connection, Event};
 use gyro_diameter::peer::{disconnect_cause, CloseReason, State};
 use gyro_diameter::Message;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,7 +26,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::metrics::WorkerStats;
-use crate::worker::{Job, Outgoing, Shared, Worker};
+use crate::worker::{Job, Outgoing, Worker};
 
 struct Conn<F: Application> {
     worker: Rc<Worker<F>>,
@@ -36,18 +35,6 @@ struct Conn<F: Application> {
     local_answers: usize,
     batches: Vec<Vec<Job>>,
     inflight: Rc<Cell<usize>>,
-}
-
-/// The codec connection's configuration from the server's.
-fn connection_config<F: Application>(shared: &Shared<F>) -> connection::Config {
-    let limits = &shared.config.limits;
-    connection::Config {
-        peer: shared.peer.clone(),
-        dictionary: shared.dict,
-        validation: shared.validation,
-        max_message_size: limits.max_message_size,
-        message_timeout_ms: limits.message_timeout_ms,
-    }
 }
 
 /// Serves one accepted connection until it closes.
@@ -72,7 +59,7 @@ pub(crate) async fn serve<F: Application>(
     let now = shared.now_ms();
     let seed = now ^ (worker.index as u64).rotate_left(32) ^ remote.map_or(0, |a| a.port() as u64);
     let mut c = Conn {
-        conn: Connection::accept(Arc::new(connection_config(&shared)), now, seed),
+        conn: Connection::accept(shared.connection.clone(), now, seed),
         tx,
         local_answers: 0,
         batches: (0..shared.inboxes.len()).map(|_| Vec::new()).collect(),
@@ -199,6 +186,9 @@ impl<F: Application> Conn<F> {
     fn route(&mut self, msg: &Message<'_>, unix_now: u64) -> usize {
         let shared = &self.worker.shared;
         let n = self.batches.len();
+        if n == 1 {
+            return 0; // one shard: nothing to route, no session to follow
+        }
         let route = shared.factory.route(msg, n);
         let named = route.shard.filter(|s| *s < n);
         if route.session == SessionStep::None {

@@ -7,9 +7,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use gyro_diameter::app::Application;
-use gyro_diameter::dict::Dictionary;
-use gyro_diameter::peer::PeerConfig;
-use gyro_diameter::validate::Options;
+use gyro_diameter::connection;
 use tokio::sync::mpsc;
 
 use crate::commit::GroupCommit;
@@ -39,9 +37,9 @@ pub(crate) struct Outgoing {
 pub(crate) struct Shared<F: Application> {
     pub factory: F,
     pub config: Config,
-    pub peer: PeerConfig,
-    pub dict: &'static Dictionary,
-    pub validation: Options,
+    /// What every connection is configured with (peer identity, timers,
+    /// dictionary, validation, limits).
+    pub connection: Arc<connection::Config>,
     pub stats: Arc<[WorkerStats]>,
     pub inboxes: Vec<mpsc::UnboundedSender<Vec<Job>>>,
     pub directory: Directory,
