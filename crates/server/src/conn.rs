@@ -25,8 +25,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
 
+use crate::commit::Outgoing;
 use crate::metrics::WorkerStats;
-use crate::worker::{Job, Outgoing, Worker};
+use crate::worker::{Job, Worker};
 
 struct Conn<F: Application> {
     worker: Rc<Worker<F>>,

@@ -10,7 +10,7 @@ use gyro_diameter::app::Application;
 use gyro_diameter::connection;
 use tokio::sync::mpsc;
 
-use crate::commit::GroupCommit;
+use crate::commit::{GroupCommit, Outgoing};
 use crate::config::Config;
 use crate::directory::{Directory, Pinner};
 use crate::metrics::WorkerStats;
@@ -23,14 +23,6 @@ pub(crate) struct Job {
     pub frame: Bytes,
     /// Where its answer goes: the writer of the connection it came from.
     pub reply: mpsc::UnboundedSender<Outgoing>,
-}
-
-/// Encoded messages for one connection's writer.
-pub(crate) struct Outgoing {
-    /// One or more whole messages.
-    pub bytes: Bytes,
-    /// How many of them answer requests (for the in-flight limit).
-    pub answers: usize,
 }
 
 /// What all event loops share, read-only or lock-free.
