@@ -18,8 +18,14 @@
 //! format and load it with [`Dictionary::extend_from_toml_str`].
 //!
 //! Lookups on the hot path ([`Dictionary::avp`], [`Dictionary::command_for`],
-//! [`Grammar::rule_index`]) are a hash probe with a cheap hash or a binary
-//! search over a precomputed index; none allocates.
+//! [`Grammar::rule_index`]) are a hash probe (FxHash over the code and
+//! vendor) or a binary search over a precomputed index; none allocates.
+//!
+//! The parts, one module each: `schema` (the TOML files as serde reads
+//! them), `load` (merging documents and resolving grammars), `avp` (AVP
+//! definitions and flag rules), `grammar` (rule syntax and compiled
+//! grammars), `command` (command definitions), `lookup` (the queries
+//! callers make) and `builtin` (the data compiled into the binary).
 
 mod avp;
 mod builtin;

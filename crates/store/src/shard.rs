@@ -5,15 +5,15 @@
 //!
 //! One module per part of the work:
 //!
-//! * [`options`]: [`StoreOptions`] and [`Durability`];
-//! * [`recovery`]: [`ShardStore::open`] and what it hands back
+//! * `options`: [`StoreOptions`] and [`Durability`];
+//! * `recovery`: [`ShardStore::open`] and what it hands back
 //!   ([`Recovered`]);
-//! * [`batch`]: the pending batch the loop encodes records into;
-//! * [`commit`]: [`CommitJob`] and the calls that start and finish it;
-//! * [`disk`]: the files a commit job writes;
-//! * [`answers`]: answer retention and [`ShardStore::read_answer`];
-//! * [`compaction`]: snapshots and the removal of what they cover;
-//! * [`files`]: file names and the shard directories.
+//! * `batch`: the pending batch the loop encodes records into;
+//! * `commit`: [`CommitJob`] and the calls that start and finish it;
+//! * `disk`: the files a commit job writes;
+//! * `answers`: answer retention and [`ShardStore::read_answer`];
+//! * `compaction`: snapshots and the removal of what they cover;
+//! * `files`: file names and the shard directories.
 
 mod answers;
 mod batch;

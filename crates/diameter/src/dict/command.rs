@@ -43,7 +43,8 @@ impl CommandDef {
     }
 }
 
-/// Why [`Dictionary::command_for`] found no command.
+/// Why [`Dictionary::command_for`](super::Dictionary::command_for) found
+/// no command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CommandLookup {
     /// No command has this code (3001 DIAMETER_COMMAND_UNSUPPORTED).

@@ -41,8 +41,8 @@ pub struct CommitStats {
 /// `Send`, run it on any thread (the worker's sync thread) with
 /// [`CommitJob::run`], then call [`ShardStore::finish_commit`] with its
 /// result. It does all the I/O: the journal `write` and `fdatasync`
-/// ([`Durability::Sync`]) or the write and a due sync
-/// ([`Durability::Async`]), the CDR lines (encoded here), CDR file
+/// ([`Durability::Sync`](super::Durability::Sync)) or the write and a due sync
+/// ([`Durability::Async`](super::Durability::Async)), the CDR lines (encoded here), CDR file
 /// rotation and journal generation rotation.
 #[derive(Debug)]
 pub struct CommitJob {
@@ -207,7 +207,7 @@ impl ShardStore {
         Ok(stats)
     }
 
-    /// In [`Durability::Async`], syncs the journal (on this thread) if a
+    /// In [`Durability::Async`](super::Durability::Async), syncs the journal (on this thread) if a
     /// commit has been unsynced for the interval. Returns whether it
     /// synced.
     pub fn sync_if_due(&mut self, now: Timestamp) -> Result<bool> {

@@ -174,7 +174,7 @@ impl CompactionJob {
 
 impl ShardStore {
     /// Whether enough was journaled since the last snapshot that one should
-    /// be taken (see [`StoreOptions::snapshot_every_records`]).
+    /// be taken (see [`StoreOptions::snapshot_every_records`](super::StoreOptions::snapshot_every_records)).
     pub fn should_snapshot(&self) -> bool {
         self.records_since_snapshot >= self.options.snapshot_every_records
             || self.bytes_since_snapshot >= self.options.snapshot_every_bytes

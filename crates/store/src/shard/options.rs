@@ -6,11 +6,11 @@ use std::time::Duration;
 /// When a commit is durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
-    /// The [`CommitJob`] returns after `fdatasync`: release the answers of
+    /// The [`CommitJob`](super::CommitJob) returns after `fdatasync`: release the answers of
     /// the batch after it. The default.
     Sync,
-    /// The [`CommitJob`] only writes; a later job (or
-    /// [`ShardStore::sync_if_due`]) syncs at most `interval` after the
+    /// The [`CommitJob`](super::CommitJob) only writes; a later job (or
+    /// [`ShardStore::sync_if_due`](super::ShardStore::sync_if_due)) syncs at most `interval` after the
     /// first unsynced commit. A crash (of the machine, not only of gyro)
     /// loses up to `interval` of answered requests: their debits are
     /// forgotten and their CDR sequence numbers are given again.
@@ -20,12 +20,12 @@ pub enum Durability {
     },
 }
 
-/// Settings of a [`ShardStore`].
+/// Settings of a [`ShardStore`](super::ShardStore).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreOptions {
     /// When a commit is durable.
     pub durability: Durability,
-    /// [`ShardStore::should_snapshot`] says yes after this many journaled
+    /// [`ShardStore::should_snapshot`](super::ShardStore::should_snapshot) says yes after this many journaled
     /// effects and CDRs since the last snapshot...
     pub snapshot_every_records: u64,
     /// ...or after this many journal bytes.
