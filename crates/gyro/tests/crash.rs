@@ -1,19 +1,32 @@
-//! Nothing acknowledged is ever lost: `gyro serve` runs as a real process
-//! under `gyro load`, is killed with SIGKILL at random moments several
-//! times and restarted each time; then the books are checked against what
-//! the load generator was told.
+//! Nothing acknowledged is ever lost, nothing is charged twice: `gyro
+//! serve` runs as a real process under `gyro load`, is killed with SIGKILL
+//! at random moments several times and restarted each time. After each
+//! restart a sample of the requests acknowledged before is retransmitted
+//! (T flag) over fresh connections: each gets its remembered answer, byte
+//! for byte but for the Hop-by-Hop Identifier, and no CDR is written for
+//! it (after the last start the whole books are compared too). At the end
+//! the books are checked against what the load generator was told.
 //!
 //! Set GYRO_CRASH_SEED to replay a run (the seed is printed).
 
+#[path = "../../server/tests/common.rs"]
+mod common;
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use common::Client;
+use gyro_diameter::codes::avp;
+use gyro_diameter::header::flags;
+use gyro_diameter::Message;
 use support::{free_port, serve};
+
+/// Acknowledged requests retransmitted after each restart, at most.
+const RETRANSMISSIONS: usize = 200;
 
 fn gyro() -> Command {
     let mut c = Command::new(env!("CARGO_BIN_EXE_gyro"));
@@ -21,11 +34,180 @@ fn gyro() -> Command {
     c
 }
 
+/// A running `gyro serve`, killed if the test fails while it runs.
+struct Server(Option<Child>);
+
+impl Server {
+    fn start(addr: SocketAddr, data: &Path) -> Server {
+        Server(Some(serve(addr, data, &[])))
+    }
+
+    /// SIGKILL.
+    fn kill(mut self) {
+        let mut child = self.0.take().unwrap();
+        child.kill().expect("SIGKILL the server");
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM: a clean stop.
+    fn stop(mut self) {
+        let mut child = self.0.take().unwrap();
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
 fn xorshift(s: &mut u64) -> u64 {
     *s ^= *s << 13;
     *s ^= *s >> 7;
     *s ^= *s << 17;
     *s
+}
+
+/// Runs `gyro ledger --json` on a stopped server's data directory.
+fn ledger(data: &Path, expire_sessions: bool) -> serde_json::Value {
+    let mut c = gyro();
+    c.args(["ledger", "--json", "--data-dir"]).arg(data);
+    if expire_sessions {
+        c.arg("--expire-sessions");
+    }
+    let out = c.output().unwrap();
+    assert!(
+        out.status.success(),
+        "ledger check failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// CDR lines written so far, in every file of every shard.
+fn cdr_lines(data: &Path) -> usize {
+    let Ok(shards) = std::fs::read_dir(data.join("cdr")) else {
+        return 0;
+    };
+    shards
+        .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
+        .map(|f| {
+            std::fs::read_to_string(f.unwrap().path())
+                .unwrap()
+                .lines()
+                .count()
+        })
+        .sum()
+}
+
+/// A request acknowledged by the server, as `gyro load --record-messages`
+/// wrote it down.
+struct Acknowledged {
+    request: Vec<u8>,
+    answer: Vec<u8>,
+}
+
+impl Acknowledged {
+    /// Decodes a line of a `--record` file.
+    fn from_record(line: &serde_json::Value) -> Acknowledged {
+        let bytes = |field: &str| {
+            hex::decode(line[field].as_str().expect("request and answer recorded")).expect("hex")
+        };
+        Acknowledged {
+            request: bytes("request"),
+            answer: bytes("answer"),
+        }
+    }
+}
+
+/// Retransmits `sample` with the T flag, new Hop-by-Hop Identifiers and
+/// over fresh connections (one per Origin-Host, as a client that lost its
+/// link would), and checks that each answer is the remembered one: the
+/// first answer byte for byte but for the Hop-by-Hop Identifier.
+fn retransmit(addr: SocketAddr, sample: &[Acknowledged], seed: u64) {
+    let mut by_host: BTreeMap<String, Vec<&Acknowledged>> = BTreeMap::new();
+    for a in sample {
+        let host = Message::parse(&a.request)
+            .expect("recorded request parses")
+            .find(avp::ORIGIN_HOST)
+            .and_then(|h| h.utf8().ok().map(str::to_string))
+            .expect("Origin-Host");
+        by_host.entry(host).or_default().push(a);
+    }
+    for (host, acks) in by_host {
+        let mut c = Client::connect(addr);
+        let cea = c.cer(&host, &[4]);
+        assert_eq!(common::result_code(&cea), Some(2001), "CER of {host}");
+        let mut batch = Vec::new();
+        for (i, a) in acks.iter().enumerate() {
+            let mut req = a.request.clone();
+            req[4] |= flags::RETRANSMIT;
+            req[12..16].copy_from_slice(&(0x7e00_0000 + i as u32).to_be_bytes());
+            batch.extend_from_slice(&req);
+        }
+        c.send(&batch);
+        for _ in 0..acks.len() {
+            let again = c.recv().expect("an answer to a retransmission");
+            let i = u32::from_be_bytes(again[12..16].try_into().unwrap()).wrapping_sub(0x7e00_0000);
+            let first = &acks
+                .get(i as usize)
+                .expect("an answer to a request sent")
+                .answer;
+            let same = again.len() == first.len()
+                && again[..12] == first[..12]
+                && again[16..] == first[16..];
+            assert!(
+                same,
+                "a retransmission was not answered with the remembered answer \
+                 (seed {seed}):\nfirst: {}\nagain: {}",
+                hex::encode(first),
+                hex::encode(&again)
+            );
+        }
+    }
+}
+
+/// Retransmits a sample of `answered` (at most [`RETRANSMISSIONS`]) to the
+/// server just started on `addr` and checks that no CDR was written for
+/// them; returns how many were sent.
+fn retransmit_sample(
+    addr: SocketAddr,
+    data: &Path,
+    answered: &[serde_json::Value],
+    rng: &mut u64,
+    seed: u64,
+) -> usize {
+    // Counted after the start: recovery may complete what a crash cut.
+    let cdrs = cdr_lines(data);
+    let mut order: Vec<usize> = (0..answered.len()).collect();
+    let n = order.len().min(RETRANSMISSIONS);
+    for i in 0..n {
+        let j = i + (xorshift(rng) % (order.len() - i) as u64) as usize;
+        order.swap(i, j);
+    }
+    let sample: Vec<Acknowledged> = order[..n]
+        .iter()
+        .map(|&i| Acknowledged::from_record(&answered[i]))
+        .collect();
+    retransmit(addr, &sample, seed);
+    // A debit's CDR is on disk before its answer leaves: a retransmission
+    // charged again would show here.
+    assert_eq!(
+        cdr_lines(data),
+        cdrs,
+        "retransmissions wrote CDRs (seed {seed})"
+    );
+    n
 }
 
 fn read_json_lines(path: &Path) -> Vec<serde_json::Value> {
@@ -52,14 +234,21 @@ fn sigkill_loses_no_acknowledged_charging() {
         });
     println!("GYRO_CRASH_SEED={seed}");
     let mut rng = seed;
+    // The samples have their own generator: the kill times of a seed stay
+    // what they were.
+    let mut pick = seed.rotate_left(32) | 1;
     let dir = std::env::temp_dir().join(format!("gyro-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("data");
     let rounds = 4;
+    // Every answer 2001 the clients were told, in every round.
+    let mut answered: Vec<serde_json::Value> = Vec::new();
+    let mut retransmitted = 0;
     for round in 0..rounds {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let mut server = serve(addr, &data, &[]);
+        let server = Server::start(addr, &data);
+        retransmitted += retransmit_sample(addr, &data, &answered, &mut pick, seed);
         let record = dir.join(format!("answers-{round}.jsonl"));
         let mut load = gyro()
             .args(["load", "--quiet", "--threads", "1", "--connections", "4"])
@@ -68,41 +257,39 @@ fn sigkill_loses_no_acknowledged_charging() {
             .arg(addr.to_string())
             .arg("--record")
             .arg(&record)
+            .arg("--record-messages")
             .stdout(Stdio::null())
             .spawn()
             .expect("start gyro load");
         let wait = 300 + xorshift(&mut rng) % 1500;
         std::thread::sleep(Duration::from_millis(wait));
-        server.kill().expect("SIGKILL the server");
-        server.wait().unwrap();
+        server.kill();
         let status = load.wait().unwrap();
         println!("round {round}: killed after {wait} ms; load exited with {status}");
+        answered.extend(
+            read_json_lines(&record)
+                .into_iter()
+                .filter(|a| a["result_code"] == 2001),
+        );
     }
-    // A last start recovers (and closes the CDR files on a clean stop).
+    // A last start answers retransmissions too, recovers (and closes the
+    // CDR files on a clean stop); the books it leaves are the books it
+    // found.
+    let books = ledger(&data, false);
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = serve(addr, &data, &[]);
-    let pid = server.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    let mut server = server;
-    assert!(server.wait().unwrap().success());
+    let server = Server::start(addr, &data);
+    retransmitted += retransmit_sample(addr, &data, &answered, &mut pick, seed);
+    server.stop();
+    assert_eq!(
+        ledger(&data, false),
+        books,
+        "retransmissions moved the books (seed {seed})"
+    );
+    println!("{retransmitted} retransmissions answered with the remembered answer");
 
     // The books: conservation for every account, reservations of the
     // killed sessions released once their supervision time has passed.
-    let out = gyro()
-        .args(["ledger", "--expire-sessions", "--json", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ledger check failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ledger: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ledger = ledger(&data, true);
     assert_eq!(ledger["violations"], 0);
     assert_eq!(ledger["reserved"], 0, "expired sessions release everything");
     let debited: HashMap<u64, i64> = ledger["books"]
@@ -156,22 +343,20 @@ fn sigkill_loses_no_acknowledged_charging() {
     // What the clients were told: every successful usage report, final
     // report and event has its CDR on disk.
     let mut acknowledged = 0;
-    for round in 0..rounds {
-        for a in read_json_lines(&dir.join(format!("answers-{round}.jsonl"))) {
-            let ty = a["type"].as_str().unwrap();
-            if a["result_code"] != 2001 || ty == "CCR-I" {
-                continue;
-            }
-            acknowledged += 1;
-            let key = (
-                a["session_id"].as_str().unwrap().to_string(),
-                a["number"].as_u64().unwrap(),
-            );
-            assert!(
-                cdr_keys.contains(&key),
-                "{ty} {key:?} was answered 2001 but has no CDR (seed {seed})"
-            );
+    for a in &answered {
+        let ty = a["type"].as_str().unwrap();
+        if ty == "CCR-I" {
+            continue;
         }
+        acknowledged += 1;
+        let key = (
+            a["session_id"].as_str().unwrap().to_string(),
+            a["number"].as_u64().unwrap(),
+        );
+        assert!(
+            cdr_keys.contains(&key),
+            "{ty} {key:?} was answered 2001 but has no CDR (seed {seed})"
+        );
     }
     println!("{acknowledged} acknowledged debits checked against {total_cdrs} CDRs");
     assert!(

@@ -197,10 +197,17 @@ pub struct LoadArgs {
     #[arg(long, default_value_t = 0.01, value_parser = parse_ratio)]
     pub max_error_ratio: f64,
     /// Write every answer received to this file, one JSON object per line:
-    /// {"session_id", "type" (CCR-I/U/T/E), "number", "result_code"}
-    /// (for checking a server's books against what its clients were told).
+    /// {"session_id", "type" (CCR-I/U/T/E), "number", "result_code"} (and
+    /// "request", "answer" with `--record-messages`), for checking a
+    /// server's books against what its clients were told.
     #[arg(long, value_name = "FILE")]
     pub record: Option<std::path::PathBuf>,
+    /// With `--record`: also write each request and its answer whole, as
+    /// hex ("request", "answer"), so that a request can be sent again (a
+    /// retransmission) and its answer compared byte for byte. Off by
+    /// default: it copies every request.
+    #[arg(long, requires = "record")]
+    pub record_messages: bool,
 }
 
 #[derive(Parser)]

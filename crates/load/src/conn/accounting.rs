@@ -82,14 +82,22 @@ impl Conn<'_> {
             use std::io::Write;
             let (req, number) = (slot.req, slot.number);
             let sid = String::from_utf8_lossy(&slot.sid).into_owned();
-            let _ = writeln!(
+            let _ = write!(
                 self.recorded,
-                "{{\"session_id\":{},\"type\":\"{}\",\"number\":{},\"result_code\":{}}}",
+                "{{\"session_id\":{},\"type\":\"{}\",\"number\":{},\"result_code\":{}",
                 serde_json::Value::String(sid),
                 req.name(),
                 number,
                 ans.code().unwrap_or(0)
             );
+            if self.plan.args.record_messages {
+                self.recorded.extend_from_slice(b",\"request\":\"");
+                push_hex(&mut self.recorded, &self.slots[s].request);
+                self.recorded.extend_from_slice(b"\",\"answer\":\"");
+                push_hex(&mut self.recorded, msg.as_bytes());
+                self.recorded.push(b'"');
+            }
+            self.recorded.extend_from_slice(b"}\n");
             if self.recorded.len() >= 64 * 1024 {
                 self.flush_record();
             }
@@ -103,4 +111,12 @@ impl Conn<'_> {
             self.ready.push_back(s as u32);
         }
     }
+}
+
+/// Appends `bytes` to `out` as lowercase hex.
+fn push_hex(out: &mut Vec<u8>, bytes: &[u8]) {
+    let start = out.len();
+    out.resize(start + 2 * bytes.len(), 0);
+    // The target is exactly twice as long as the input.
+    let _ = hex::encode_to_slice(bytes, &mut out[start..]);
 }

@@ -177,6 +177,7 @@ impl<'p> Conn<'p> {
                 sent: now,
                 reserved: 0,
                 sid: Vec::with_capacity(a.origin_host.len() + 40),
+                request: Vec::new(),
             })
             .collect();
         let sid_prefix = format!(

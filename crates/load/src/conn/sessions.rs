@@ -38,6 +38,8 @@ pub(super) struct Slot {
     /// Requests of the session's budget not yet sent.
     pub(super) reserved: u64,
     pub(super) sid: Vec<u8>,
+    /// The request in flight, whole (only with `--record-messages`).
+    pub(super) request: Vec<u8>,
 }
 
 impl Conn<'_> {
@@ -165,6 +167,7 @@ impl Conn<'_> {
         } else {
             ReqType::Terminate
         };
+        let start = out.len();
         self.plan.builder.write(
             out,
             &Req {
@@ -178,6 +181,10 @@ impl Conn<'_> {
                 timestamp: ts,
             },
         );
+        if self.plan.args.record_messages {
+            slot.request.clear();
+            slot.request.extend_from_slice(&out[start..]);
+        }
         slot.phase = Phase::InFlight;
         slot.hbh = hbh;
         slot.req = kind;
