@@ -120,7 +120,20 @@ fn same_answers(again: &HashMap<String, Vec<u8>>, first: &HashMap<String, Vec<u8
     );
 }
 
-fn stop(mut server: Child) {
+/// A running `gyro serve`, killed if the test fails while it runs.
+struct Server(Option<Child>);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn stop(mut server: Server) {
+    let mut server = server.0.take().expect("running");
     let pid = server.id().to_string();
     assert!(Command::new("kill")
         .args(["-TERM", &pid])
@@ -144,7 +157,7 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
     let all: Vec<u32> = (0..SESSIONS).collect();
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = serve(addr, &data, &[]);
+    let server = Server(Some(serve(addr, &data, &[])));
     let mut opener = connect(addr, "pgw-a.routing.test");
     let mut other = connect(addr, "pgw-b.routing.test");
     let mut third = connect(addr, "pgw-c.routing.test");
@@ -187,7 +200,7 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
     stop(server);
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = serve(addr, &data, &[]);
+    let server = Server(Some(serve(addr, &data, &[])));
     let mut late = connect(addr, "pgw-c.routing.test");
     let mut other = connect(addr, "pgw-b.routing.test");
     let again = exchange(
