@@ -161,7 +161,7 @@ pub struct Peer {
     deadline: u64,
     /// Watchdog expiries since the last message received.
     expiries: u8,
-    rng: u64,
+    rng: fastrand::Rng,
 }
 
 impl Peer {
@@ -169,8 +169,8 @@ impl Peer {
     /// `seed` any random value (it picks the first identifiers and the
     /// watchdog jitter).
     pub fn new(role: Role, config: &PeerConfig, now: u64, seed: u64) -> Self {
-        let mut rng = seed | 1;
-        let first = xorshift(&mut rng);
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let first = rng.u64(..);
         // RFC 6733 section 3: End-to-End high 12 bits from the clock, low
         // 20 bits random.
         let e2e = (((now / 1000) as u32) << 20) | (first as u32 & 0x000F_FFFF);
@@ -229,11 +229,7 @@ impl Peer {
 
     fn arm_watchdog(&mut self, config: &PeerConfig, now: u64) {
         let j = config.watchdog_jitter_ms;
-        let jitter = if j == 0 {
-            0
-        } else {
-            xorshift(&mut self.rng) % (2 * j + 1)
-        };
+        let jitter = if j == 0 { 0 } else { self.rng.u64(..=2 * j) };
         self.deadline = now + config.watchdog_ms.saturating_sub(j) + jitter;
     }
 
@@ -473,15 +469,6 @@ impl Peer {
             }
         }
     }
-}
-
-fn xorshift(s: &mut u64) -> u64 {
-    let mut x = *s;
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    *s = x;
-    x
 }
 
 fn write_identity(e: &mut Encoder<'_>, config: &PeerConfig) {

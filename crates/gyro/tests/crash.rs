@@ -71,13 +71,6 @@ impl Drop for Server {
     }
 }
 
-fn xorshift(s: &mut u64) -> u64 {
-    *s ^= *s << 13;
-    *s ^= *s >> 7;
-    *s ^= *s << 17;
-    *s
-}
-
 /// Runs `gyro ledger --json` on a stopped server's data directory.
 fn ledger(data: &Path, expire_sessions: bool) -> serde_json::Value {
     let mut c = gyro();
@@ -184,7 +177,7 @@ fn retransmit_sample(
     addr: SocketAddr,
     data: &Path,
     answered: &[serde_json::Value],
-    rng: &mut u64,
+    rng: &mut fastrand::Rng,
     seed: u64,
 ) -> usize {
     // Counted after the start: recovery may complete what a crash cut.
@@ -192,7 +185,7 @@ fn retransmit_sample(
     let mut order: Vec<usize> = (0..answered.len()).collect();
     let n = order.len().min(RETRANSMISSIONS);
     for i in 0..n {
-        let j = i + (xorshift(rng) % (order.len() - i) as u64) as usize;
+        let j = rng.usize(i..order.len());
         order.swap(i, j);
     }
     let sample: Vec<Acknowledged> = order[..n]
@@ -233,10 +226,10 @@ fn sigkill_loses_no_acknowledged_charging() {
                 | 1
         });
     println!("GYRO_CRASH_SEED={seed}");
-    let mut rng = seed;
+    let mut rng = fastrand::Rng::with_seed(seed);
     // The samples have their own generator: the kill times of a seed stay
     // what they were.
-    let mut pick = seed.rotate_left(32) | 1;
+    let mut pick = fastrand::Rng::with_seed(seed.rotate_left(32));
     let dir = std::env::temp_dir().join(format!("gyro-crash-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -261,7 +254,7 @@ fn sigkill_loses_no_acknowledged_charging() {
             .stdout(Stdio::null())
             .spawn()
             .expect("start gyro load");
-        let wait = 300 + xorshift(&mut rng) % 1500;
+        let wait = 300 + rng.u64(..1500);
         std::thread::sleep(Duration::from_millis(wait));
         server.kill();
         let status = load.wait().unwrap();
