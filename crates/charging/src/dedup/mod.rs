@@ -83,7 +83,7 @@ const MIGRATE_PER_INSERT: u64 = 8;
 
 /// Work allowed to one [`AnswerIndex::expire`] call, in ring slots; an
 /// entry removed from the tables counts [`EXPIRE_ENTRY_COST`].
-const EXPIRE_BUDGET: u32 = 256;
+const EXPIRE_BUDGET: u32 = 128;
 const EXPIRE_ENTRY_COST: u32 = 16;
 
 /// A table slot identifier: the low 31 bits of `seq`, with the top bit set
