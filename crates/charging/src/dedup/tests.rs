@@ -114,7 +114,7 @@ fn an_expired_answer_not_yet_removed_is_never_returned() {
 fn memory_per_answer_stays_at_most_80_bytes() {
     let mut ix = AnswerIndex::new(300, 1 << 22);
     for i in 0..(3 << 19) {
-        ix.insert(i, &req("m", i as u32, 0), Timestamp(0));
+        ix.insert(i, &req("m", i as u32, i as u32), Timestamp(0));
         if i >= 1 << 16 && i % 4099 == 0 {
             let per = ix.memory_bytes() as f64 / ix.len() as f64;
             assert!(per <= 80.0, "{per} bytes at {i}");
