@@ -181,11 +181,74 @@ fn count_allocations() {
     );
 }
 
+/// Whole sessions (CCR-I, CCR-U, CCR-T with three rating groups), each
+/// under a new Session-Id written into a reused request.
+struct Sessions {
+    b: Bench,
+    n: u64,
+}
+
+impl Sessions {
+    fn new() -> Self {
+        Sessions {
+            b: Bench::new(),
+            n: 0,
+        }
+    }
+
+    fn session(&mut self) {
+        use std::fmt::Write as _;
+        self.n += 1;
+        let b = &mut self.b;
+        b.request.session_id.clear();
+        let _ = write!(b.request.session_id, "pgw.example;1767312000;s{}", self.n);
+        b.now = b.now.plus_secs(1);
+        for (t, num) in [
+            (RequestType::Initial, 0),
+            (RequestType::Update, 1),
+            (RequestType::Termination, 2),
+        ] {
+            b.request.request_type = t;
+            b.request.request_number = num;
+            b.request.end_to_end += 1;
+            b.out.clear();
+            let handled = b
+                .engine
+                .handle(&b.request, b.now, &mut b.answer, &mut b.out);
+            debug_assert_eq!(handled, Handled::Answered);
+            debug_assert_eq!(b.answer.result_code, 2001);
+            black_box(&b.answer);
+        }
+    }
+}
+
+fn count_session_allocations() {
+    let mut s = Sessions::new();
+    for _ in 0..1_000 {
+        s.session();
+    }
+    let n = 20_000u64;
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    for _ in 0..n {
+        s.session();
+    }
+    let allocs = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    println!(
+        "session_i_u_t_3_rating_groups: {:.3} allocations/session ({allocs} in {n} sessions)",
+        allocs as f64 / n as f64
+    );
+}
+
 fn bench(c: &mut Criterion) {
     count_allocations();
+    count_session_allocations();
     let mut b = Bench::new();
     c.bench_function("ccr_update_3_rating_groups", |bencher| {
         bencher.iter(|| b.step())
+    });
+    let mut s = Sessions::new();
+    c.bench_function("session_i_u_t_3_rating_groups", |bencher| {
+        bencher.iter(|| s.session())
     });
 }
 

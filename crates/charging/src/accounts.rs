@@ -12,6 +12,7 @@ use crate::types::{AccountId, RatingKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::Arc;
 
 /// Whether an account may be charged.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -256,6 +257,54 @@ impl fmt::Display for SubscriptionId {
     }
 }
 
+/// A subscriber identity held by an open session and its journaled
+/// opening: a [`SubscriptionId`] whose data is shared. When the request
+/// spells the identity as the [`SubscriberDirectory`] holds it (the usual
+/// case), the data is the directory's own copy, so opening a session copies
+/// no identity. Serialised like a [`SubscriptionId`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct SharedSubscriptionId {
+    /// Subscription-Id-Type.
+    pub kind: SubscriptionType,
+    /// Subscription-Id-Data.
+    pub data: Arc<str>,
+}
+
+impl SharedSubscriptionId {
+    /// A new identity.
+    pub fn new(kind: SubscriptionType, data: impl Into<Arc<str>>) -> Self {
+        SharedSubscriptionId {
+            kind,
+            data: data.into(),
+        }
+    }
+}
+
+impl SharedSubscriptionId {
+    /// `id`, sharing `key` (the directory's copy of its data,
+    /// [`SubscriberDirectory::resolve_key`]) when `id` spells its data the
+    /// same way, else with a copy of its data.
+    pub fn sharing(id: &SubscriptionId, key: &Arc<str>) -> Self {
+        if **key == *id.data {
+            SharedSubscriptionId::new(id.kind, Arc::clone(key))
+        } else {
+            SharedSubscriptionId::from(id)
+        }
+    }
+}
+
+impl From<&SubscriptionId> for SharedSubscriptionId {
+    fn from(id: &SubscriptionId) -> Self {
+        SharedSubscriptionId::new(id.kind, id.data.as_str())
+    }
+}
+
+impl fmt::Display for SharedSubscriptionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.kind.name(), self.data)
+    }
+}
+
 /// E.164 numbers are compared without a leading '+'; SIP URIs and NAIs as
 /// given.
 fn normalise(kind: SubscriptionType, data: &str) -> &str {
@@ -270,7 +319,7 @@ fn normalise(kind: SubscriptionType, data: &str) -> &str {
 /// shards and share it read-only to route requests.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SubscriberDirectory {
-    by_kind: [HashMap<String, AccountId>; 5],
+    by_kind: [HashMap<Arc<str>, AccountId>; 5],
 }
 
 impl SubscriberDirectory {
@@ -286,7 +335,7 @@ impl SubscriberDirectory {
             Some(a) if *a != account => Err(Error::DuplicateSubscriber(id.to_string())),
             Some(_) => Ok(()),
             None => {
-                map.insert(key.to_owned(), account);
+                map.insert(Arc::from(key), account);
                 Ok(())
             }
         }
@@ -300,9 +349,28 @@ impl SubscriberDirectory {
     /// The account of the first known identity in `ids` (a CCR may carry
     /// several Subscription-Id AVPs, e.g. E.164 and IMSI), with its index.
     pub fn resolve(&self, ids: &[SubscriptionId]) -> Option<(usize, AccountId)> {
-        ids.iter()
-            .enumerate()
-            .find_map(|(i, id)| self.lookup(id.kind, &id.data).map(|a| (i, a)))
+        self.resolve_key(ids).map(|(i, a, _)| (i, a))
+    }
+
+    /// [`SubscriberDirectory::resolve`], with the directory's copy of the
+    /// identity's (normalised) data, for
+    /// [`SharedSubscriptionId::sharing`].
+    pub fn resolve_key(&self, ids: &[SubscriptionId]) -> Option<(usize, AccountId, &Arc<str>)> {
+        ids.iter().enumerate().find_map(|(i, id)| {
+            self.by_kind[id.kind as usize]
+                .get_key_value(normalise(id.kind, &id.data))
+                .map(|(key, account)| (i, *account, key))
+        })
+    }
+
+    /// `id` with its data shared with the directory's copy when the
+    /// directory holds it spelt the same way (after a restore, so that
+    /// open sessions do not each hold a copy).
+    pub fn share(&self, id: &SharedSubscriptionId) -> SharedSubscriptionId {
+        match self.by_kind[id.kind as usize].get_key_value(&*id.data) {
+            Some((key, _)) => SharedSubscriptionId::new(id.kind, Arc::clone(key)),
+            None => id.clone(),
+        }
     }
     /// Number of identities.
     pub fn len(&self) -> usize {
@@ -311,5 +379,50 @@ impl SubscriberDirectory {
     /// Whether the directory is empty.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_identity_spelt_as_the_directory_holds_it_shares_the_directorys_copy() {
+        let mut d = SubscriberDirectory::new();
+        d.insert(&SubscriptionId::e164("46700000001"), AccountId(1))
+            .unwrap();
+        let asked = [SubscriptionId::e164("46700000001")];
+        let (i, account, key) = d.resolve_key(&asked).unwrap();
+        assert_eq!((i, account), (0, AccountId(1)));
+        let shared = SharedSubscriptionId::sharing(&asked[0], key);
+        assert!(Arc::ptr_eq(&shared.data, key));
+        assert_eq!(shared.to_string(), asked[0].to_string());
+        let copy = SharedSubscriptionId::from(&asked[0]);
+        assert!(Arc::ptr_eq(&d.share(&copy).data, key));
+    }
+
+    #[test]
+    fn an_identity_spelt_otherwise_keeps_its_own_spelling() {
+        let mut d = SubscriberDirectory::new();
+        d.insert(&SubscriptionId::e164("46700000001"), AccountId(1))
+            .unwrap();
+        let asked = [SubscriptionId::e164("+46700000001")];
+        let (_, account, key) = d.resolve_key(&asked).unwrap();
+        assert_eq!(account, AccountId(1));
+        let shared = SharedSubscriptionId::sharing(&asked[0], key);
+        assert_eq!(&*shared.data, "+46700000001");
+        assert_eq!(d.share(&shared), shared);
+    }
+
+    #[test]
+    fn a_shared_identity_serialises_like_a_subscription_id() {
+        let id = SubscriptionId::new(SubscriptionType::Imsi, "240011234567890");
+        let shared = SharedSubscriptionId::from(&id);
+        let json = serde_json::to_string(&shared).unwrap();
+        assert_eq!(json, serde_json::to_string(&id).unwrap());
+        assert_eq!(
+            serde_json::from_str::<SharedSubscriptionId>(&json).unwrap(),
+            shared
+        );
     }
 }

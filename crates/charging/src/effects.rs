@@ -4,12 +4,13 @@
 //! state only by applying the effects it emits, so replaying a journal onto
 //! the state it started from rebuilds exactly the state it ended with.
 
-use crate::accounts::{Account, AccountStatus, SubscriptionId};
+use crate::accounts::{Account, AccountStatus, SharedSubscriptionId};
 use crate::error::{Error, Result};
-use crate::session::{BundleHold, Reservation, Session};
+use crate::session::{BundleHold, BundleHolds, Reservation, Reservations, Session};
 use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// One change to the ledger.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -19,14 +20,14 @@ pub enum Effect {
     SessionOpened {
         /// Engine handle.
         session: SessionKey,
-        /// Diameter Session-Id.
-        session_id: String,
+        /// Diameter Session-Id (shared with the open session).
+        session_id: Arc<str>,
         /// Account charged.
         account: AccountId,
         /// Identity the account was found by.
-        subscriber: SubscriptionId,
+        subscriber: SharedSubscriptionId,
         /// Service-Context-Id.
-        service_context: String,
+        service_context: Arc<str>,
         /// MSCC in use.
         multiple_services: bool,
         /// Time of the CCR-Initial.
@@ -158,8 +159,8 @@ pub struct Ledger {
     pub next_session_key: u64,
     #[serde(skip)]
     /// Session-Id to handle; keyed per process, since Session-Ids come
-    /// from the network.
-    pub(crate) session_index: HashMap<String, SessionKey, foldhash::fast::RandomState>,
+    /// from the network. The keys share the sessions' Session-Ids.
+    pub(crate) session_index: HashMap<Arc<str>, SessionKey, foldhash::fast::RandomState>,
 }
 
 fn neg(v: i64) -> Result<()> {
@@ -193,7 +194,7 @@ impl Ledger {
         self.session_index = self
             .sessions
             .values()
-            .map(|s| (s.session_id.clone(), s.key))
+            .map(|s| (Arc::clone(&s.session_id), s.key))
             .collect();
     }
 
@@ -243,19 +244,19 @@ impl Ledger {
                     *session,
                     Session {
                         key: *session,
-                        session_id: session_id.clone(),
+                        session_id: Arc::clone(session_id),
                         account: *account,
                         subscriber: subscriber.clone(),
-                        service_context: service_context.clone(),
+                        service_context: Arc::clone(service_context),
                         multiple_services: *multiple_services,
                         opened_at: *at,
                         last_seen: *at,
                         supervision_until: *supervision_until,
                         last_request_number: 0,
-                        reservations: Vec::new(),
+                        reservations: Reservations::new(),
                     },
                 );
-                self.session_index.insert(session_id.clone(), *session);
+                self.session_index.insert(Arc::clone(session_id), *session);
                 self.next_session_key = self.next_session_key.max(session.0.saturating_add(1));
             }
             Effect::SessionTouched {
@@ -281,7 +282,7 @@ impl Ledger {
                     return Err(Error::Replay("session still holds reservations"));
                 }
                 if let Some(s) = self.sessions.remove(session) {
-                    self.session_index.remove(&s.session_id);
+                    self.session_index.remove(&*s.session_id);
                 }
             }
             Effect::Reserved {
@@ -307,7 +308,7 @@ impl Ledger {
                             granted_units: 0,
                             money: 0,
                             money_units: 0,
-                            bundles: Vec::new(),
+                            bundles: BundleHolds::new(),
                             since: *at,
                         });
                         let last = s.reservations.len() - 1;
@@ -348,7 +349,7 @@ impl Ledger {
                             granted_units: 0,
                             money: 0,
                             money_units: 0,
-                            bundles: Vec::new(),
+                            bundles: BundleHolds::new(),
                             since: *at,
                         });
                         let last = s.reservations.len() - 1;

@@ -1,8 +1,19 @@
 //! Credit-control sessions and the reservations they hold.
 
-use crate::accounts::SubscriptionId;
+use crate::accounts::SharedSubscriptionId;
 use crate::types::{AccountId, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
+use std::sync::Arc;
+
+/// The bundle holds of a reservation: inline for the usual one or two
+/// bundles (serialised as a list).
+pub type BundleHolds = SmallVec<[BundleHold; 2]>;
+
+/// The reservations of a session: inline for the usual one or two rating
+/// groups, so opening a session allocates nothing for them (serialised as
+/// a list).
+pub type Reservations = SmallVec<[Reservation; 2]>;
 
 /// Units of one bundle held by a reservation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -28,24 +39,29 @@ pub struct Reservation {
     /// Units the held money pays for.
     pub money_units: u64,
     /// Bundle units held, in the order they are used.
-    pub bundles: Vec<BundleHold>,
+    pub bundles: BundleHolds,
     /// Start of the usage period this reservation covers.
     pub since: Timestamp,
 }
 
 /// A server-side credit-control session (RFC 8506 section 7, state Open).
+///
+/// Its identifiers are shared, not copied: the Session-Id with the
+/// Session-Id index and the journaled [`crate::Effect::SessionOpened`],
+/// the subscriber with the subscriber directory, the Service-Context-Id
+/// with the other sessions of the same context.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Session {
     /// Engine handle.
     pub key: SessionKey,
     /// Diameter Session-Id.
-    pub session_id: String,
+    pub session_id: Arc<str>,
     /// The account charged.
     pub account: AccountId,
     /// The identity the account was found by.
-    pub subscriber: SubscriptionId,
+    pub subscriber: SharedSubscriptionId,
     /// Service-Context-Id of the CCR-Initial.
-    pub service_context: String,
+    pub service_context: Arc<str>,
     /// Whether the session uses Multiple-Services-Credit-Control.
     pub multiple_services: bool,
     /// When the session opened.
@@ -58,7 +74,7 @@ pub struct Session {
     /// CC-Request-Number of the last request processed.
     pub last_request_number: u32,
     /// Open reservations, one per rating key.
-    pub reservations: Vec<Reservation>,
+    pub reservations: Reservations,
 }
 
 impl Session {

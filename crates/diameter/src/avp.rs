@@ -4,17 +4,7 @@
 use crate::error::{Error, Result};
 use crate::types::{self, Address, DiameterTime, DiameterUri};
 
-/// AVP flag bits (RFC 6733 section 4.1).
-pub mod flags {
-    /// V: a Vendor-ID field follows the AVP Length.
-    pub const VENDOR: u8 = 0x80;
-    /// M: the receiver must understand this AVP or reject the message.
-    pub const MANDATORY: u8 = 0x40;
-    /// P: end-to-end security (deprecated; sent as zero).
-    pub const PROTECTED: u8 = 0x20;
-    /// The five reserved bits: sent as zero.
-    pub const RESERVED: u8 = 0x1F;
-}
+pub use crate::codes::avp_flags as flags;
 
 /// Size of an AVP header without Vendor-ID.
 pub const AVP_HEADER_LEN: usize = 8;

@@ -2,7 +2,19 @@
 //! gyro itself reads or writes. The full catalogue, with names, formats and
 //! grammars, is the dictionary ([`crate::dict`]).
 
-use crate::avp::flags::MANDATORY;
+use avp_flags::MANDATORY;
+
+/// AVP flag bits (RFC 6733 section 4.1).
+pub mod avp_flags {
+    /// V: a Vendor-ID field follows the AVP Length.
+    pub const VENDOR: u8 = 0x80;
+    /// M: the receiver must understand this AVP or reject the message.
+    pub const MANDATORY: u8 = 0x40;
+    /// P: end-to-end security (deprecated; sent as zero).
+    pub const PROTECTED: u8 = 0x20;
+    /// The five reserved bits: sent as zero.
+    pub const RESERVED: u8 = 0x1F;
+}
 
 /// An AVP as an encoder needs it: code, vendor (0 for IETF AVPs) and the
 /// flags to send (the V bit is derived from the vendor).

@@ -17,6 +17,7 @@
 pub mod app;
 pub mod avp;
 pub mod codes;
+pub mod connection;
 pub mod dict;
 pub mod encode;
 pub mod error;

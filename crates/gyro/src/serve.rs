@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use gyro_charging::ChargingConfig;
 use gyro_ocs::{CreditControl, ShardTotals, Storage};
-use gyro_server::config::{DurabilityMode, StorageSection};
+use gyro_server::config::{CdrFileFormat, DurabilityMode, StorageSection};
 use gyro_server::{Config, ServerHandle};
-use gyro_store::{Durability, StoreOptions};
+use gyro_store::{CdrFormat, Durability, StoreOptions};
 use tracing::{info, warn};
 
 /// Options of `gyro serve`.
@@ -100,6 +100,10 @@ fn storage(section: &StorageSection, data_dir: &Path) -> Storage {
         snapshot_every_records: section.snapshot_every_records,
         cdr_max_bytes: section.cdr_max_bytes,
         cdr_max_age: std::time::Duration::from_secs(section.cdr_max_age_secs),
+        cdr_format: match section.cdr_format {
+            CdrFileFormat::Jsonl => CdrFormat::JsonLines,
+            CdrFileFormat::Csv => CdrFormat::Csv,
+        },
         ..StoreOptions::default()
     };
     match section.durability {
@@ -190,10 +194,14 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
         );
     }
     if let Some(d) = &cdr_dir {
+        let (format, suffix) = match config.storage.cdr_format {
+            CdrFileFormat::Jsonl => ("JSON Lines", "jsonl"),
+            CdrFileFormat::Csv => ("CSV", "csv"),
+        };
         info!(
             dir = %d.display(),
             durability = %config.storage.durability,
-            "CDRs are written as JSON Lines under shard-<i>/; closed files (*.jsonl) may be picked up"
+            "CDRs are written as {format} under shard-<i>/; closed files (*.{suffix}) may be picked up"
         );
     }
     Ok(Running {

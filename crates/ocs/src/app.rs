@@ -4,13 +4,14 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use gyro_charging::{ChargingConfig, SubscriberDirectory, SubscriptionType, Timestamp};
+use gyro_charging::{ChargingConfig, SubscriberDirectory, SubscriptionType};
 use gyro_diameter::app::{Application, Route, SessionStep};
 use gyro_diameter::codes::{avp, cmd};
 use gyro_diameter::Message;
 use gyro_store::RecoveryReport;
 use tracing::error;
 
+use crate::clock::unix_now;
 use crate::error::{Error, Result};
 use crate::gy::LocalIdentity;
 use crate::recovery::{open_ledger, Ledger};
@@ -32,14 +33,6 @@ pub struct CreditControl {
     opened: Mutex<Vec<Option<Ledger>>>,
     reports: Vec<Option<RecoveryReport>>,
     totals: Arc<[ShardTotals]>,
-}
-
-pub(crate) fn unix_now() -> Timestamp {
-    Timestamp(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_millis() as u64),
-    )
 }
 
 impl CreditControl {

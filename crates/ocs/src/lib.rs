@@ -31,6 +31,7 @@
 //!   the data directory is the source of truth.
 
 mod app;
+mod clock;
 mod error;
 pub mod gy;
 mod recovery;

@@ -21,7 +21,7 @@ use gyro_diameter::{Encoder, Message};
 use gyro_store::{CommitStats, CompactionDone};
 use tracing::{error, info, warn};
 
-use crate::app::unix_now;
+use crate::clock::unix_now;
 use crate::gy::{self, LocalIdentity};
 use crate::recovery::{self, open_ledger, Ledger};
 use crate::storage::{ShardTotals, Storage};

@@ -2,7 +2,7 @@
 //! recorded transcript and checked AVP by AVP.
 //! Regenerate with `GYRO_BLESS=1 cargo test -p gyro-ocs --test gy`.
 
-#[path = "common/script.rs"]
+#[path = "../../charging/tests/common/script.rs"]
 mod script;
 
 use bytes::BytesMut;
@@ -203,6 +203,29 @@ fn unknown_subscriber_answer_carries_failed_avp() {
         "1"
     );
     // CC-Request-Type and -Number are echoed in error answers too.
+    assert_eq!(m.find(avp::CC_REQUEST_TYPE).unwrap().u32().unwrap(), 1);
+}
+
+#[test]
+fn a_ccr_without_subscription_id_gets_5030_without_a_made_up_failed_avp() {
+    let mut e = ChargingConfig::from_toml_str(EXAMPLE)
+        .unwrap()
+        .build_engine()
+        .unwrap();
+    let mut req = script()[0].0.clone();
+    req.subscription_ids.clear();
+    let cca = exchange(
+        &mut e,
+        &ccr_bytes(&req, 1),
+        script()[0].1,
+        &mut CcRequest::default(),
+    );
+    let m = Message::parse(&cca).unwrap();
+    assert_eq!(m.find(avp::RESULT_CODE).unwrap().u32().unwrap(), 5030);
+    assert!(
+        m.find(avp::FAILED_AVP).is_none(),
+        "no AVP was wrong: no Failed-AVP (an empty Subscription-Id-Data is flagged by dissectors)"
+    );
     assert_eq!(m.find(avp::CC_REQUEST_TYPE).unwrap().u32().unwrap(), 1);
 }
 

@@ -20,7 +20,13 @@ use gyro_diameter::header::frame_length;
 use gyro_diameter::Message;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::worker::Outgoing;
+/// Encoded messages for one connection's writer.
+pub(crate) struct Outgoing {
+    /// One or more whole messages.
+    pub bytes: Bytes,
+    /// How many of them answer requests (for the in-flight limit).
+    pub answers: usize,
+}
 
 /// A sync job for the sync thread and where its result goes.
 type SyncRequest = (SyncJob, oneshot::Sender<std::io::Result<()>>);

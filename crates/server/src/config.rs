@@ -45,6 +45,20 @@ pub struct StorageSection {
     /// A snapshot of a shard's ledger is taken after this many journaled
     /// records (keeps start-up time bounded).
     pub snapshot_every_records: u64,
+    /// How CDR files are written: `"jsonl"` (default, one JSON object per
+    /// line) or `"csv"` (the columns of `gyro cdr csv`, no header line).
+    pub cdr_format: CdrFileFormat,
+}
+
+/// `storage.cdr_format`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CdrFileFormat {
+    /// JSON Lines (`.jsonl`), the default.
+    #[default]
+    Jsonl,
+    /// CSV (`.csv`).
+    Csv,
 }
 
 impl Default for StorageSection {
@@ -55,6 +69,7 @@ impl Default for StorageSection {
             cdr_max_bytes: 64 << 20,
             cdr_max_age_secs: 300,
             snapshot_every_records: 8_000_000,
+            cdr_format: CdrFileFormat::Jsonl,
         }
     }
 }

@@ -15,10 +15,10 @@ use tokio::net::TcpListener;
 use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, warn};
 
-use crate::commit::{self, GroupCommit};
+use crate::commit::{self, GroupCommit, Outgoing};
 use crate::directory::Pinner;
 use crate::metrics::WorkerStats;
-use crate::worker::{Job, Outgoing, Shared, Worker};
+use crate::worker::{Job, Shared, Worker};
 
 /// Runs worker `index` on the current thread until shutdown completes.
 /// `ready` is waited on once this worker's sessions are in the directory,

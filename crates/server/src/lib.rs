@@ -173,10 +173,14 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
     let pin = config.server.pin_workers;
     let shared = Arc::new(worker::Shared {
         factory,
+        connection: Arc::new(gyro_diameter::connection::Config {
+            peer,
+            dictionary: Dictionary::builtin(),
+            validation,
+            max_message_size: config.limits.max_message_size,
+            message_timeout_ms: config.limits.message_timeout_ms,
+        }),
         config,
-        peer,
-        dict: Dictionary::builtin(),
-        validation,
         stats: stats.clone(),
         inboxes,
         directory: directory::Directory::new(),

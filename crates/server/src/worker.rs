@@ -7,12 +7,10 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::Bytes;
 use gyro_diameter::app::Application;
-use gyro_diameter::dict::Dictionary;
-use gyro_diameter::peer::PeerConfig;
-use gyro_diameter::validate::Options;
+use gyro_diameter::connection;
 use tokio::sync::mpsc;
 
-use crate::commit::GroupCommit;
+use crate::commit::{GroupCommit, Outgoing};
 use crate::config::Config;
 use crate::directory::{Directory, Pinner};
 use crate::metrics::WorkerStats;
@@ -27,21 +25,13 @@ pub(crate) struct Job {
     pub reply: mpsc::UnboundedSender<Outgoing>,
 }
 
-/// Encoded messages for one connection's writer.
-pub(crate) struct Outgoing {
-    /// One or more whole messages.
-    pub bytes: Bytes,
-    /// How many of them answer requests (for the in-flight limit).
-    pub answers: usize,
-}
-
 /// What all event loops share, read-only or lock-free.
 pub(crate) struct Shared<F: Application> {
     pub factory: F,
     pub config: Config,
-    pub peer: PeerConfig,
-    pub dict: &'static Dictionary,
-    pub validation: Options,
+    /// What every connection is configured with (peer identity, timers,
+    /// dictionary, validation, limits).
+    pub connection: Arc<connection::Config>,
     pub stats: Arc<[WorkerStats]>,
     pub inboxes: Vec<mpsc::UnboundedSender<Vec<Job>>>,
     pub directory: Directory,

@@ -30,10 +30,10 @@
 //! Decoding never panics: anything malformed is a [`DecodeError`] that
 //! names what was wrong and where.
 
-use gyro_charging::accounts::SubscriptionType;
+use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionType};
 use gyro_charging::{
     AccountId, AccountStatus, Cdr, ClosingCause, Effect, RatingKey, RecordType, RequestedAction,
-    SessionKey, SubscriptionId, Timestamp, UnitKind,
+    SessionKey, Timestamp, UnitKind,
 };
 
 /// Tag byte of a CDR record.
@@ -534,7 +534,7 @@ impl<'a> Decoder<'a> {
         Ok(match self.byte()? {
             1 => Effect::SessionOpened {
                 session: self.session()?,
-                session_id: self.str()?.to_owned(),
+                session_id: self.str()?.into(),
                 account: self.account()?,
                 subscriber: {
                     let at = self.pos;
@@ -552,9 +552,9 @@ impl<'a> Decoder<'a> {
                             })
                         }
                     };
-                    SubscriptionId::new(kind, self.str()?)
+                    SharedSubscriptionId::new(kind, self.str()?)
                 },
-                service_context: self.str()?.to_owned(),
+                service_context: self.str()?.into(),
                 multiple_services: self.bool()?,
                 at: self.ts()?,
                 supervision_until: self.ts()?,
@@ -759,7 +759,7 @@ mod tests {
 
     fn effect() -> impl Strategy<Value = Effect> {
         let sub = (0u32..5, ".{0,20}").prop_map(|(k, d)| {
-            SubscriptionId::new(SubscriptionType::from_code(k).unwrap_or_default(), d)
+            SharedSubscriptionId::new(SubscriptionType::from_code(k).unwrap_or_default(), d)
         });
         prop_oneof![
             (
@@ -775,10 +775,10 @@ mod tests {
                 .prop_map(|(s, id, a, sub, ctx, m, at, until)| {
                     Effect::SessionOpened {
                         session: SessionKey(s),
-                        session_id: id,
+                        session_id: id.into(),
                         account: AccountId(a),
                         subscriber: sub,
-                        service_context: ctx,
+                        service_context: ctx.into(),
                         multiple_services: m,
                         at,
                         supervision_until: until,

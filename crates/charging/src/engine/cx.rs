@@ -13,6 +13,7 @@ pub(crate) struct Cx<'a> {
     pub(crate) options: &'a EngineOptions,
     pub(super) next_cdr: &'a mut u64,
     pub(super) scratch: &'a mut SubscriptionId,
+    pub(super) contexts: &'a mut ContextNames,
     pub(crate) answer: &'a mut CcAnswer,
     pub(crate) out: &'a mut Output,
     pub(crate) now: Timestamp,

@@ -21,7 +21,9 @@
 //! Elsewhere: `events.rs` (CCR-Event), `supervision.rs` (Tcc expiry,
 //! [`Engine::tick`]), `recovery.rs` (snapshots, replaying effects and
 //! answer records).
-use crate::accounts::{Account, AccountStatus, SubscriberDirectory, SubscriptionId};
+use crate::accounts::{
+    Account, AccountStatus, SharedSubscriptionId, SubscriberDirectory, SubscriptionId,
+};
 use crate::answer::{CcAnswer, FailedAvp, MsccAnswer};
 use crate::answer_log::{self, AnswerLog, RecordKey};
 use crate::cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
@@ -33,8 +35,9 @@ use crate::tariff::{Catalog, RatingError, Tariff, ZeroRated};
 use crate::types::{result_code as rc, AccountId, RatingKey, ServiceUnits, SessionKey, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, HashSet};
 use std::fmt::Write as _;
+use std::sync::Arc;
 
 mod cx;
 mod events;
@@ -142,6 +145,41 @@ fn first_answer_seq() -> u64 {
     1
 }
 
+/// The Service-Context-Ids of open sessions, held once each: few contexts
+/// serve many sessions, so a CCR-Initial shares the held copy instead of
+/// making one. Only contexts the catalog knows are held, and at most
+/// [`ContextNames::MAX`] of them (past that, each session gets its own).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ContextNames(HashSet<Arc<str>, foldhash::fast::RandomState>);
+
+impl ContextNames {
+    /// Most distinct contexts held.
+    const MAX: usize = 256;
+
+    /// The held copy of `ctx`, made and held if new.
+    pub(crate) fn get(&mut self, ctx: &str) -> Arc<str> {
+        if let Some(held) = self.0.get(ctx) {
+            return Arc::clone(held);
+        }
+        let new: Arc<str> = Arc::from(ctx);
+        if self.0.len() < Self::MAX {
+            self.0.insert(Arc::clone(&new));
+        }
+        new
+    }
+
+    /// The held copy equal to `ctx`; `ctx` itself (and held) if new.
+    pub(crate) fn share(&mut self, ctx: &Arc<str>) -> Arc<str> {
+        if let Some(held) = self.0.get(&**ctx) {
+            return Arc::clone(held);
+        }
+        if self.0.len() < Self::MAX {
+            self.0.insert(Arc::clone(ctx));
+        }
+        Arc::clone(ctx)
+    }
+}
+
 /// The charging engine of one shard. See the crate documentation.
 #[derive(Clone, Debug)]
 pub struct Engine {
@@ -154,6 +192,7 @@ pub struct Engine {
     options: EngineOptions,
     next_cdr_sequence: u64,
     scratch: SubscriptionId,
+    contexts: ContextNames,
 }
 
 impl Engine {
@@ -169,6 +208,7 @@ impl Engine {
             options,
             next_cdr_sequence: 1,
             scratch: SubscriptionId::default(),
+            contexts: ContextNames::default(),
         }
     }
     /// Adds an account and maps its subscriber identities to it.
@@ -383,6 +423,7 @@ impl Engine {
             options: &self.options,
             next_cdr: &mut self.next_cdr_sequence,
             scratch: &mut self.scratch,
+            contexts: &mut self.contexts,
             answer,
             out,
             now,

@@ -10,6 +10,9 @@ impl Engine {
         e.ledger = snapshot.ledger;
         e.ledger.rebuild_index();
         e.directory = snapshot.directory;
+        for s in e.ledger.sessions.values_mut() {
+            share_identifiers(s, &e.directory, &mut e.contexts);
+        }
         e.next_cdr_sequence = snapshot.next_cdr_sequence.max(1);
         for s in e.ledger.sessions.values() {
             e.timers.push(Reverse((s.supervision_until, s.key)));
@@ -38,6 +41,9 @@ impl Engine {
         } = effect
         {
             self.timers.push(Reverse((*supervision_until, *session)));
+            if let Some(s) = self.ledger.sessions.get_mut(session) {
+                share_identifiers(s, &self.directory, &mut self.contexts);
+            }
         }
         Ok(())
     }
@@ -97,4 +103,15 @@ impl Engine {
     pub fn dedup_memory_bytes(&self) -> usize {
         self.dedup.memory_bytes()
     }
+}
+
+/// Makes a rebuilt session share its subscriber with the directory and its
+/// Service-Context-Id with the other sessions, as a live engine does.
+fn share_identifiers(
+    s: &mut crate::Session,
+    directory: &SubscriberDirectory,
+    contexts: &mut ContextNames,
+) {
+    s.subscriber = directory.share(&s.subscriber);
+    s.service_context = contexts.share(&s.service_context);
 }

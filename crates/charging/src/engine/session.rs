@@ -11,7 +11,8 @@ impl Cx<'_> {
         if self.ledger.session_key(&req.session_id).is_some() {
             return self.fail(rc::UNABLE_TO_COMPLY, None);
         }
-        let Some((sub_idx, account)) = self.directory.resolve(&req.subscription_ids) else {
+        let Some((sub_idx, account, held)) = self.directory.resolve_key(&req.subscription_ids)
+        else {
             return self.fail(rc::USER_UNKNOWN, Some(FailedAvp::SubscriptionId));
         };
         let Some(acc) = self.ledger.accounts.get(&account) else {
@@ -33,12 +34,16 @@ impl Cx<'_> {
         let use_mscc = msi || !req.mscc.is_empty();
         let key = SessionKey(self.ledger.next_session_key);
         let subscriber = &req.subscription_ids[sub_idx];
+        // The one copy a CCR-Initial makes: the Session-Id, shared by the
+        // effect, the session and the Session-Id index. The subscriber is
+        // the directory's copy, the context the one held for all sessions.
+        let service_context = self.contexts.get(&req.service_context);
         self.commit(Effect::SessionOpened {
             session: key,
-            session_id: req.session_id.clone(),
+            session_id: Arc::from(req.session_id.as_str()),
             account,
-            subscriber: subscriber.clone(),
-            service_context: req.service_context.clone(),
+            subscriber: SharedSubscriptionId::sharing(subscriber, held),
+            service_context,
             multiple_services: use_mscc,
             at: self.now,
             supervision_until: self.supervision_deadline(),
@@ -263,14 +268,14 @@ impl Cx<'_> {
         } else {
             request_number
         };
-        // The session's identifiers are moved out for its last CDR (releasing
-        // reads none of them) and the Session-Id put back to close it.
-        let Some(s) = self.ledger.sessions.get_mut(&key) else {
-            return;
-        };
-        let session_id = std::mem::take(&mut s.session_id);
-        let subscriber = std::mem::take(&mut s.subscriber);
-        let ctx = std::mem::take(&mut s.service_context);
+        // The session's identifiers are held on to for its last CDR (the
+        // subscriber copied into a reused buffer) while it is released.
+        let session_id = Arc::clone(&s.session_id);
+        let ctx = Arc::clone(&s.service_context);
+        let mut subscriber = std::mem::take(self.scratch);
+        subscriber.kind = s.subscriber.kind;
+        subscriber.data.clear();
+        subscriber.data.push_str(&s.subscriber.data);
         self.release_all(key, account);
         let who = Charged {
             session: Some(key),
@@ -285,9 +290,7 @@ impl Cx<'_> {
         c.result_code = result_code;
         c.closing_cause = Some(cause);
         c.termination_cause = termination_cause;
-        if let Some(s) = self.ledger.sessions.get_mut(&key) {
-            s.session_id = session_id;
-        }
+        *self.scratch = subscriber;
         self.commit(Effect::SessionClosed { session: key });
     }
 }

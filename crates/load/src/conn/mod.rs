@@ -7,8 +7,8 @@
 //! shared with other connections but a few atomic counters for the progress
 //! bar, updated once per batch. By what each part does:
 //!
-//! * this module drives the peer: the event loop over the socket, the
-//!   peer state machine (DWR/DWA, DPR/DPA), framing of what arrives;
+//! * this module drives the codec's sans-IO [`Connection`] (framing, the
+//!   peer state machine with DWR/DWA and DPR/DPA) over the socket;
 //! * [`handshake`]: connect and exchange capabilities (CER/CEA);
 //! * [`sessions`]: the session slots, which request each sends next and
 //!   when (closed loop, or the open-loop schedule of [`crate::pacing`]);
@@ -25,9 +25,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, BytesMut};
+use bytes::Bytes;
 use gyro_diameter::codes::{avp, cmd, result};
-use gyro_diameter::peer::{disconnect_cause, Event, Peer, PeerConfig, State};
+use gyro_diameter::connection::{Connection, Event};
+use gyro_diameter::peer::{disconnect_cause, State};
 use gyro_diameter::{Encoder, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -38,7 +39,7 @@ use crate::ccr::Builder;
 use crate::pacing::{PreciseTimer, Schedule};
 use crate::stats::{ConnStats, ReqType};
 
-use handshake::{next_frame, open};
+use handshake::open;
 use sessions::{Phase, Slot};
 
 /// Largest answer accepted; a larger declared length breaks the stream.
@@ -121,7 +122,7 @@ pub(crate) async fn run_connection(
     barrier.wait().await;
     let t0 = *plan.start.get_or_init(Instant::now);
     let mut stats = ConnStats::new();
-    let (stream, peer, pcfg, inbuf) = match opened {
+    let (stream, conn) = match opened {
         Ok(x) => x,
         Err(e) => {
             stats.connection_error(e);
@@ -130,7 +131,7 @@ pub(crate) async fn run_connection(
     };
     stats.opened = true;
     let mut c = Conn::new(idx, &plan, &live, stats, t0);
-    c.drive(stream, peer, pcfg, inbuf).await;
+    c.drive(stream, conn).await;
     c.flush_live();
     c.flush_record();
     c.stats
@@ -220,21 +221,16 @@ impl<'p> Conn<'p> {
         self.ready.is_empty() && self.in_flight == 0
     }
 
-    async fn drive(
-        &mut self,
-        mut stream: TcpStream,
-        mut peer: Peer,
-        pcfg: PeerConfig,
-        mut inbuf: BytesMut,
-    ) {
-        let mut out = BytesMut::with_capacity(READ_CHUNK);
+    async fn drive(&mut self, mut stream: TcpStream, mut conn: Connection) {
+        // What is being written: taken whole from the connection's queue.
+        let mut wbuf = Bytes::new();
         let healthy = {
             let (mut rd, mut wr) = stream.split();
             let sleep = tokio::time::sleep_until(Instant::now().into());
             tokio::pin!(sleep);
             let mut armed: Option<Instant> = None;
             let mut pacer = PreciseTimer::new();
-            let mut healthy = match self.on_read(&mut inbuf, &mut peer, &pcfg, &mut out) {
+            let mut healthy = match self.on_events(&mut conn) {
                 Ok(()) => true,
                 Err(e) => {
                     self.broken(e);
@@ -257,38 +253,38 @@ impl<'p> Conn<'p> {
                     break;
                 }
                 let ms = now_ms(self.plan);
-                if peer.poll_timeout().is_some_and(|t| ms >= t) {
-                    match peer.handle_timeout(&pcfg, ms, &mut out) {
-                        Ok(Some(Event::Close(r))) => {
-                            self.broken(format!("peer layer closed the connection: {r:?}"));
-                            healthy = false;
-                            break;
-                        }
-                        Ok(_) => {}
-                        Err(e) => {
-                            self.broken(format!("peer layer: {e}"));
-                            healthy = false;
-                            break;
-                        }
+                if conn.poll_timeout().is_some_and(|t| ms >= t) {
+                    conn.handle_timeout(ms);
+                    if let Err(e) = self.on_events(&mut conn) {
+                        self.broken(e);
+                        healthy = false;
+                        break;
                     }
                 }
-                if peer.state() == State::Open {
-                    self.fill(now, &mut out);
+                if conn.state() == State::Open {
+                    conn.send_with(|out| self.fill(now, out));
+                }
+                if wbuf.is_empty() {
+                    wbuf = conn.poll_transmit().unwrap_or_default();
                 }
                 self.flush_live();
-                if self.done() && out.is_empty() {
+                if self.done() && wbuf.is_empty() {
                     break;
                 }
-                let wake = self.next_wake(&peer);
+                let wake = self.next_wake(&conn);
                 if armed != Some(wake) {
                     sleep.as_mut().reset(wake.into());
                     armed = Some(wake);
                 }
-                let due = self.next_due(&peer, now);
+                let due = self.next_due(&conn, now);
+                let rbuf = conn.read_buffer();
+                if rbuf.capacity() - rbuf.len() < MIN_READ_ROOM {
+                    rbuf.reserve(READ_CHUNK);
+                }
                 let io = tokio::select! {
                     biased;
-                    r = wr.write_buf(&mut out), if !out.is_empty() => Io::Wrote(r),
-                    r = rd.read_buf(&mut inbuf) => Io::Read(r),
+                    r = wr.write_buf(&mut wbuf), if !wbuf.is_empty() => Io::Wrote(r),
+                    r = rd.read_buf(rbuf) => Io::Read(r),
                     () = pacer.wait_until(due.unwrap_or(now)), if due.is_some() => Io::Due,
                     () = &mut sleep => Io::Timer,
                 };
@@ -303,16 +299,14 @@ impl<'p> Conn<'p> {
                         healthy = false;
                     }
                     Io::Read(Ok(_)) => {
-                        if let Err(e) = self.on_read(&mut inbuf, &mut peer, &pcfg, &mut out) {
+                        conn.handle_read(now_ms(self.plan));
+                        if let Err(e) = self.on_events(&mut conn) {
                             self.broken(e);
                             healthy = false;
-                        } else if peer.state() != State::Open {
+                        } else if conn.state() != State::Open {
                             // The server sent a DPR (answered by the peer
                             // layer): it is going away.
                             self.stopping = true;
-                        }
-                        if inbuf.capacity() - inbuf.len() < MIN_READ_ROOM {
-                            inbuf.reserve(READ_CHUNK);
                         }
                     }
                 }
@@ -320,63 +314,49 @@ impl<'p> Conn<'p> {
             healthy
         };
         if healthy {
-            self.disconnect(&mut stream, &mut peer, &pcfg, &mut inbuf, &mut out)
-                .await;
+            self.disconnect(&mut stream, &mut conn, wbuf).await;
         }
         let _ = stream.shutdown().await;
     }
 
     /// Sends a DPR, waits briefly for the DPA.
-    async fn disconnect(
-        &mut self,
-        stream: &mut TcpStream,
-        peer: &mut Peer,
-        pcfg: &PeerConfig,
-        inbuf: &mut BytesMut,
-        out: &mut BytesMut,
-    ) {
-        if peer.state() != State::Open {
-            let _ = tokio::time::timeout(DPA_WAIT, stream.write_all(out)).await;
+    async fn disconnect(&mut self, stream: &mut TcpStream, conn: &mut Connection, wbuf: Bytes) {
+        if conn.state() != State::Open {
+            let rest = conn.poll_transmit().unwrap_or_default();
+            let _ = tokio::time::timeout(DPA_WAIT, async {
+                stream.write_all(&wbuf).await?;
+                stream.write_all(&rest).await
+            })
+            .await;
             return;
         }
-        if peer
-            .disconnect(
-                pcfg,
-                disconnect_cause::DO_NOT_WANT_TO_TALK_TO_YOU,
-                now_ms(self.plan),
-                out,
-            )
-            .is_err()
-        {
-            return;
-        }
+        conn.close(
+            disconnect_cause::DO_NOT_WANT_TO_TALK_TO_YOU,
+            now_ms(self.plan),
+        );
         let wait = async {
-            stream.write_all(out).await.ok()?;
-            out.clear();
+            stream.write_all(&wbuf).await.ok()?;
             loop {
-                while let Some(len) = next_frame(inbuf).ok()? {
-                    let msg = Message::parse(&inbuf[..len]).ok()?;
-                    let ev = peer.handle(pcfg, &msg, now_ms(self.plan), out).ok()?;
-                    inbuf.advance(len);
+                while let Some(ev) = conn.poll_event() {
                     match ev {
-                        Event::Close(_) => return Some(()),
-                        Event::Application => self.stats.unmatched_answers += 1,
+                        Event::Closed(_) => return Some(()),
+                        Event::Answer(_) | Event::Request(_) => self.stats.unmatched_answers += 1,
                         _ => {}
                     }
                 }
-                if !out.is_empty() {
-                    stream.write_all(out).await.ok()?;
-                    out.clear();
+                if let Some(out) = conn.poll_transmit() {
+                    stream.write_all(&out).await.ok()?;
                 }
-                if stream.read_buf(inbuf).await.ok()? == 0 {
+                if stream.read_buf(conn.read_buffer()).await.ok()? == 0 {
                     return Some(());
                 }
+                conn.handle_read(now_ms(self.plan));
             }
         };
         let _ = tokio::time::timeout(DPA_WAIT, wait).await;
     }
 
-    fn next_wake(&self, peer: &Peer) -> Instant {
+    fn next_wake(&self, conn: &Connection) -> Instant {
         let mut w = self.next_scan;
         if let Some(d) = self.deadline.filter(|_| !self.stopping) {
             w = w.min(d);
@@ -384,7 +364,7 @@ impl<'p> Conn<'p> {
         if let Some(h) = self.hard_stop {
             w = w.min(h);
         }
-        if let Some(t) = peer.poll_timeout() {
+        if let Some(t) = conn.poll_timeout() {
             w = w.min(self.plan.base + Duration::from_millis(t));
         }
         w
@@ -392,65 +372,52 @@ impl<'p> Conn<'p> {
 
     /// When the pacer must wake for the next scheduled request (open loop,
     /// a session ready to send).
-    fn next_due(&self, peer: &Peer, now: Instant) -> Option<Instant> {
+    fn next_due(&self, conn: &Connection, now: Instant) -> Option<Instant> {
         let s = self.schedule.as_ref()?;
-        (!self.ready.is_empty() && peer.state() == State::Open).then(|| s.wake(now))
+        (!self.ready.is_empty() && conn.state() == State::Open).then(|| s.wake(now))
     }
 
-    /// Frames and handles everything whole in `inbuf`.
-    fn on_read(
-        &mut self,
-        inbuf: &mut BytesMut,
-        peer: &mut Peer,
-        pcfg: &PeerConfig,
-        out: &mut BytesMut,
-    ) -> Result<(), String> {
+    /// Handles everything the connection has for us: answers, requests
+    /// from the server, the close.
+    fn on_events(&mut self, conn: &mut Connection) -> Result<(), String> {
         let now = Instant::now();
-        let ms = now_ms(self.plan);
-        loop {
-            let len = match next_frame(inbuf) {
-                Ok(Some(n)) => n,
-                Ok(None) => return Ok(()),
-                Err(e) => {
-                    self.stats.protocol_errors += 1;
-                    return Err(format!("answer stream cannot be framed: {e}"));
-                }
-            };
-            let msg = match Message::parse(&inbuf[..len]) {
-                Ok(m) => m,
-                Err(e) => {
-                    self.stats.protocol_errors += 1;
-                    return Err(format!("answer stream cannot be framed: {e}"));
-                }
-            };
-            match peer.handle(pcfg, &msg, ms, out) {
-                Ok(Event::Application) => {
-                    if msg.is_request() {
-                        self.refuse(&msg, pcfg, out);
-                    } else if msg.command_code() == cmd::CREDIT_CONTROL {
-                        self.on_answer(&msg, now);
-                    } else {
-                        self.stats.unmatched_answers += 1;
+        while let Some(ev) = conn.poll_event() {
+            match ev {
+                Event::Answer(frame) => match Message::parse(&frame) {
+                    Ok(msg) if msg.command_code() == cmd::CREDIT_CONTROL => {
+                        self.on_answer(&msg, now)
+                    }
+                    _ => self.stats.unmatched_answers += 1,
+                },
+                Event::Request(frame) => {
+                    if let Ok(msg) = Message::parse(&frame) {
+                        self.refuse(&msg, conn);
                     }
                 }
-                Ok(Event::Close(r)) => {
-                    return Err(format!("peer layer closed the connection: {r:?}"))
+                // Answered by the connection with the prescribed error.
+                Event::Rejected { .. } => self.stats.server_requests += 1,
+                Event::Opened { .. } => {}
+                Event::Closed(r) if r.is_abort() => {
+                    self.stats.protocol_errors += 1;
+                    return Err(format!("answer stream cannot be framed: {r:?}"));
                 }
-                Ok(_) => {}
-                Err(e) => return Err(format!("peer layer: {e}")),
+                Event::Closed(r) => return Err(format!("peer layer closed the connection: {r:?}")),
             }
-            inbuf.advance(len);
         }
+        Ok(())
     }
 
     /// Answers a request the load generator does not serve (RAR, ASR, ...)
     /// with DIAMETER_COMMAND_UNSUPPORTED.
-    fn refuse(&mut self, msg: &Message<'_>, pcfg: &PeerConfig, out: &mut BytesMut) {
+    fn refuse(&mut self, msg: &Message<'_>, conn: &mut Connection) {
         self.stats.server_requests += 1;
-        let mut e = Encoder::answer(out, msg, true);
-        e.u32(avp::RESULT_CODE, result::COMMAND_UNSUPPORTED)
-            .str(avp::ORIGIN_HOST, &pcfg.origin_host)
-            .str(avp::ORIGIN_REALM, &pcfg.origin_realm);
-        let _ = e.finish();
+        let config = conn.config().clone();
+        conn.send_with(|out| {
+            let mut e = Encoder::answer(out, msg, true);
+            e.u32(avp::RESULT_CODE, result::COMMAND_UNSUPPORTED)
+                .str(avp::ORIGIN_HOST, &config.peer.origin_host)
+                .str(avp::ORIGIN_REALM, &config.peer.origin_realm);
+            let _ = e.finish();
+        });
     }
 }

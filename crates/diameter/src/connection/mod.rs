@@ -1,0 +1,507 @@
+//! One Diameter transport connection, sans-IO: framing of the byte stream,
+//! the peer state machine ([`crate::peer`]), validation of every received
+//! request (once), and the queue of bytes to send.
+//!
+//! The runtime that owns the socket drives a [`Connection`] like this:
+//!
+//! * received bytes go into [`Connection::read_buffer`] (a socket can read
+//!   straight into it) followed by [`Connection::handle_read`], or are
+//!   copied in by [`Connection::handle_data`];
+//! * [`Connection::poll_event`] is called until it returns `None`: it frames
+//!   one message at a time, lets the peer layer answer CER, DWR and DPR,
+//!   validates application requests and hands out what the application must
+//!   see ([`Event`]). Processing is lazy, one message per call, so the
+//!   application's answers are queued in the order the requests arrived and
+//!   a DPA never overtakes the answers to the requests before its DPR;
+//! * the application queues its answers (and, as a client, its requests)
+//!   with [`Connection::send_with`] or [`Connection::send`];
+//! * [`Connection::poll_transmit`] hands out everything queued for the
+//!   socket, as one refcounted buffer;
+//! * [`Connection::poll_timeout`] says when [`Connection::handle_timeout`]
+//!   must run next (the watchdog, the handshake and disconnection limits,
+//!   the incomplete-message limit);
+//! * [`Connection::close`] starts a disconnection (DPR);
+//! * [`Connection::set_reading`] tells the connection whether the runtime
+//!   reads at all (it stops for backpressure): the time a partial message
+//!   may take to complete only runs while it does.
+//!
+//! Time is passed in as milliseconds on any monotonic clock. After
+//! [`Event::Closed`] the connection takes no more input; the runtime writes
+//! what [`Connection::poll_transmit`] still returns (a CEA with its refusal,
+//! a 5011 answer) and then closes the transport.
+//!
+//! Frames are slices of the read buffer ([`Bytes`], refcounted): a request
+//! handed to the application is never copied.
+
+use std::sync::Arc;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::dict::Dictionary;
+use crate::error::Error;
+use crate::header::{frame_length, HEADER_LEN};
+use crate::message::Message;
+use crate::peer::{self, CloseReason, Peer, PeerConfig, Role, State};
+use crate::validate::{encode_error_answer, validate_request, Options, Problem};
+
+#[cfg(test)]
+mod tests;
+
+/// What every connection of one endpoint shares.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Identity and timers of the peer layer.
+    pub peer: PeerConfig,
+    /// The dictionary requests are validated against.
+    pub dictionary: &'static Dictionary,
+    /// Validation strictness.
+    pub validation: Options,
+    /// Largest message accepted, in bytes; a larger declared Message Length
+    /// closes the connection.
+    pub max_message_size: usize,
+    /// How long a partial message may take to complete, in milliseconds,
+    /// counted from its first byte and only while the runtime reads.
+    pub message_timeout_ms: u64,
+}
+
+impl Config {
+    /// A configuration with the built-in dictionary, lenient validation,
+    /// messages up to 1 MiB and a 10 s incomplete-message limit.
+    pub fn new(peer: PeerConfig) -> Self {
+        Config {
+            peer,
+            dictionary: Dictionary::builtin(),
+            validation: Options::default(),
+            max_message_size: 1 << 20,
+            message_timeout_ms: 10_000,
+        }
+    }
+}
+
+/// Why a connection closed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Close {
+    /// The peer layer closed it (refused capabilities, DPR/DPA done,
+    /// watchdog, handshake or disconnection timeout).
+    Peer(CloseReason),
+    /// A message with this version arrived (answered 5011 when its header
+    /// could be read).
+    UnsupportedVersion(u8),
+    /// A Message Length below 20, not a multiple of 4, or above the
+    /// configured maximum: the stream cannot be framed any more.
+    InvalidLength(u32),
+    /// A partial message did not complete in time.
+    IncompleteMessage,
+    /// [`Connection::close`] before the capabilities were exchanged.
+    Local,
+    /// A message of ours could not be encoded.
+    Encoding,
+}
+
+impl Close {
+    /// True when the peer broke the protocol (framing, version, a stalled
+    /// message) rather than the connection ending the ordinary way.
+    pub fn is_abort(&self) -> bool {
+        matches!(
+            self,
+            Close::UnsupportedVersion(_) | Close::InvalidLength(_) | Close::IncompleteMessage
+        )
+    }
+}
+
+/// What the application must see, from [`Connection::poll_event`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Event {
+    /// Capabilities were exchanged: application messages may flow.
+    Opened {
+        /// The peer's Origin-Host.
+        origin_host: String,
+        /// The peer's Origin-Realm.
+        origin_realm: String,
+    },
+    /// An application request, whole and already validated against the
+    /// dictionary: parse it with [`Message::parse`] (a header check) and
+    /// answer it with [`Connection::send_with`].
+    Request(Bytes),
+    /// A request that failed validation: its error answer (Result-Code,
+    /// Error-Message, Failed-AVP) is already queued for transmission.
+    Rejected {
+        /// The Result-Code it was answered with.
+        result_code: u32,
+    },
+    /// An application answer (not validated): match it to a request by its
+    /// Hop-by-Hop Identifier.
+    Answer(Bytes),
+    /// The connection is closed: write what [`Connection::poll_transmit`]
+    /// still returns, then close the transport. Reported once.
+    Closed(Close),
+}
+
+/// The time a partial message has been waiting, paused while the runtime
+/// does not read.
+#[derive(Debug, Clone, Copy)]
+struct Partial {
+    /// Milliseconds counted before the last pause.
+    banked: u64,
+    /// Since when it counts (None: paused).
+    since: Option<u64>,
+}
+
+/// One Diameter connection (see the module documentation).
+#[derive(Debug)]
+pub struct Connection {
+    config: Arc<Config>,
+    peer: Peer,
+    rx: BytesMut,
+    tx: BytesMut,
+    /// Time of the last input (read, timeout, close).
+    now: u64,
+    reading: bool,
+    partial: Option<Partial>,
+    /// Set once closed; `reported` once the event was handed out.
+    closed: Option<Close>,
+    reported: bool,
+}
+
+impl Connection {
+    /// A connection we accepted (the responder): it waits for the CER.
+    /// `seed` is any random value (first identifiers, watchdog jitter).
+    pub fn accept(config: Arc<Config>, now: u64, seed: u64) -> Self {
+        let peer = Peer::new(Role::Responder, &config.peer, now, seed);
+        Self::with_peer(config, peer, now)
+    }
+
+    /// A connection we opened (the initiator): the CER is queued.
+    pub fn connect(config: Arc<Config>, now: u64, seed: u64) -> crate::Result<Self> {
+        let peer = Peer::new(Role::Initiator, &config.peer, now, seed);
+        let mut c = Self::with_peer(config, peer, now);
+        c.peer.connect(&c.config.peer, &mut c.tx)?;
+        Ok(c)
+    }
+
+    fn with_peer(config: Arc<Config>, peer: Peer, now: u64) -> Self {
+        Connection {
+            config,
+            peer,
+            rx: BytesMut::with_capacity(16 * 1024),
+            tx: BytesMut::with_capacity(16 * 1024),
+            now,
+            reading: true,
+            partial: None,
+            closed: None,
+            reported: false,
+        }
+    }
+
+    /// The shared configuration.
+    pub fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+
+    /// The peer state machine (state, role, the peer's identity).
+    pub fn peer(&self) -> &Peer {
+        &self.peer
+    }
+
+    /// The peer state.
+    pub fn state(&self) -> State {
+        if self.closed.is_some() {
+            State::Closed
+        } else {
+            self.peer.state()
+        }
+    }
+
+    /// True once closed (the event may still be waiting in
+    /// [`Connection::poll_event`]).
+    pub fn is_closed(&self) -> bool {
+        self.closed.is_some()
+    }
+
+    /// True while application requests may be sent: open, and the watchdog
+    /// has not marked the peer suspect.
+    pub fn is_usable(&self) -> bool {
+        self.closed.is_none() && self.peer.is_usable()
+    }
+
+    /// A fresh (Hop-by-Hop, End-to-End) pair for a request we send.
+    pub fn next_ids(&mut self) -> (u32, u32) {
+        self.peer.next_ids()
+    }
+
+    /// Where received bytes go; call [`Connection::handle_read`] after
+    /// appending. Its length is what is buffered and not yet handled.
+    pub fn read_buffer(&mut self) -> &mut BytesMut {
+        &mut self.rx
+    }
+
+    /// Bytes were appended to [`Connection::read_buffer`] at `now`.
+    pub fn handle_read(&mut self, now: u64) {
+        self.now = now;
+        if self.closed.is_some() {
+            self.rx.clear();
+        }
+    }
+
+    /// Copies received bytes in and handles them (see
+    /// [`Connection::handle_read`]).
+    pub fn handle_data(&mut self, data: &[u8], now: u64) {
+        if self.closed.is_none() {
+            self.rx.extend_from_slice(data);
+        }
+        self.handle_read(now);
+    }
+
+    /// Whether the runtime reads from the transport (it stops for
+    /// backpressure). The incomplete-message time only counts while it does.
+    pub fn set_reading(&mut self, reading: bool, now: u64) {
+        if reading == self.reading {
+            return;
+        }
+        self.reading = reading;
+        if let Some(p) = &mut self.partial {
+            match (reading, p.since) {
+                (false, Some(s)) => {
+                    p.banked += now.saturating_sub(s);
+                    p.since = None;
+                }
+                (true, None) => p.since = Some(now),
+                _ => {}
+            }
+        }
+    }
+
+    /// When [`Connection::handle_timeout`] must next be called (ms).
+    pub fn poll_timeout(&self) -> Option<u64> {
+        if self.closed.is_some() {
+            return None;
+        }
+        let peer = self.peer.poll_timeout();
+        let partial = self.partial_deadline();
+        match (peer, partial) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn partial_deadline(&self) -> Option<u64> {
+        let p = self.partial?;
+        let left = self.config.message_timeout_ms.saturating_sub(p.banked);
+        p.since.map(|s| s + left)
+    }
+
+    /// Handles the timers due at `now`: a stalled partial message closes the
+    /// connection; the peer layer sends a DWR, or closes on its limits.
+    pub fn handle_timeout(&mut self, now: u64) {
+        self.now = now;
+        if self.closed.is_some() {
+            return;
+        }
+        if self.partial_deadline().is_some_and(|d| now >= d) {
+            self.shut(Close::IncompleteMessage);
+            return;
+        }
+        match self
+            .peer
+            .handle_timeout(&self.config.peer, now, &mut self.tx)
+        {
+            Ok(Some(peer::Event::Close(r))) => self.shut(Close::Peer(r)),
+            Ok(_) => {}
+            Err(_) => self.shut(Close::Encoding),
+        }
+    }
+
+    /// Starts closing: sends a DPR with this Disconnect-Cause (see
+    /// [`peer::disconnect_cause`]) when the connection is open; closes at
+    /// once before the capabilities are exchanged; does nothing while a
+    /// disconnection is already under way.
+    pub fn close(&mut self, cause: i32, now: u64) {
+        self.now = now;
+        if self.closed.is_some() {
+            return;
+        }
+        match self.peer.state() {
+            State::Open => {
+                if self
+                    .peer
+                    .disconnect(&self.config.peer, cause, now, &mut self.tx)
+                    .is_err()
+                {
+                    self.shut(Close::Encoding);
+                }
+            }
+            State::Handshake => self.shut(Close::Local),
+            State::Closing | State::Closed => {}
+        }
+    }
+
+    /// Queues a whole encoded message for transmission (a copy).
+    pub fn send(&mut self, message: &[u8]) {
+        self.tx.extend_from_slice(message);
+    }
+
+    /// Lets `f` encode messages straight into the transmit queue (no copy).
+    /// It must append whole messages only.
+    pub fn send_with<R>(&mut self, f: impl FnOnce(&mut BytesMut) -> R) -> R {
+        f(&mut self.tx)
+    }
+
+    /// Everything queued for the transport, in order, or `None`.
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        (!self.tx.is_empty()).then(|| self.tx.split().freeze())
+    }
+
+    /// True when [`Connection::poll_transmit`] has something.
+    pub fn has_transmit(&self) -> bool {
+        !self.tx.is_empty()
+    }
+
+    /// The next thing the application must see, handling the buffered
+    /// input one message at a time; `None` when nothing whole is left.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        loop {
+            if let Some(reason) = self.closed {
+                if self.reported {
+                    return None;
+                }
+                self.reported = true;
+                return Some(Event::Closed(reason));
+            }
+            let n = match frame_length(&self.rx, self.config.max_message_size) {
+                Ok(Some(n)) if self.rx.len() >= n => n,
+                Ok(_) => {
+                    self.note_partial();
+                    return None;
+                }
+                Err(Error::UnsupportedVersion(v)) => {
+                    if !self.unsupported_version(v) {
+                        return None;
+                    }
+                    continue;
+                }
+                Err(Error::InvalidMessageLength { declared, .. }) => {
+                    self.shut(Close::InvalidLength(declared));
+                    continue;
+                }
+                Err(_) => {
+                    self.shut(Close::InvalidLength(0));
+                    continue;
+                }
+            };
+            let frame = self.rx.split_to(n).freeze();
+            self.partial = None;
+            if let Some(ev) = self.process(frame) {
+                return Some(ev);
+            }
+        }
+    }
+
+    /// Starts the incomplete-message clock when a partial message is left.
+    fn note_partial(&mut self) {
+        if self.rx.is_empty() {
+            self.partial = None;
+        } else if self.partial.is_none() {
+            self.partial = Some(Partial {
+                banked: 0,
+                since: self.reading.then_some(self.now),
+            });
+        }
+    }
+
+    /// A message with another version: answer 5011 once its header is
+    /// readable (waiting for the whole message when its length is sane),
+    /// then close. Returns false while waiting for more bytes.
+    fn unsupported_version(&mut self, v: u8) -> bool {
+        let b = &self.rx[..4];
+        let n = u32::from_be_bytes([0, b[1], b[2], b[3]]) as usize;
+        let sane = n >= HEADER_LEN && n % 4 == 0 && n <= self.config.max_message_size;
+        let end = if sane { n } else { HEADER_LEN };
+        if self.rx.len() < end {
+            if sane {
+                self.note_partial();
+                return false;
+            }
+            self.shut(Close::UnsupportedVersion(v));
+            return true;
+        }
+        let frame = self.rx.split_to(end);
+        if let Err(problem) =
+            validate_request(self.config.dictionary, &frame, &self.config.validation)
+        {
+            self.reject(&frame, &problem);
+        }
+        self.shut(Close::UnsupportedVersion(v));
+        true
+    }
+
+    /// One whole message: the peer layer first, then validation.
+    fn process(&mut self, frame: Bytes) -> Option<Event> {
+        let Ok(msg) = Message::parse(&frame) else {
+            // Framing already checked what parsing checks.
+            self.shut(Close::InvalidLength(frame.len() as u32));
+            return None;
+        };
+        match self
+            .peer
+            .handle(&self.config.peer, &msg, self.now, &mut self.tx)
+        {
+            Ok(peer::Event::Application) => {}
+            Ok(peer::Event::Opened) => {
+                return Some(Event::Opened {
+                    origin_host: self.peer.remote_host().unwrap_or("").to_string(),
+                    origin_realm: self.peer.remote_realm().unwrap_or("").to_string(),
+                })
+            }
+            Ok(peer::Event::Close(r)) => {
+                self.shut(Close::Peer(r));
+                return None;
+            }
+            Ok(peer::Event::Handled | peer::Event::Unexpected) => return None,
+            Err(_) => {
+                self.shut(Close::Encoding);
+                return None;
+            }
+        }
+        if !msg.is_request() {
+            return Some(Event::Answer(frame));
+        }
+        match validate_request(self.config.dictionary, &frame, &self.config.validation) {
+            Ok(_) => Some(Event::Request(frame)),
+            Err(problem) => {
+                let result_code = problem.result_code;
+                self.reject(&frame, &problem);
+                Some(Event::Rejected { result_code })
+            }
+        }
+    }
+
+    /// Queues the prescribed error answer for a request that failed
+    /// validation (never for an answer).
+    fn reject(&mut self, frame: &[u8], problem: &Problem<'_>) {
+        let is_request = frame.get(4).is_some_and(|f| f & 0x80 != 0);
+        if is_request {
+            let p = &self.config.peer;
+            let mark = self.tx.len();
+            if encode_error_answer(
+                &mut self.tx,
+                frame,
+                problem,
+                &p.origin_host,
+                &p.origin_realm,
+            )
+            .is_err()
+            {
+                self.tx.truncate(mark);
+            }
+        }
+    }
+
+    /// Closes: drops buffered input; the event is reported next.
+    fn shut(&mut self, reason: Close) {
+        if self.closed.is_none() {
+            self.closed = Some(reason);
+            self.rx.clear();
+            self.partial = None;
+        }
+    }
+}

@@ -1,0 +1,486 @@
+//! Two connections, an initiator and a responder, driven against each other
+//! in memory with a simulated clock.
+
+use super::*;
+use crate::codes::{app, avp, cmd, result};
+use crate::peer::disconnect_cause;
+use crate::Encoder;
+
+fn config(host: &str) -> Arc<Config> {
+    let mut p = PeerConfig::new(host, "example.net");
+    p.watchdog_ms = 6_000;
+    p.watchdog_jitter_ms = 0;
+    p.handshake_timeout_ms = 5_000;
+    let mut c = Config::new(p);
+    c.max_message_size = 4096;
+    c.message_timeout_ms = 1_000;
+    Arc::new(c)
+}
+
+/// A client and a server connection joined by a perfect network; the
+/// server's application answers every request with 2001.
+struct Pair {
+    client: Connection,
+    server: Connection,
+    now: u64,
+    client_events: Vec<Event>,
+    server_events: Vec<Event>,
+    /// Whether the server's application answers requests.
+    echo: bool,
+}
+
+impl Pair {
+    fn new() -> Pair {
+        let client = Connection::connect(config("client.example.net"), 0, 7).unwrap();
+        let server = Connection::accept(config("server.example.net"), 0, 9);
+        Pair {
+            client,
+            server,
+            now: 0,
+            client_events: Vec::new(),
+            server_events: Vec::new(),
+            echo: true,
+        }
+    }
+
+    /// A pair that has exchanged capabilities.
+    fn open() -> Pair {
+        let mut p = Pair::new();
+        p.drive();
+        assert!(matches!(p.client_events[..], [Event::Opened { .. }]));
+        assert!(matches!(p.server_events[..], [Event::Opened { .. }]));
+        p.client_events.clear();
+        p.server_events.clear();
+        p
+    }
+
+    /// Moves bytes both ways and collects events until nothing moves.
+    fn drive(&mut self) {
+        loop {
+            let mut moved = false;
+            while let Some(ev) = self.server.poll_event() {
+                if let (true, Event::Request(frame)) = (self.echo, &ev) {
+                    let msg = Message::parse(frame).unwrap();
+                    self.server.send_with(|out| answer_ok(out, &msg));
+                }
+                self.server_events.push(ev);
+                moved = true;
+            }
+            while let Some(ev) = self.client.poll_event() {
+                self.client_events.push(ev);
+                moved = true;
+            }
+            if let Some(b) = self.client.poll_transmit() {
+                self.server.handle_data(&b, self.now);
+                moved = true;
+            }
+            if let Some(b) = self.server.poll_transmit() {
+                self.client.handle_data(&b, self.now);
+                moved = true;
+            }
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    /// Lets time pass up to `until`, firing each timer when it is due.
+    fn advance_to(&mut self, until: u64) {
+        loop {
+            let next = [self.client.poll_timeout(), self.server.poll_timeout()]
+                .into_iter()
+                .flatten()
+                .min();
+            match next {
+                Some(t) if t <= until => {
+                    self.now = self.now.max(t);
+                    self.client.handle_timeout(self.now);
+                    self.server.handle_timeout(self.now);
+                    self.drive();
+                }
+                _ => break,
+            }
+        }
+        self.now = until;
+    }
+}
+
+fn answer_ok(out: &mut BytesMut, req: &Message<'_>) {
+    let mut e = Encoder::answer(out, req, false);
+    e.u32(avp::RESULT_CODE, result::SUCCESS)
+        .str(avp::ORIGIN_HOST, "server.example.net")
+        .str(avp::ORIGIN_REALM, "example.net");
+    e.finish().unwrap();
+}
+
+fn ccr(hbh: u32, with_number: bool) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(
+        &mut b,
+        cmd::CREDIT_CONTROL,
+        app::CREDIT_CONTROL,
+        true,
+        hbh,
+        hbh,
+    );
+    e.str(avp::SESSION_ID, "client.example.net;1;1")
+        .str(avp::ORIGIN_HOST, "client.example.net")
+        .str(avp::ORIGIN_REALM, "example.net")
+        .str(avp::DESTINATION_REALM, "example.net")
+        .u32(avp::AUTH_APPLICATION_ID, 4)
+        .str(avp::SERVICE_CONTEXT_ID, "32251@3gpp.org")
+        .i32(avp::CC_REQUEST_TYPE, 1);
+    if with_number {
+        e.u32(avp::CC_REQUEST_NUMBER, 0);
+    }
+    e.finish().unwrap();
+    b.to_vec()
+}
+
+fn result_code(frame: &[u8]) -> Option<u32> {
+    Message::parse(frame)
+        .ok()?
+        .find(avp::RESULT_CODE)?
+        .u32()
+        .ok()
+}
+
+/// Every message in a transmitted byte stream.
+fn messages(mut bytes: &[u8]) -> Vec<Vec<u8>> {
+    let mut v = Vec::new();
+    while let Ok(Some(n)) = frame_length(bytes, usize::MAX) {
+        v.push(bytes[..n].to_vec());
+        bytes = &bytes[n..];
+    }
+    v
+}
+
+fn answers(events: &[Event]) -> Vec<Bytes> {
+    events
+        .iter()
+        .filter_map(|e| match e {
+            Event::Answer(b) => Some(b.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn capabilities_exchange_opens_both_ends_with_the_peer_identity() {
+    let mut p = Pair::new();
+    p.drive();
+    assert_eq!(
+        p.client_events,
+        [Event::Opened {
+            origin_host: "server.example.net".into(),
+            origin_realm: "example.net".into()
+        }]
+    );
+    assert_eq!(
+        p.server_events,
+        [Event::Opened {
+            origin_host: "client.example.net".into(),
+            origin_realm: "example.net".into()
+        }]
+    );
+    assert_eq!(p.client.state(), State::Open);
+    assert_eq!(p.server.state(), State::Open);
+}
+
+#[test]
+fn requests_are_handed_over_validated_and_answers_come_back() {
+    let mut p = Pair::open();
+    p.client.send(&ccr(100, true));
+    p.drive();
+    assert!(matches!(&p.server_events[..], [Event::Request(f)] if f.len() > HEADER_LEN));
+    let a = answers(&p.client_events);
+    assert_eq!(a.len(), 1);
+    assert_eq!(result_code(&a[0]), Some(2001));
+    assert_eq!(Message::parse(&a[0]).unwrap().header().hop_by_hop, 100);
+}
+
+#[test]
+fn a_message_split_across_reads_is_framed_once_whole() {
+    let mut p = Pair::open();
+    let m = ccr(1, true);
+    for chunk in m.chunks(7) {
+        assert!(p.server_events.is_empty());
+        p.server.handle_data(chunk, p.now);
+        while let Some(ev) = p.server.poll_event() {
+            p.server_events.push(ev);
+        }
+    }
+    assert!(matches!(&p.server_events[..], [Event::Request(f)] if f[..] == m[..]));
+}
+
+#[test]
+fn several_messages_in_one_read_are_all_handled_in_order() {
+    let mut p = Pair::open();
+    p.echo = false;
+    let mut many = Vec::new();
+    for i in 0..10 {
+        many.extend(ccr(i, true));
+    }
+    p.server.handle_data(&many, p.now);
+    let mut seen = Vec::new();
+    while let Some(ev) = p.server.poll_event() {
+        let Event::Request(f) = ev else {
+            panic!("{ev:?}")
+        };
+        seen.push(Message::parse(&f).unwrap().header().hop_by_hop);
+    }
+    assert_eq!(seen, (0..10).collect::<Vec<_>>());
+}
+
+#[test]
+fn answers_keep_request_order_and_a_dpa_never_overtakes_them() {
+    let mut p = Pair::open();
+    p.echo = false;
+    let mut bytes = ccr(1, true);
+    bytes.extend(ccr(2, true));
+    let mut dpr = BytesMut::new();
+    let mut e = Encoder::request(&mut dpr, cmd::DISCONNECT_PEER, 0, false, 3, 3);
+    e.str(avp::ORIGIN_HOST, "client.example.net")
+        .str(avp::ORIGIN_REALM, "example.net")
+        .i32(avp::DISCONNECT_CAUSE, 0);
+    e.finish().unwrap();
+    bytes.extend_from_slice(&dpr);
+    p.server.handle_data(&bytes, 0);
+    while let Some(ev) = p.server.poll_event() {
+        if let Event::Request(f) = ev {
+            let msg = Message::parse(&f).unwrap();
+            p.server.send_with(|out| answer_ok(out, &msg));
+        }
+    }
+    let out = p.server.poll_transmit().unwrap();
+    let codes: Vec<u32> = messages(&out)
+        .iter()
+        .map(|m| Message::parse(m).unwrap().command_code())
+        .collect();
+    assert_eq!(codes, [272, 272, 282]);
+    assert_eq!(p.server.state(), State::Closing);
+}
+
+#[test]
+fn validation_failure_is_answered_with_failed_avp_inside_the_connection() {
+    let mut p = Pair::open();
+    p.client.send(&ccr(5, false));
+    p.drive();
+    assert_eq!(p.server_events, [Event::Rejected { result_code: 5005 }]);
+    let a = answers(&p.client_events);
+    assert_eq!(result_code(&a[0]), Some(5005));
+    let failed = Message::parse(&a[0])
+        .unwrap()
+        .find(avp::FAILED_AVP)
+        .expect("Failed-AVP");
+    assert!(failed.child(avp::CC_REQUEST_NUMBER).is_some());
+    // The connection goes on.
+    p.client.send(&ccr(6, true));
+    p.drive();
+    assert_eq!(result_code(&answers(&p.client_events)[1]), Some(2001));
+}
+
+#[test]
+fn watchdog_requests_are_answered_on_both_timers() {
+    let mut p = Pair::open();
+    p.advance_to(6_000);
+    // Both sides sent a DWR at Tw and got the DWA: still open and usable.
+    assert!(p.client.is_usable() && p.server.is_usable());
+    assert!(p.client_events.is_empty() && p.server_events.is_empty());
+    p.advance_to(60_000);
+    assert!(p.client.is_usable() && p.server.is_usable());
+}
+
+#[test]
+fn a_silent_peer_is_dropped_by_the_watchdog() {
+    let mut p = Pair::open();
+    // The client never hears from the server again.
+    let mut t = 0;
+    while !p.client.is_closed() && t < 60_000 {
+        t = p.client.poll_timeout().unwrap();
+        p.client.handle_timeout(t);
+        let _ = p.client.poll_transmit();
+    }
+    assert_eq!(
+        p.client.poll_event(),
+        Some(Event::Closed(Close::Peer(CloseReason::WatchdogExpired)))
+    );
+    assert_eq!(p.client.poll_event(), None);
+}
+
+#[test]
+fn client_disconnect_is_answered_and_closes_the_client() {
+    let mut p = Pair::open();
+    p.client
+        .close(disconnect_cause::DO_NOT_WANT_TO_TALK_TO_YOU, 10);
+    assert_eq!(p.client.state(), State::Closing);
+    p.drive();
+    assert_eq!(
+        p.client_events,
+        [Event::Closed(Close::Peer(CloseReason::Disconnected))]
+    );
+    assert_eq!(p.server.state(), State::Closing);
+    // The server closes by itself if the client keeps the transport open.
+    p.advance_to(20_000);
+    assert_eq!(
+        p.server_events,
+        [Event::Closed(Close::Peer(CloseReason::Timeout))]
+    );
+}
+
+#[test]
+fn server_disconnect_is_answered_and_closes_the_server() {
+    let mut p = Pair::open();
+    p.server.close(disconnect_cause::REBOOTING, 10);
+    p.drive();
+    assert_eq!(
+        p.server_events,
+        [Event::Closed(Close::Peer(CloseReason::Disconnected))]
+    );
+    assert_eq!(p.client.state(), State::Closing);
+}
+
+#[test]
+fn close_before_the_handshake_closes_at_once() {
+    let mut c = Connection::accept(config("server.example.net"), 0, 1);
+    c.close(disconnect_cause::REBOOTING, 0);
+    assert_eq!(c.poll_event(), Some(Event::Closed(Close::Local)));
+    assert_eq!(c.poll_transmit(), None);
+}
+
+#[test]
+fn refused_capabilities_are_sent_before_the_close_is_reported() {
+    let mut p = Pair::new();
+    let mut strict = (*config("server.example.net")).clone();
+    strict.peer.allowed_peers = vec!["pgw.example.net".into()];
+    p.server = Connection::accept(Arc::new(strict), 0, 9);
+    p.drive();
+    assert_eq!(
+        p.server_events,
+        [Event::Closed(Close::Peer(CloseReason::Rejected(3010)))]
+    );
+    assert_eq!(
+        p.client_events,
+        [Event::Closed(Close::Peer(CloseReason::RefusedByPeer(3010)))]
+    );
+}
+
+#[test]
+fn an_oversized_length_closes_without_reading_further() {
+    let mut p = Pair::open();
+    let mut big = ccr(1, true);
+    big[1..4].copy_from_slice(&[0, 0x20, 0]); // 8192 > 4096
+    p.server.handle_data(&big, 0);
+    assert_eq!(
+        p.server.poll_event(),
+        Some(Event::Closed(Close::InvalidLength(8192)))
+    );
+    assert!(p.server.is_closed());
+    assert_eq!(p.server.poll_timeout(), None);
+    // Later input is ignored.
+    p.server.handle_data(&ccr(2, true), 1);
+    assert_eq!(p.server.poll_event(), None);
+    assert_eq!(p.server.poll_transmit(), None);
+}
+
+#[test]
+fn an_unsupported_version_is_answered_5011_then_closed() {
+    let mut p = Pair::open();
+    let mut bad = ccr(77, true);
+    bad[0] = 2;
+    // Half of it: the connection waits for the whole message.
+    p.server.handle_data(&bad[..30], 0);
+    assert_eq!(p.server.poll_event(), None);
+    p.server.handle_data(&bad[30..], 1);
+    assert_eq!(
+        p.server.poll_event(),
+        Some(Event::Closed(Close::UnsupportedVersion(2)))
+    );
+    let out = p.server.poll_transmit().expect("the 5011 answer is queued");
+    assert_eq!(result_code(&out), Some(5011));
+    assert_eq!(Message::parse(&out).unwrap().header().hop_by_hop, 77);
+}
+
+#[test]
+fn an_incomplete_message_times_out_from_its_first_byte() {
+    let mut p = Pair::open();
+    let m = ccr(1, true);
+    // A whole message and the start of the next one at t = 100.
+    let mut bytes = m.clone();
+    bytes.extend_from_slice(&m[..10]);
+    p.server.handle_data(&bytes, 100);
+    assert!(matches!(p.server.poll_event(), Some(Event::Request(_))));
+    assert_eq!(p.server.poll_event(), None);
+    assert_eq!(p.server.poll_timeout(), Some(1_100));
+    // More bytes of the same message do not restart the clock.
+    p.server.handle_data(&m[10..20], 900);
+    assert_eq!(p.server.poll_event(), None);
+    assert_eq!(p.server.poll_timeout(), Some(1_100));
+    p.server.handle_timeout(1_099);
+    assert!(!p.server.is_closed());
+    p.server.handle_timeout(1_100);
+    assert_eq!(
+        p.server.poll_event(),
+        Some(Event::Closed(Close::IncompleteMessage))
+    );
+}
+
+#[test]
+fn a_completed_message_stops_the_clock_for_the_next() {
+    let mut p = Pair::open();
+    p.echo = false;
+    let m = ccr(1, true);
+    p.server.handle_data(&m[..10], 0);
+    assert_eq!(p.server.poll_event(), None);
+    // At 900 the first completes and a second starts: its clock starts now.
+    let mut rest = m[10..].to_vec();
+    rest.extend_from_slice(&m[..10]);
+    p.server.handle_data(&rest, 900);
+    assert!(matches!(p.server.poll_event(), Some(Event::Request(_))));
+    assert_eq!(p.server.poll_event(), None);
+    assert_eq!(p.server.poll_timeout(), Some(1_900));
+}
+
+#[test]
+fn an_incomplete_message_times_out_only_while_reading() {
+    let mut p = Pair::open();
+    let m = ccr(1, true);
+    p.server.handle_data(&m[..10], 0);
+    assert_eq!(p.server.poll_event(), None);
+    // Backpressure from 400 to 5,400: the clock stops.
+    p.server.set_reading(false, 400);
+    assert_eq!(p.server.poll_timeout(), Some(6_000)); // the watchdog only
+    p.server.handle_timeout(5_000);
+    assert!(!p.server.is_closed());
+    p.server.set_reading(true, 5_400);
+    assert_eq!(p.server.poll_timeout(), Some(6_000));
+    p.server.handle_timeout(5_999);
+    assert!(!p.server.is_closed());
+    p.server.handle_timeout(6_000);
+    assert_eq!(
+        p.server.poll_event(),
+        Some(Event::Closed(Close::IncompleteMessage))
+    );
+}
+
+#[test]
+fn a_request_before_capabilities_exchange_closes() {
+    let mut s = Connection::accept(config("server.example.net"), 0, 1);
+    s.handle_data(&ccr(1, true), 0);
+    assert_eq!(
+        s.poll_event(),
+        Some(Event::Closed(Close::Peer(
+            CloseReason::NoCapabilitiesExchange
+        )))
+    );
+    assert_eq!(s.poll_transmit(), None);
+}
+
+#[test]
+fn requests_from_the_server_reach_the_client_application() {
+    let mut p = Pair::open();
+    // A server-initiated request (here a CCR shape, for the dictionary).
+    p.server.send(&ccr(9, true));
+    p.drive();
+    assert!(matches!(&p.client_events[..], [Event::Request(_)]));
+}

@@ -1,0 +1,293 @@
+//! Grammars (RFC 6733 section 3.2): the rule syntax, the compiled
+//! [`Grammar`] of a command or Grouped AVP with its lookup index, and the
+//! compilation of a grammar's text with names resolved to codes.
+
+use super::schema::GrammarSrc;
+use super::{key, Dictionary};
+
+/// Most rules one grammar may have: the validator keeps one occurrence
+/// counter per rule on the stack.
+pub const MAX_RULES: usize = 128;
+
+/// How a grammar element is written in RFC 6733 section 3.2 ABNF.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RuleKind {
+    /// `<x>`: fixed position (leading fixed rules must come first, in order).
+    Fixed,
+    /// `{x}`: required.
+    Required,
+    /// `[x]`: optional.
+    Optional,
+}
+
+/// Maximum occurrences meaning "no limit".
+pub const UNBOUNDED: u32 = u32::MAX;
+
+/// One element of a grammar.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rule {
+    /// The AVP's name.
+    pub name: String,
+    /// The AVP's code.
+    pub code: u32,
+    /// The AVP's vendor.
+    pub vendor: u32,
+    /// Fixed, required or optional.
+    pub kind: RuleKind,
+    /// Minimum occurrences.
+    pub min: u32,
+    /// Maximum occurrences ([`UNBOUNDED`] for no limit; 0 means the AVP
+    /// must not appear).
+    pub max: u32,
+    /// For leading fixed rules: the position the AVP must have.
+    pub position: Option<u32>,
+    /// A value the AVP must have (`{Auth-Application-Id = 4}`), compared
+    /// with the decoded integer value.
+    pub value: Option<i64>,
+}
+
+/// A set of AVPs that contradict each other when more than one is present.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Exclusive {
+    /// Indices into [`Grammar::rules`].
+    pub rules: Vec<usize>,
+    /// When true, exactly one of them must be present (none is 5005).
+    pub required: bool,
+    /// Result-Code when more than one is present (5007 unless the data says
+    /// otherwise).
+    pub conflict_code: u32,
+}
+
+/// A command's or Grouped AVP's grammar (RFC 6733 section 3.2).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Grammar {
+    /// The rules, in the order written.
+    pub rules: Vec<Rule>,
+    /// Whether `*[AVP]` appears: AVPs not named by a rule are allowed.
+    pub any_avp: bool,
+    /// Exclusion groups (5007 when violated, see [`Exclusive`]).
+    pub exclusive: Vec<Exclusive>,
+    /// (code, vendor) key -> rule index, sorted by key.
+    index: Vec<(u64, u16)>,
+}
+
+impl Grammar {
+    /// The index of the rule for this AVP, if the grammar names it.
+    #[inline]
+    pub fn rule_index(&self, code: u32, vendor: u32) -> Option<usize> {
+        let k = key(code, vendor);
+        if self.index.len() <= 8 {
+            return self.index.iter().find(|e| e.0 == k).map(|e| e.1 as usize);
+        }
+        self.index
+            .binary_search_by_key(&k, |e| e.0)
+            .ok()
+            .map(|i| self.index[i].1 as usize)
+    }
+
+    /// The rule for this AVP, if the grammar names it.
+    pub fn rule(&self, code: u32, vendor: u32) -> Option<&Rule> {
+        self.rule_index(code, vendor).map(|i| &self.rules[i])
+    }
+}
+
+impl Dictionary {
+    /// Compiles one grammar from its source (names resolved to codes).
+    pub(super) fn compile(&self, src: &GrammarSrc) -> Result<Grammar, String> {
+        let mut g = Grammar::default();
+        let mut leading_fixed = true;
+        for text in &src.rules {
+            let p = parse_rule(text)?;
+            if p.name == "AVP" {
+                if p.value.is_some() {
+                    return Err(format!("{text}: AVP takes no value"));
+                }
+                g.any_avp = true;
+                continue;
+            }
+            let def = self
+                .avp_by_name(&p.name)
+                .ok_or_else(|| format!("{text}: unknown AVP {}", p.name))?;
+            if g.rule_index(def.code, def.vendor).is_some()
+                || g.rules
+                    .iter()
+                    .any(|r| r.code == def.code && r.vendor == def.vendor)
+            {
+                return Err(format!("{} appears twice", p.name));
+            }
+            let value = match &p.value {
+                None => None,
+                Some(v) => Some(match v.parse::<i64>() {
+                    Ok(n) => n,
+                    Err(_) => i64::from(
+                        def.enum_value(v)
+                            .ok_or_else(|| format!("{text}: {v} is not a value of {}", def.name))?,
+                    ),
+                }),
+            };
+            let position = if p.kind == RuleKind::Fixed && leading_fixed {
+                Some(g.rules.len() as u32)
+            } else {
+                leading_fixed = false;
+                None
+            };
+            g.rules.push(Rule {
+                name: def.name.clone(),
+                code: def.code,
+                vendor: def.vendor,
+                kind: p.kind,
+                min: p.min,
+                max: p.max,
+                position,
+                value,
+            });
+        }
+        if g.rules.len() > MAX_RULES {
+            return Err(format!("more than {MAX_RULES} rules"));
+        }
+        g.index = g
+            .rules
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (key(r.code, r.vendor), i as u16))
+            .collect();
+        g.index.sort_by_key(|e| e.0);
+        for x in &src.exclusive {
+            let mut rules = Vec::new();
+            for name in &x.avps {
+                let def = self
+                    .avp_by_name(name)
+                    .ok_or_else(|| format!("exclusive: unknown AVP {name}"))?;
+                let i = g
+                    .rule_index(def.code, def.vendor)
+                    .ok_or_else(|| format!("exclusive: {name} has no rule in this grammar"))?;
+                rules.push(i);
+            }
+            if rules.len() < 2 {
+                return Err("exclusive: name at least two AVPs".into());
+            }
+            g.exclusive.push(Exclusive {
+                rules,
+                required: x.required,
+                conflict_code: x.code.unwrap_or(crate::codes::result::CONTRADICTING_AVPS),
+            });
+        }
+        Ok(g)
+    }
+}
+
+struct ParsedRule {
+    name: String,
+    kind: RuleKind,
+    min: u32,
+    max: u32,
+    value: Option<String>,
+}
+
+/// Parses one ABNF element: `[min]*[max]` qualifier, then `<x>`, `{x}` or
+/// `[x]`, where x is a name optionally followed by `= value`.
+fn parse_rule(text: &str) -> Result<ParsedRule, String> {
+    let t = text.trim();
+    let open = t
+        .find(['<', '{', '['])
+        .ok_or_else(|| format!("{text:?}: expected <x>, {{x}} or [x]"))?;
+    let (qual, rest) = t.split_at(open);
+    let qual = qual.trim();
+    let (kind, close) = match rest.as_bytes()[0] {
+        b'<' => (RuleKind::Fixed, '>'),
+        b'{' => (RuleKind::Required, '}'),
+        _ => (RuleKind::Optional, ']'),
+    };
+    let inner = rest[1..]
+        .strip_suffix(close)
+        .ok_or_else(|| format!("{text:?}: missing {close:?}"))?;
+    let (name, value) = match inner.split_once('=') {
+        Some((n, v)) => (n.trim(), Some(v.trim().to_string())),
+        None => (inner.trim(), None),
+    };
+    if name.is_empty() {
+        return Err(format!("{text:?}: empty name"));
+    }
+    let num = |s: &str| -> Result<Option<u32>, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            Ok(None)
+        } else {
+            s.parse()
+                .map(Some)
+                .map_err(|_| format!("{text:?}: bad qualifier {s:?}"))
+        }
+    };
+    let default_min = u32::from(kind != RuleKind::Optional);
+    let (min, max) = if qual.is_empty() {
+        (default_min, 1)
+    } else {
+        let (lo, hi) = qual
+            .split_once('*')
+            .ok_or_else(|| format!("{text:?}: qualifier must contain '*'"))?;
+        let min = num(lo)?.unwrap_or(if kind == RuleKind::Required { 1 } else { 0 });
+        let max = num(hi)?.unwrap_or(UNBOUNDED);
+        (min, max)
+    };
+    if min > max {
+        return Err(format!("{text:?}: min above max"));
+    }
+    Ok(ParsedRule {
+        name: name.to_string(),
+        kind,
+        min,
+        max,
+        value,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dict::Dictionary;
+
+    #[test]
+    fn ccr_grammar_follows_rfc_8506_and_ro() {
+        let g = &Dictionary::builtin().command_for(272, 4).unwrap().request;
+        let sid = g.rule(263, 0).unwrap();
+        assert_eq!(
+            (sid.kind, sid.position, sid.min, sid.max),
+            (RuleKind::Fixed, Some(0), 1, 1)
+        );
+        let app = g.rule(258, 0).unwrap();
+        assert_eq!((app.kind, app.value), (RuleKind::Required, Some(4)));
+        let sub = g.rule(443, 0).unwrap();
+        assert_eq!((sub.min, sub.max), (0, UNBOUNDED));
+        assert_eq!(g.rule(455, 0).unwrap().max, 1);
+        assert!(g.rule(873, 10415).is_some() && g.rule(2055, 10415).is_some());
+        assert!(g.any_avp);
+        let mscc = Dictionary::builtin()
+            .avp(456, 0)
+            .unwrap()
+            .grammar
+            .as_ref()
+            .unwrap();
+        assert!(mscc.rule(872, 10415).is_some() && mscc.rule(871, 10415).is_some());
+        let cer = &Dictionary::builtin().command(257).unwrap().request;
+        assert_eq!(cer.rule(257, 0).unwrap().min, 1);
+        assert_eq!(cer.rule(257, 0).unwrap().max, UNBOUNDED);
+    }
+
+    #[test]
+    fn rule_syntax() {
+        let r = parse_rule("1*{Host-IP-Address}").unwrap();
+        assert_eq!((r.kind, r.min, r.max), (RuleKind::Required, 1, UNBOUNDED));
+        let r = parse_rule("*2[X]").unwrap();
+        assert_eq!((r.kind, r.min, r.max), (RuleKind::Optional, 0, 2));
+        let r = parse_rule("0*1<Session-Id>").unwrap();
+        assert_eq!((r.kind, r.min, r.max), (RuleKind::Fixed, 0, 1));
+        let r = parse_rule("{ Auth-Application-Id = 4 }").unwrap();
+        assert_eq!(
+            (r.name.as_str(), r.value.as_deref()),
+            ("Auth-Application-Id", Some("4"))
+        );
+        assert!(parse_rule("Session-Id").is_err());
+        assert!(parse_rule("[X").is_err());
+        assert!(parse_rule("3*1[X]").is_err());
+    }
+}

@@ -1,0 +1,53 @@
+//! The settings of a shard's store: [`StoreOptions`] and [`Durability`].
+
+use crate::names::CdrFormat;
+use std::time::Duration;
+
+/// When a commit is durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Durability {
+    /// The [`CommitJob`](super::CommitJob) returns after `fdatasync`: release the answers of
+    /// the batch after it. The default.
+    Sync,
+    /// The [`CommitJob`](super::CommitJob) only writes; a later job (or
+    /// [`ShardStore::sync_if_due`](super::ShardStore::sync_if_due)) syncs at most `interval` after the
+    /// first unsynced commit. A crash (of the machine, not only of gyro)
+    /// loses up to `interval` of answered requests: their debits are
+    /// forgotten and their CDR sequence numbers are given again.
+    Async {
+        /// Longest time a commit stays unsynced.
+        interval: Duration,
+    },
+}
+
+/// Settings of a [`ShardStore`](super::ShardStore).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// When a commit is durable.
+    pub durability: Durability,
+    /// [`ShardStore::should_snapshot`](super::ShardStore::should_snapshot) says yes after this many journaled
+    /// effects and CDRs since the last snapshot...
+    pub snapshot_every_records: u64,
+    /// ...or after this many journal bytes.
+    pub snapshot_every_bytes: u64,
+    /// A CDR file is closed once it holds at least this many bytes (it may
+    /// exceed it by one commit's records).
+    pub cdr_max_bytes: u64,
+    /// A CDR file is closed this long after its first record was written.
+    pub cdr_max_age: Duration,
+    /// How CDR files are written.
+    pub cdr_format: CdrFormat,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            durability: Durability::Sync,
+            snapshot_every_records: 2_000_000,
+            snapshot_every_bytes: 512 << 20,
+            cdr_max_bytes: 64 << 20,
+            cdr_max_age: Duration::from_secs(300),
+            cdr_format: CdrFormat::JsonLines,
+        }
+    }
+}
