@@ -1,0 +1,514 @@
+//! Duplicate detection: a compact in-memory index of the answers given
+//! within the time to live, pointing at their journaled records.
+//!
+//! A request is a duplicate of one already answered when it has the same
+//! Session-Id and CC-Request-Number (RFC 8506 section 5.7), or the same
+//! Origin-Host and End-to-End Identifier together with the same Session-Id
+//! (RFC 6733 section 6.3; a retransmission never changes its Session-Id, so
+//! an End-to-End match under another Session-Id is a client reusing
+//! identifiers, not a retransmission). The T flag is not needed: any
+//! request matching a remembered answer gets that answer again and changes
+//! nothing.
+//!
+//! The index does not hold answers. Every answer the engine gives is
+//! written as a compact record ([`crate::answer_log`]) numbered with an
+//! answer sequence number (`seq`) and journaled by the store; the index
+//! maps the request's identifiers to that `seq`, and the caller fetches the
+//! record to answer a duplicate ([`crate::Engine::resolve_duplicate`]).
+//!
+//! # Layout and memory
+//!
+//! * A FIFO ring of 24-byte slots, one per answer, in `seq` order (time to
+//!   live expiry is FIFO): the 64-bit hash of (Session-Id,
+//!   CC-Request-Number), the 64-bit hash of (Origin-Host, End-to-End
+//!   Identifier, Session-Id) and the answer time. A slot's `seq` is implied
+//!   by its position, so it is not stored. The ring is a queue of 96 KiB
+//!   chunks: one is allocated when the newest answer enters it and freed
+//!   when the oldest leaves it (one drained chunk is kept for reuse), so no
+//!   slot is ever copied.
+//! * Two open-addressing hash tables (linear probing, backward-shift
+//!   deletion, load at most 1/2) of 4-byte slot identifiers, one per
+//!   duplicate rule: 8 to 16 bytes per answer each. A table's buckets are
+//!   64 KiB chunks allocated on first use.
+//!
+//! That is 40 to 56 bytes per remembered answer whatever the sizes of the
+//! Session-Id and the answer, up to 72 while the tables grow. A warm index
+//! allocates nothing per request.
+//!
+//! # No pauses
+//!
+//! Every call does a small bounded amount of work, whatever the size:
+//!
+//! * A table grows by doubling *incrementally*: the new table takes every
+//!   new answer, each insert moves a few of the answers still in the old
+//!   table into it (walking the ring in `seq` order), lookups consult both
+//!   while both exist, and the old table is then freed one chunk per
+//!   insert.
+//! * [`AnswerIndex::expire`] removes at most a few entries per call.
+//!   Entries past their time to live that are not removed yet are
+//!   invisible: a lookup checks the answer time against the latest `now`
+//!   given to `expire`, and [`AnswerIndex::len`] and
+//!   [`AnswerIndex::horizon`] find the first live entry by binary search
+//!   (answer times are kept ordered along the ring: an answer timed before
+//!   an earlier one, the clock having stepped back, is given the earlier
+//!   one's time, which FIFO expiry implies anyway).
+//!
+//! Hashes are keyed per process ([`foldhash`]), so a peer cannot choose
+//! Session-Ids that collide. A hash match is only a candidate: the record
+//! is checked against the request before its answer is used, and a
+//! mismatch is processed as a new request.
+//!
+//! Entries live `ttl` after the answer (RFC 6733 keeps End-to-End
+//! identifiers unique for at least 4 minutes). At most `capacity` are
+//! kept, oldest evicted first: the capacity is a memory safety bound, not
+//! a tuning knob; size it for the time to live at the peak rate (the
+//! default, 2^25, covers 300 s at 100,000 answers per second: about
+//! 1.5 GiB at that load; an idle index takes almost nothing).
+
+mod ring;
+mod table;
+
+use crate::request::CcRequest;
+use crate::types::Timestamp;
+use ring::{Ring, Slot};
+use std::hash::{BuildHasher, Hasher};
+use table::Table;
+
+/// Smallest ring bound and half the smallest table.
+const MIN_RING: usize = 1024;
+
+/// Answers moved to a growing table per insert. A table doubles when half
+/// full, so the move is over long before the next doubling.
+const MIGRATE_PER_INSERT: u64 = 8;
+
+/// Work allowed to one [`AnswerIndex::expire`] call, in ring slots; an
+/// entry removed from the tables counts [`EXPIRE_ENTRY_COST`].
+const EXPIRE_BUDGET: u32 = 128;
+const EXPIRE_ENTRY_COST: u32 = 16;
+
+/// A table slot identifier: the low 31 bits of `seq`, with the top bit set
+/// so that it is never 0. The ring holds at most 2^31 slots, so the
+/// identifier names one slot of it.
+fn id_of(seq: u64) -> u32 {
+    (seq as u32 & ID_MASK) | !ID_MASK
+}
+
+const ID_MASK: u32 = (1 << 31) - 1;
+
+/// The `seq` in `tail..tail + 2^31` that `id` names.
+fn seq_of(tail: u64, id: u32) -> u64 {
+    tail + (u64::from(id & ID_MASK).wrapping_sub(tail) & u64::from(ID_MASK))
+}
+
+/// Which duplicate rule (and hash of a slot) a table is keyed by.
+#[derive(Clone, Copy, Debug)]
+enum Rule {
+    Number,
+    EndToEnd,
+}
+
+impl Rule {
+    fn hash(self, s: &Slot) -> u64 {
+        match self {
+            Rule::Number => s.number_hash,
+            Rule::EndToEnd => s.e2e_hash,
+        }
+    }
+}
+
+/// Tables being replaced by twice larger ones.
+#[derive(Clone, Debug)]
+struct Resize {
+    numbers: Table,
+    e2es: Table,
+    /// Slots `next..end` are still in these tables only; slots from `end`
+    /// on and those moved are in the new ones.
+    next: u64,
+    end: u64,
+}
+
+/// The duplicate index. See the module documentation.
+#[derive(Clone, Debug)]
+pub struct AnswerIndex {
+    ttl_ms: u64,
+    capacity: usize,
+    max_ring: u64,
+    ring: Ring,
+    /// Answers held (expired ones not yet removed included).
+    live: usize,
+    /// Gaps held.
+    vacant: usize,
+    /// The latest `now` given to [`AnswerIndex::expire`], in milliseconds.
+    clock: u64,
+    /// The latest answer time indexed.
+    latest: u64,
+    numbers: Table,
+    e2es: Table,
+    resize: Option<Resize>,
+    /// Tables no longer used, freed a chunk per insert.
+    retired: Vec<Table>,
+    hasher: foldhash::fast::RandomState,
+}
+
+impl AnswerIndex {
+    /// An index keeping answers `ttl_secs` seconds, at most `capacity`.
+    pub fn new(ttl_secs: u64, capacity: usize) -> Self {
+        let capacity = capacity.clamp(1, 1 << 31);
+        AnswerIndex {
+            ttl_ms: ttl_secs.saturating_mul(1000),
+            capacity,
+            max_ring: capacity.next_power_of_two().max(MIN_RING) as u64,
+            ring: Ring::default(),
+            live: 0,
+            vacant: 0,
+            clock: 0,
+            latest: 0,
+            numbers: Table::default(),
+            e2es: Table::default(),
+            resize: None,
+            retired: Vec::new(),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
+
+    /// Number of answers indexed and live at the latest `now` given to
+    /// [`AnswerIndex::expire`].
+    pub fn len(&self) -> usize {
+        let first_live = self.first_live(self.clock);
+        let tail = self.ring.tail();
+        let expired = if self.vacant == 0 {
+            (first_live - tail) as usize
+        } else {
+            (tail..first_live)
+                .filter(|&seq| !self.ring.get(seq).is_vacant())
+                .count()
+        };
+        self.live - expired
+    }
+
+    /// Whether no answer is indexed.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Heap bytes held by the index.
+    pub fn memory_bytes(&self) -> usize {
+        let resizing = self
+            .resize
+            .as_ref()
+            .map_or(0, |r| r.numbers.memory_bytes() + r.e2es.memory_bytes());
+        self.ring.memory_bytes()
+            + self.numbers.memory_bytes()
+            + self.e2es.memory_bytes()
+            + resizing
+            + self.retired.iter().map(Table::memory_bytes).sum::<usize>()
+    }
+
+    /// The hashes of a request's two duplicate keys.
+    pub fn keys(&self, req: &CcRequest) -> (u64, u64) {
+        self.keys_of(
+            &req.session_id,
+            req.request_number,
+            &req.origin_host,
+            req.end_to_end,
+        )
+    }
+
+    fn keys_of(
+        &self,
+        session_id: &str,
+        request_number: u32,
+        origin_host: &str,
+        end_to_end: u32,
+    ) -> (u64, u64) {
+        let mut h = self.hasher.build_hasher();
+        h.write(session_id.as_bytes());
+        h.write_u32(request_number);
+        let number = h.finish();
+        let mut h = self.hasher.build_hasher();
+        // DiameterIdentity compares case-insensitively.
+        for b in origin_host.bytes() {
+            h.write_u8(b.to_ascii_lowercase());
+        }
+        h.write_u32(end_to_end);
+        h.write(session_id.as_bytes());
+        (number, h.finish())
+    }
+
+    /// Whether an answer given at `at` (milliseconds) is past its time to
+    /// live at `now`.
+    fn expired(&self, at: u64, now: u64) -> bool {
+        at.saturating_add(self.ttl_ms) <= now
+    }
+
+    /// The first `seq` whose answer is live at `now` (the head when none).
+    fn first_live(&self, now: u64) -> u64 {
+        self.ring
+            .partition_point(0, |s| self.expired(s.time(), now))
+    }
+
+    /// The `seq` of the remembered answer that `req` repeats, if any.
+    pub fn lookup(&self, req: &CcRequest) -> Option<u64> {
+        if self.live == 0 {
+            return None;
+        }
+        let (number, e2e) = self.keys(req);
+        self.find(Rule::Number, number)
+            .or_else(|| self.find(Rule::EndToEnd, e2e))
+    }
+
+    fn find(&self, rule: Rule, h: u64) -> Option<u64> {
+        let (table, old) = match rule {
+            Rule::Number => (&self.numbers, self.resize.as_ref().map(|r| &r.numbers)),
+            Rule::EndToEnd => (&self.e2es, self.resize.as_ref().map(|r| &r.e2es)),
+        };
+        let tail = self.ring.tail();
+        let head = self.ring.head();
+        // The old table may still name slots since removed: pass over them.
+        let hash_of = |id| {
+            let seq = seq_of(tail, id);
+            if seq >= head {
+                return None;
+            }
+            let s = self.ring.get(seq);
+            (!s.is_vacant()).then(|| rule.hash(s))
+        };
+        // While tables move, the newest answer with this hash may be in
+        // either: an older one with the same hash can have moved first.
+        let seq = match (table.find(h, hash_of), old.and_then(|t| t.find(h, hash_of))) {
+            (Some(a), Some(b)) => seq_of(tail, a).max(seq_of(tail, b)),
+            (Some(id), None) | (None, Some(id)) => seq_of(tail, id),
+            (None, None) => return None,
+        };
+        // The newest answer with this hash: if it has expired, so have
+        // older ones.
+        (!self.expired(self.ring.get(seq).time(), self.clock)).then_some(seq)
+    }
+
+    /// `seq` after the newest entry (where the next one goes).
+    pub fn head(&self) -> u64 {
+        self.ring.head()
+    }
+
+    /// Forgets entries past their time to live at `now`, and any beyond
+    /// the capacity. Removes a bounded number per call: the rest are
+    /// already invisible and go in later calls.
+    pub fn expire(&mut self, now: Timestamp) {
+        self.clock = self.clock.max(now.as_millis());
+        let mut budget = EXPIRE_BUDGET;
+        while !self.ring.is_empty() {
+            let s = *self.ring.get(self.ring.tail());
+            let cost = if s.is_vacant() { 1 } else { EXPIRE_ENTRY_COST };
+            let expired =
+                s.is_vacant() || self.expired(s.time(), self.clock) || self.live > self.capacity;
+            if !expired || budget < cost {
+                break;
+            }
+            budget -= cost;
+            self.pop_tail();
+        }
+    }
+
+    fn pop_tail(&mut self) {
+        let seq = self.ring.tail();
+        let s = *self.ring.get(seq);
+        if s.is_vacant() {
+            self.vacant -= 1;
+        } else {
+            self.live -= 1;
+            let in_old = self
+                .resize
+                .as_ref()
+                .is_some_and(|r| r.next <= seq && seq < r.end);
+            if !in_old {
+                let (ring, id) = (&self.ring, id_of(seq));
+                let tail = ring.tail();
+                self.numbers
+                    .remove(s.number_hash, id, |v| ring.get(seq_of(tail, v)).number_hash);
+                self.e2es
+                    .remove(s.e2e_hash, id, |v| ring.get(seq_of(tail, v)).e2e_hash);
+            }
+        }
+        self.ring.pop();
+        if let Some(r) = &mut self.resize {
+            r.next = r.next.max(self.ring.tail());
+        }
+    }
+
+    /// The smallest `seq` still live at `now` (the index's head when none
+    /// is): records below it are no longer needed.
+    pub fn horizon(&self, now: Timestamp) -> u64 {
+        let mut seq = self.first_live(now.as_millis().max(self.clock));
+        while seq < self.ring.head() && self.ring.get(seq).is_vacant() {
+            seq += 1;
+        }
+        seq
+    }
+
+    /// Indexes the answer to `req`, numbered `seq`, given at `at`.
+    pub fn insert(&mut self, seq: u64, req: &CcRequest, at: Timestamp) {
+        let (number, e2e) = self.keys(req);
+        self.insert_hashed(seq, number, e2e, at);
+    }
+
+    /// Indexes a journaled answer (replay).
+    pub fn insert_parts(
+        &mut self,
+        seq: u64,
+        session_id: &str,
+        request_number: u32,
+        origin_host: &str,
+        end_to_end: u32,
+        at: Timestamp,
+    ) {
+        let (number, e2e) = self.keys_of(session_id, request_number, origin_host, end_to_end);
+        self.insert_hashed(seq, number, e2e, at);
+    }
+
+    fn insert_hashed(&mut self, seq: u64, number: u64, e2e: u64, at: Timestamp) {
+        let head = self.ring.head();
+        if seq < head {
+            return;
+        }
+        if seq - head >= self.capacity as u64 {
+            // A gap wider than anything kept: nothing older survives it.
+            self.clear();
+        }
+        if self.ring.is_empty() && seq != self.ring.head() {
+            // Empty: start wherever the numbering is.
+            self.ring.restart(seq);
+            self.retire_resize();
+        }
+        // Fill a gap (records missing from a replayed journal).
+        while self.ring.head() < seq {
+            self.push(Slot::vacant(self.latest));
+        }
+        while self.live >= self.capacity {
+            self.pop_tail();
+        }
+        self.latest = self.latest.max(at.as_millis().min(Slot::MAX_TIME));
+        self.push(Slot::new(number, e2e, self.latest));
+    }
+
+    /// Forgets everything (replay only: the one call whose work grows with
+    /// the size).
+    fn clear(&mut self) {
+        self.ring.restart(self.ring.head());
+        self.live = 0;
+        self.vacant = 0;
+        self.retire_resize();
+        let numbers = std::mem::take(&mut self.numbers);
+        let e2es = std::mem::take(&mut self.e2es);
+        self.retired.extend([numbers, e2es]);
+    }
+
+    fn push(&mut self, s: Slot) {
+        if self.ring.len() >= self.max_ring {
+            self.pop_tail();
+        }
+        if s.is_vacant() {
+            self.ring.push(s);
+            self.vacant += 1;
+            return;
+        }
+        self.grow_step();
+        let seq = self.ring.head();
+        self.ring.push(s);
+        self.live += 1;
+        let (ring, id) = (&self.ring, id_of(seq));
+        let tail = ring.tail();
+        let never = |_| false;
+        self.numbers.insert(
+            s.number_hash,
+            id,
+            |v| ring.get(seq_of(tail, v)).number_hash,
+            never,
+        );
+        self.e2es.insert(
+            s.e2e_hash,
+            id,
+            |v| ring.get(seq_of(tail, v)).e2e_hash,
+            never,
+        );
+    }
+
+    /// Before an insert: frees a chunk of a retired table, moves a few
+    /// answers into growing tables, and starts growing them when the
+    /// insert would fill them past half.
+    fn grow_step(&mut self) {
+        if let Some(t) = self.retired.last_mut() {
+            if !t.free_chunk() {
+                self.retired.pop();
+            }
+        }
+        self.migrate(MIGRATE_PER_INSERT);
+        let buckets = self.numbers.buckets();
+        let max_buckets = 2 * self.max_ring as usize;
+        if buckets >= max_buckets || (self.live + 1) * 2 <= buckets {
+            return;
+        }
+        let grown = (buckets * 2).max(2 * MIN_RING);
+        if buckets == 0 {
+            self.numbers = Table::with_buckets(grown);
+            self.e2es = Table::with_buckets(grown);
+            return;
+        }
+        // Not expected: the previous move ends long before this.
+        self.migrate(u64::MAX);
+        let numbers = std::mem::replace(&mut self.numbers, Table::with_buckets(grown));
+        let e2es = std::mem::replace(&mut self.e2es, Table::with_buckets(grown));
+        self.resize = Some(Resize {
+            numbers,
+            e2es,
+            next: self.ring.tail(),
+            end: self.ring.head(),
+        });
+    }
+
+    /// Moves up to `budget` slots from the old tables to the new ones.
+    fn migrate(&mut self, mut budget: u64) {
+        let Some(r) = &mut self.resize else {
+            return;
+        };
+        let ring = &self.ring;
+        let tail = ring.tail();
+        r.next = r.next.max(tail);
+        while r.next < r.end && budget > 0 {
+            let seq = r.next;
+            r.next += 1;
+            budget -= 1;
+            let s = ring.get(seq);
+            if s.is_vacant() {
+                continue;
+            }
+            // Slots move in `seq` order; an answer with the same hash
+            // already in the new table is newer unless it moved earlier.
+            let keep = |v| seq_of(tail, v) > seq;
+            self.numbers.insert(
+                s.number_hash,
+                id_of(seq),
+                |v| ring.get(seq_of(tail, v)).number_hash,
+                keep,
+            );
+            self.e2es.insert(
+                s.e2e_hash,
+                id_of(seq),
+                |v| ring.get(seq_of(tail, v)).e2e_hash,
+                keep,
+            );
+        }
+        if r.next >= r.end {
+            self.retire_resize();
+        }
+    }
+
+    /// Ends a resize whose old tables hold nothing needed any more.
+    fn retire_resize(&mut self) {
+        if let Some(r) = self.resize.take() {
+            self.retired.extend([r.numbers, r.e2es]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

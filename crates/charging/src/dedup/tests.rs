@@ -1,0 +1,255 @@
+use super::*;
+use proptest::prelude::*;
+use std::collections::{HashMap, VecDeque};
+
+fn req(sid: &str, n: u32, e2e: u32) -> CcRequest {
+    CcRequest {
+        session_id: sid.into(),
+        origin_host: "PGW.example".into(),
+        end_to_end: e2e,
+        request_number: n,
+        ..CcRequest::default()
+    }
+}
+
+#[test]
+fn both_rules_find_the_answer_and_other_sessions_do_not() {
+    let mut ix = AnswerIndex::new(300, 100);
+    ix.insert(7, &req("a", 1, 10), Timestamp(0));
+    assert_eq!(ix.lookup(&req("a", 1, 99)), Some(7));
+    let mut same_e2e = req("a", 5, 10);
+    same_e2e.origin_host = "pgw.EXAMPLE".into();
+    assert_eq!(ix.lookup(&same_e2e), Some(7));
+    assert_eq!(ix.lookup(&req("b", 5, 10)), None);
+    assert_eq!(ix.lookup(&req("a", 2, 11)), None);
+}
+
+#[test]
+fn entries_expire_in_order_and_the_capacity_bounds_them() {
+    let mut ix = AnswerIndex::new(10, 3000);
+    for i in 0..3000u32 {
+        ix.insert(u64::from(i), &req("s", i, i), Timestamp(u64::from(i) * 10));
+    }
+    assert_eq!(ix.len(), 3000);
+    ix.expire(Timestamp(10_000 + 1000 * 10));
+    assert_eq!(ix.horizon(Timestamp(20_000)), 1001);
+    assert_eq!(ix.len(), 1999);
+    assert_eq!(ix.lookup(&req("s", 1000, 0)), None);
+    assert_eq!(ix.lookup(&req("s", 1001, 0)), Some(1001));
+    // Past the capacity the oldest go.
+    for i in 3000..5000u32 {
+        ix.insert(u64::from(i), &req("s", i, i), Timestamp(30_000));
+    }
+    assert_eq!(ix.len(), 3000);
+    assert_eq!(ix.lookup(&req("s", 1999, 0)), None);
+    assert_eq!(ix.lookup(&req("s", 2000, 0)), Some(2000));
+    assert_eq!(ix.lookup(&req("s", 4999, 0)), Some(4999));
+}
+
+#[test]
+fn gaps_in_the_numbering_are_skipped() {
+    let mut ix = AnswerIndex::new(300, 10_000);
+    ix.insert(5, &req("a", 1, 1), Timestamp(0));
+    ix.insert(50, &req("a", 2, 2), Timestamp(0));
+    assert_eq!(ix.len(), 2);
+    assert_eq!(ix.lookup(&req("a", 2, 9)), Some(50));
+    assert_eq!(ix.horizon(Timestamp(0)), 5);
+    ix.insert(1_000_000, &req("a", 3, 3), Timestamp(0));
+    assert_eq!(ix.len(), 1);
+    assert_eq!(ix.lookup(&req("a", 1, 9)), None);
+}
+
+#[test]
+fn every_answer_stays_findable_while_the_tables_grow() {
+    let mut ix = AnswerIndex::new(300, 1 << 20);
+    let mut resizes = 0;
+    for i in 0..200_000u32 {
+        ix.insert(u64::from(i), &req("g", i, i), Timestamp(0));
+        if ix.resize.is_some() {
+            resizes += 1;
+            // Old and new answers alike, mid-move.
+            for j in [0, i / 3, i / 2, i] {
+                assert_eq!(ix.lookup(&req("g", j, 0)), Some(u64::from(j)));
+            }
+        }
+    }
+    assert!(resizes > 0);
+    assert!(ix.resize.is_none(), "the last move is over");
+    assert_eq!(ix.numbers.count(), 200_000);
+    assert_eq!(ix.e2es.count(), 200_000);
+    for i in 0..200_000u32 {
+        assert_eq!(ix.lookup(&req("g", i, i)), Some(u64::from(i)));
+    }
+}
+
+#[test]
+fn an_expired_answer_not_yet_removed_is_never_returned() {
+    let mut ix = AnswerIndex::new(10, 1 << 20);
+    for i in 0..50_000u32 {
+        ix.insert(u64::from(i), &req("x", i, i), Timestamp(u64::from(i) / 10));
+    }
+    // All but the last second's answers expire at once.
+    let now = Timestamp(10_000 + 3_999);
+    ix.expire(now);
+    assert!(ix.ring.len() > 40_000, "removed in one call");
+    assert_eq!(ix.len(), 10_000);
+    assert_eq!(ix.horizon(now), 40_000);
+    assert_eq!(ix.lookup(&req("x", 0, 0)), None);
+    assert_eq!(ix.lookup(&req("x", 39_999, 39_999)), None);
+    assert_eq!(ix.lookup(&req("x", 40_000, 0)), Some(40_000));
+    // Later calls remove them, a few at a time.
+    let mut calls = 0;
+    while ix.ring.len() > 10_000 {
+        let before = ix.ring.len();
+        ix.expire(now);
+        assert!(before - ix.ring.len() <= u64::from(EXPIRE_BUDGET / EXPIRE_ENTRY_COST));
+        calls += 1;
+    }
+    assert!(calls > 1000);
+    assert_eq!(ix.len(), 10_000);
+    assert_eq!(ix.lookup(&req("x", 49_999, 0)), Some(49_999));
+}
+
+#[test]
+fn memory_per_answer_stays_at_most_80_bytes() {
+    let mut ix = AnswerIndex::new(300, 1 << 22);
+    for i in 0..(3 << 19) {
+        ix.insert(i, &req("m", i as u32, i as u32), Timestamp(0));
+        if i >= 1 << 16 && i % 4099 == 0 {
+            let per = ix.memory_bytes() as f64 / ix.len() as f64;
+            assert!(per <= 80.0, "{per} bytes at {i}");
+        }
+    }
+}
+
+#[test]
+fn a_drained_index_gives_its_memory_back() {
+    let mut ix = AnswerIndex::new(1, 1 << 20);
+    for i in 0..300_000u32 {
+        ix.insert(u64::from(i), &req("d", i, i), Timestamp(0));
+    }
+    let full = ix.ring.memory_bytes();
+    for i in 300_000..400_000u32 {
+        ix.expire(Timestamp(5_000));
+        ix.insert(u64::from(i), &req("d", i, i), Timestamp(5_000));
+    }
+    assert_eq!(ix.len(), 100_000);
+    assert!(ix.ring.len() == 100_000, "all expired answers removed");
+    assert!(ix.ring.memory_bytes() < full / 2);
+}
+
+/// The reference: full expiry, newest answer per hash, FIFO and capacity.
+struct Model {
+    ttl: u64,
+    capacity: usize,
+    entries: VecDeque<(u64, u64, u64, u64)>,
+    numbers: HashMap<u64, u64>,
+    e2es: HashMap<u64, u64>,
+    head: u64,
+    clock: u64,
+}
+
+impl Model {
+    fn pop(&mut self) {
+        let (seq, n, e, _) = self.entries.pop_front().unwrap();
+        if self.numbers.get(&n) == Some(&seq) {
+            self.numbers.remove(&n);
+        }
+        if self.e2es.get(&e) == Some(&seq) {
+            self.e2es.remove(&e);
+        }
+    }
+
+    fn insert(&mut self, seq: u64, n: u64, e: u64, at: u64) {
+        while self.entries.len() >= self.capacity {
+            self.pop();
+        }
+        self.entries.push_back((seq, n, e, at));
+        self.numbers.insert(n, seq);
+        self.e2es.insert(e, seq);
+        self.head = seq + 1;
+    }
+
+    fn expire(&mut self, now: u64) {
+        self.clock = self.clock.max(now);
+        while self
+            .entries
+            .front()
+            .is_some_and(|&(.., at)| at + self.ttl <= self.clock)
+        {
+            self.pop();
+        }
+    }
+
+    fn lookup(&self, n: u64, e: u64) -> Option<u64> {
+        self.numbers.get(&n).or_else(|| self.e2es.get(&e)).copied()
+    }
+
+    fn horizon(&self) -> u64 {
+        self.entries.front().map_or(self.head, |&(seq, ..)| seq)
+    }
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Insert { n: u64, e: u64, dt: u64 },
+    Lookup { n: u64, e: u64 },
+    Expire { dt: u64 },
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        8 => (0..3000u64, 0..3000u64, 0..3u64).prop_map(|(n, e, dt)| Op::Insert { n, e, dt }),
+        4 => (0..3000u64, 0..3000u64).prop_map(|(n, e)| Op::Lookup { n, e }),
+        3 => (0..4u64).prop_map(|dt| Op::Expire { dt }),
+        1 => (0..3000u64).prop_map(|dt| Op::Expire { dt }),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Equal hashes (many, from a small key space), growth, incremental
+    /// moves and expiry in any order give the reference's answers.
+    #[test]
+    fn the_index_answers_like_full_expiry_with_newest_per_hash(
+        capacity in 1usize..5000,
+        ops in prop::collection::vec(op(), 1..12_000),
+    ) {
+        let ttl_secs = 2;
+        let mut ix = AnswerIndex::new(ttl_secs, capacity);
+        let mut model = Model {
+            ttl: ttl_secs * 1000,
+            capacity,
+            entries: VecDeque::new(),
+            numbers: HashMap::new(),
+            e2es: HashMap::new(),
+            head: 0,
+            clock: 0,
+        };
+        let (mut now, mut seq) = (0u64, 0u64);
+        for op in ops {
+            match op {
+                Op::Insert { n, e, dt } => {
+                    now += dt;
+                    ix.expire(Timestamp(now));
+                    model.expire(now);
+                    ix.insert_hashed(seq, n, e, Timestamp(now));
+                    model.insert(seq, n, e, now);
+                    seq += 1;
+                }
+                Op::Lookup { n, e } => {
+                    prop_assert_eq!(ix.find(Rule::Number, n).or_else(|| ix.find(Rule::EndToEnd, e)), model.lookup(n, e));
+                }
+                Op::Expire { dt } => {
+                    now += dt;
+                    ix.expire(Timestamp(now));
+                    model.expire(now);
+                    prop_assert_eq!(ix.len(), model.entries.len());
+                    prop_assert_eq!(ix.horizon(Timestamp(now)), model.horizon());
+                }
+            }
+        }
+        prop_assert_eq!(ix.len(), model.entries.len());
+    }
+}
