@@ -200,7 +200,7 @@ pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
 pub use names::CdrFormat;
 pub use shard::{
-    cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CommitJob, CommitStats, CompactionDone,
-    CompactionJob, Durability, Recovered, RecoveryReport, ShardStore, SnapshotWriter, StoreOptions,
-    SyncHandle,
+    cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,
+    CompactionDone, CompactionJob, Durability, Recovered, RecoveryReport, ShardStore,
+    SnapshotWriter, StoreOptions, SyncHandle,
 };
