@@ -181,7 +181,13 @@ fn csv_cdr_files_are_written_and_repaired() {
 fn closed_cdr_files(data_dir: &std::path::Path) -> usize {
     std::fs::read_dir(cdr_dir(data_dir, 0))
         .unwrap()
-        .filter(|e| !e.as_ref().unwrap().path().to_string_lossy().ends_with(".part"))
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .path()
+                .to_string_lossy()
+                .ends_with(".part")
+        })
         .count()
 }
 
