@@ -3,6 +3,7 @@
 
 use crate::error::{corrupt, io_err, Error, Result};
 use crate::names::{final_name_as, part_name_as, sync_dir, CdrFormat, CdrName};
+use crate::writeback::WriteBehind;
 use gyro_charging::Timestamp;
 use serde::Deserialize;
 use std::fs::{File, OpenOptions};
@@ -139,6 +140,8 @@ pub(crate) struct CdrWriter {
     /// Valid bytes in the open file.
     pub len: u64,
     opened_at: Option<Timestamp>,
+    /// Write-behind of the open file.
+    wb: WriteBehind,
     /// Lines journaled but not yet in the file (a write failed).
     backlog: Vec<u8>,
     backlog_records: u64,
@@ -287,6 +290,7 @@ impl CdrWriter {
                 next,
                 len,
                 opened_at: (len > 0).then_some(now),
+                wb: WriteBehind::at(len),
                 backlog: Vec::new(),
                 backlog_records: 0,
                 max_bytes,
@@ -321,6 +325,7 @@ impl CdrWriter {
             return Err(io_err("write", &self.path)(e));
         }
         self.len += self.backlog.len() as u64;
+        self.wb.advance(file, self.len);
         self.next += self.backlog_records;
         self.backlog.clear();
         self.backlog_records = 0;
@@ -369,6 +374,7 @@ impl CdrWriter {
         self.file = None;
         self.first = self.next;
         self.len = 0;
+        self.wb = WriteBehind::default();
         self.opened_at = None;
         self.path = self
             .dir

@@ -543,6 +543,13 @@ impl JournalWriter {
         }
     }
 
+    /// Another handle of the file (for a thread that syncs it).
+    pub(crate) fn handle(&self) -> Result<File> {
+        self.file
+            .try_clone()
+            .map_err(io_err("duplicate", &self.path))
+    }
+
     /// `fdatasync`.
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.file.sync_data().map_err(io_err("fsync", &self.path))

@@ -6,8 +6,14 @@
 //! [`ShardStore`] for its shard, as it owns the shard's state. The store
 //! knows effects, CDRs and opaque answer records, not the engine. Time is
 //! passed in (`now`). The event loop only encodes records into the pending
-//! batch; every `write`, `fdatasync`, rotation and snapshot runs in a job
-//! on another thread ([`CommitJob`], [`CompactionJob`]).
+//! batch; every `write`, `fdatasync`, rotation and snapshot runs on another
+//! thread. A batch's answers wait only for what they need: its journal
+//! `write` and (in synchronous mode) `fdatasync`, in a [`CommitJob`]. The
+//! rest runs on the shard's CDR writer thread, owned by the store (started
+//! by [`ShardStore::open`], stopped and joined when the store is dropped):
+//! the CDR lines (encoded there), CDR file rotation, and in asynchronous
+//! mode the periodic `fdatasync` of the journal. Snapshots are built by a
+//! [`CompactionJob`].
 //!
 //! # How a worker uses it
 //!
@@ -35,7 +41,7 @@
 //!     out.clear();
 //! }
 //! // ...then hand the whole batch to the sync thread: one write and one
-//! // fdatasync, CDR lines and file rotation, all there,
+//! // fdatasync (the CDR lines go on to the CDR writer thread),
 //! if let Some(job) = store.begin_commit(now)? {
 //!     let done = std::thread::spawn(move || job.run()).join().unwrap();
 //!     // and only after `finish_commit` is `Ok` send the batch's answers.
@@ -63,13 +69,15 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`ShardStore::begin_commit`] also returns a job when time-driven work
-//! is due with nothing pending (a CDR file to close by age, an
-//! asynchronous sync, the journal generation a snapshot asked for), so a
-//! runtime that calls it about once a second never does I/O on its event
-//! loop. [`ShardStore::commit`] and [`ShardStore::tick`] do the same work
-//! on the calling thread (tests, tools, shutdown), and
-//! [`ShardStore::close_cdr_file`] closes the CDR file on a clean shutdown.
+//! [`ShardStore::begin_commit`] also returns a job when the journal
+//! generation a snapshot asked for is due with nothing pending, and
+//! otherwise passes the time to the CDR writer (a CDR file to close by
+//! age, an asynchronous sync, CDR lines to retry), so a runtime that calls
+//! it about once a second never does I/O on its event loop.
+//! [`ShardStore::commit`] and [`ShardStore::tick`] do the same work and
+//! then wait for the CDR writer (tests, tools), and
+//! [`ShardStore::close_cdr_file`] waits for it and closes the CDR file on
+//! a clean shutdown.
 //!
 //! If the job fails, the batch is not durable: do not send its answers
 //! (answer DIAMETER_TOO_BUSY, 3004); the batch goes back before what was
@@ -83,8 +91,9 @@
 //! [`ShardStore::read_answer`] reads one back by number, from the pending
 //! batch, the batch in flight or the journal.
 //! [`ShardStore::set_answer_horizon`] says which are still live: a journal
-//! is deleted only when a snapshot covers its effects and all its answers
-//! are below the horizon.
+//! is deleted only when a snapshot covers its effects, all its answers
+//! are below the horizon, and the CDR writer made every CDR it holds
+//! durable in a CDR file.
 //!
 //! # Files
 //!
@@ -121,14 +130,20 @@
 //! `fdatasync`; a crash can leave only the last frame incomplete ("torn"),
 //! recognised by its length or checksum and cut off on open; damage
 //! anywhere else is [`Error::Corrupt`] naming the file and byte offset.
-//! The CDR lines are then written to the open CDR file, encoded from the
-//! binary records on the same (sync) thread, without a sync: if they are
-//! lost in a crash, opening the store writes them again from the journal;
-//! lines the journal never made durable (asynchronous mode) are cut from
-//! the CDR file and their sequence numbers are given again, so numbers stay
-//! unique and gap-free per shard. A journal generation is closed only
-//! after the CDR file was fsynced, so no CDR ever lives only in a journal
-//! that is deleted.
+//! The commit job then queues the batch's CDR records for the CDR writer
+//! thread (in synchronous mode only once the frame is durable; the queue
+//! is bounded, so a slow CDR disk holds commits back instead of growing
+//! memory), which encodes them and appends the lines to the open CDR file
+//! in order, without a sync: if they are lost in a crash, opening the
+//! store writes them again from the journal; lines the journal never made
+//! durable (asynchronous mode) are cut from the CDR file and their
+//! sequence numbers are given again, so numbers stay unique and gap-free
+//! per shard. The writer syncs the journal before it closes a CDR file, so
+//! a closed file never holds a record the journal could still lose. When
+//! a journal generation is closed, the writer fsyncs the CDR file, and no
+//! snapshot covers (and deletes) the closed journal before that, so no CDR
+//! ever lives only in a journal that is deleted. The writer's work and
+//! errors are reported in the [`CommitStats`] of a later commit.
 //!
 //! # Pick-up contract for billing systems
 //!
@@ -195,12 +210,13 @@ pub mod names;
 pub mod record;
 mod shard;
 pub mod snapshot;
+mod writeback;
 
 pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
 pub use names::CdrFormat;
 pub use shard::{
-    cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CommitJob, CommitStats, CompactionDone,
-    CompactionJob, Durability, Recovered, RecoveryReport, ShardStore, SnapshotWriter, StoreOptions,
-    SyncHandle,
+    cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,
+    CompactionDone, CompactionJob, Durability, Recovered, RecoveryReport, ShardStore,
+    SnapshotWriter, StoreOptions, SyncHandle,
 };

@@ -1,7 +1,8 @@
 //! [`ShardStore`]: the loop side of one shard's store (encoding records
-//! into the pending batch, bookkeeping) and the disk side ([`CommitJob`],
-//! run on any thread: journal `write` and `fdatasync`, CDR lines, file
-//! rotation).
+//! into the pending batch, bookkeeping), the commit side ([`CommitJob`],
+//! run on any thread: journal `write` and `fdatasync`, what a batch's
+//! answers wait for) and the shard's CDR writer thread (CDR lines, CDR
+//! file rotation, asynchronous syncs: what they do not wait for).
 //!
 //! One module per part of the work:
 //!
@@ -10,13 +11,15 @@
 //!   ([`Recovered`]);
 //! * `batch`: the pending batch the loop encodes records into;
 //! * `commit`: [`CommitJob`] and the calls that start and finish it;
-//! * `disk`: the files a commit job writes;
+//! * `disk`: the journal a commit job writes;
+//! * `cdr_thread`: the CDR writer thread;
 //! * `answers`: answer retention and [`ShardStore::read_answer`];
 //! * `compaction`: snapshots and the removal of what they cover;
 //! * `files`: file names and the shard directories.
 
 mod answers;
 mod batch;
+mod cdr_thread;
 mod commit;
 mod compaction;
 mod disk;
@@ -25,6 +28,7 @@ mod options;
 mod recovery;
 
 pub use answers::{u32_prefixed_len, AnswerRecordLen};
+pub use cdr_thread::CdrWriterHold;
 pub use commit::{CommitJob, CommitStats, SyncHandle};
 pub use compaction::{CompactionDone, CompactionJob, SnapshotWriter};
 pub use files::{cdr_dir, ledger_dir};
@@ -34,6 +38,7 @@ pub use recovery::{Recovered, RecoveryReport};
 use crate::error::{Error, Result};
 use answers::AnswerSpan;
 use batch::Batch;
+use cdr_thread::CdrThread;
 use disk::Disk;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -46,6 +51,9 @@ pub struct ShardStore {
     ledger_dir: PathBuf,
     options: StoreOptions,
     disk: Arc<Mutex<Disk>>,
+    /// The CDR writer thread (stopped and joined when the store is
+    /// dropped, after it wrote what is queued).
+    cdr: CdrThread,
     /// Sequence number of the first CDR not yet in a committed batch.
     next_cdr: u64,
     pending: Batch,
@@ -112,7 +120,16 @@ impl ShardStore {
         !self.pending.is_empty()
     }
 
-    fn check_failed(&self) -> Result<()> {
+    fn check_failed(&mut self) -> Result<()> {
+        if self.failed.is_none()
+            && self
+                .cdr
+                .shared
+                .failed
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.failed = self.cdr.shared.report().failed.clone();
+        }
         match &self.failed {
             Some(reason) => Err(Error::Failed {
                 path: self.ledger_dir.clone(),

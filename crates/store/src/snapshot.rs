@@ -12,6 +12,7 @@
 
 use crate::error::{corrupt, io_err, Result};
 use crate::names::sync_dir;
+use crate::writeback::BulkFile;
 use gyro_charging::Snapshot;
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
@@ -70,7 +71,7 @@ fn write_tmp(tmp: &Path, generation: u64, snapshot: &Snapshot) -> Result<u64> {
         .truncate(true)
         .open(tmp)
         .map_err(io_err("create", tmp))?;
-    let mut w = BufWriter::with_capacity(1 << 20, file);
+    let mut w = BufWriter::with_capacity(1 << 20, BulkFile::new(file));
     w.write_all(MAGIC).map_err(io_err("write", tmp))?;
     w.write_all(&generation.to_le_bytes())
         .map_err(io_err("write", tmp))?;
@@ -94,7 +95,8 @@ fn write_tmp(tmp: &Path, generation: u64, snapshot: &Snapshot) -> Result<u64> {
     w.write_all(END).map_err(io_err("write", tmp))?;
     let file = w
         .into_inner()
-        .map_err(|e| io_err("write", tmp)(e.into_error()))?;
+        .map_err(|e| io_err("write", tmp)(e.into_error()))?
+        .file;
     file.sync_all().map_err(io_err("fsync", tmp))?;
     Ok(8 + 8 + len + TRAILER as u64)
 }

@@ -176,3 +176,104 @@ fn csv_cdr_files_are_written_and_repaired() {
     let closed = store.close_cdr_file(T0).unwrap().unwrap();
     assert!(closed.to_string_lossy().ends_with(".csv"));
 }
+
+/// The closed files of shard 0 under `data_dir`.
+fn closed_cdr_files(data_dir: &std::path::Path) -> usize {
+    std::fs::read_dir(cdr_dir(data_dir, 0))
+        .unwrap()
+        .filter(|e| {
+            !e.as_ref()
+                .unwrap()
+                .path()
+                .to_string_lossy()
+                .ends_with(".part")
+        })
+        .count()
+}
+
+/// Handles `reqs` and starts their commit job.
+fn begin(engine: &mut Engine, store: &mut ShardStore, reqs: &[CcRequest]) -> CommitJob {
+    let mut out = Output::default();
+    let mut answer = CcAnswer::default();
+    for r in reqs {
+        engine.handle(r, T0, &mut answer, &mut out);
+        store.append_output(&out).unwrap();
+        out.clear();
+    }
+    store.begin_commit(T0).unwrap().expect("a job")
+}
+
+#[test]
+fn answers_do_not_wait_for_the_cdr_writer_or_its_rotations() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        cdr_max_bytes: 4 << 10,
+        ..options()
+    };
+    let (mut store, mut engine, _) = open(dir.path(), opts, T0);
+    let part = store.cdr_path().to_path_buf();
+    // The CDR writer is stuck (as in the fsync of a large CDR file).
+    let hold = store.hold_cdr_writer();
+    for r in 0..12 {
+        let job = begin(&mut engine, &mut store, &round(r));
+        let ran = std::thread::spawn(move || job.run()).join().unwrap();
+        // The batch is durable: its answers may leave now.
+        let s = store.finish_commit(ran, T0).unwrap();
+        assert!(s.cdrs > 0 && s.syncs == 1, "{s:?}");
+        assert!(s.rotated.is_none());
+    }
+    // None of those CDRs reached a CDR file yet, although several files'
+    // worth are due.
+    assert_eq!(std::fs::metadata(&part).unwrap().len(), 0);
+    assert_eq!(closed_cdr_files(dir.path()), 0);
+    drop(hold);
+    // The writer catches up in order: lines, rotations, gap-free files.
+    store.close_cdr_file(T0).unwrap();
+    assert!(closed_cdr_files(dir.path()) >= 3);
+    let cdrs = all_cdrs(dir.path());
+    assert_eq!(cdrs.len() as u64, store.next_cdr_sequence() - 1);
+    assert_gap_free(&cdrs);
+}
+
+#[test]
+fn a_closed_journal_is_not_compacted_before_the_cdr_writer_made_its_cdrs_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        snapshot_every_records: 1,
+        ..options()
+    };
+    let (mut store, mut engine, _) = open(dir.path(), opts, T0);
+    store.snapshot(&engine.snapshot(), T0).unwrap();
+    let hold = store.hold_cdr_writer();
+    run_held(&mut engine, &mut store, 0);
+    assert!(store.should_snapshot());
+    assert!(store.begin_compaction().is_none());
+    // The journal generation changes without the CDR writer...
+    let job = store.begin_commit(T0).unwrap().expect("a rotation");
+    let ran = std::thread::spawn(move || job.run()).join().unwrap();
+    let s = store.finish_commit(ran, T0).unwrap();
+    assert!(s.new_generation.is_some());
+    // ...but no snapshot may cover it while its CDRs are not durable in a
+    // CDR file.
+    assert!(store.begin_compaction().is_none());
+    drop(hold);
+    store.tick(T0).unwrap();
+    // Say the closed journal's answers are past their time.
+    store.set_answer_horizon(engine.next_answer_seq());
+    let done = compact(&mut store, engine.next_answer_seq());
+    assert_eq!(done.removed_journals.len(), 1);
+    drop(store);
+    let (store, _e, report) = open(dir.path(), options(), T0);
+    assert_eq!(report.cdr.rewritten, 0);
+    let cdrs = all_cdrs(dir.path());
+    assert_eq!(cdrs.len() as u64, store.next_cdr_sequence() - 1);
+    assert_gap_free(&cdrs);
+}
+
+/// One round committed while the CDR writer is held (without waiting for
+/// it).
+fn run_held(engine: &mut Engine, store: &mut ShardStore, r: u32) {
+    let job = begin(engine, store, &round(r));
+    let ran = job.run();
+    store.finish_commit(ran, T0).unwrap();
+}

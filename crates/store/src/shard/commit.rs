@@ -3,15 +3,20 @@
 
 use super::answers::AnswerSpan;
 use super::batch::Batch;
+use super::cdr_thread::{CdrWriterHold, Msg};
 use super::disk::{echo, lock, Disk};
 use super::ShardStore;
 use crate::error::{Error, Result};
 use crate::journal::{FRAME_HEADER, PAYLOAD_HEADER};
 use gyro_charging::Timestamp;
 use std::path::PathBuf;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-/// What one commit (or [`ShardStore::tick`]) did.
+/// What one commit (or [`ShardStore::tick`]) did, and what the shard's
+/// CDR writer thread did since the previous commit finished (all of it,
+/// up to this commit's batch, after [`ShardStore::commit`] and
+/// [`ShardStore::tick`], which wait for the writer).
 #[derive(Debug, Default)]
 pub struct CommitStats {
     /// Effects made durable.
@@ -22,28 +27,33 @@ pub struct CommitStats {
     pub answers: u64,
     /// Bytes appended to the journal (frame header included).
     pub journal_bytes: u64,
-    /// Bytes appended to the CDR file.
+    /// Bytes the CDR writer appended to the CDR file.
     pub cdr_bytes: u64,
     /// `fsync`/`fdatasync` calls made (1 for a synchronous commit; more
-    /// when a CDR file was closed or a journal generation started).
+    /// when a CDR file was closed, a journal generation started, or the
+    /// journal was synced in asynchronous mode).
     pub syncs: u32,
-    /// The CDR file closed by this call, if any.
+    /// The CDR file the writer closed, if any.
     pub rotated: Option<PathBuf>,
     /// The journal generation started by this call, if any.
     pub new_generation: Option<u64>,
-    /// Writing the CDR file failed. The batch is durable in the journal
-    /// (its answers may be released); the lines stay pending and are
-    /// written by the next commit or tick, or from the journal on restart.
+    /// Writing the CDR file failed (or starting a journal generation).
+    /// The batches are durable in the journal (their answers may be
+    /// released); the lines stay pending and are written by the writer's
+    /// next batch or tick, or from the journal on restart.
     pub cdr_error: Option<Error>,
 }
 
 /// The disk work of one commit, from [`ShardStore::begin_commit`]:
 /// `Send`, run it on any thread (the worker's sync thread) with
 /// [`CommitJob::run`], then call [`ShardStore::finish_commit`] with its
-/// result. It does all the I/O: the journal `write` and `fdatasync`
-/// ([`Durability::Sync`](super::Durability::Sync)) or the write and a due sync
-/// ([`Durability::Async`](super::Durability::Async)), the CDR lines (encoded here), CDR file
-/// rotation and journal generation rotation.
+/// result. It does only what the batch's answers wait for: the journal
+/// `write` and `fdatasync` ([`Durability::Sync`](super::Durability::Sync))
+/// or the write alone ([`Durability::Async`](super::Durability::Async)),
+/// then hands the batch's CDRs to the shard's CDR writer thread (which
+/// encodes and appends the lines, closes CDR files and runs the
+/// asynchronous syncs), and starts a journal generation when a snapshot
+/// asked for one (a new file and a directory fsync).
 #[derive(Debug)]
 pub struct CommitJob {
     disk: Arc<Mutex<Disk>>,
@@ -81,17 +91,21 @@ impl CommitJob {
 pub type SyncHandle = CommitJob;
 
 impl ShardStore {
-    /// Whether time-driven disk work is due (a CDR file to close by age,
-    /// an asynchronous sync, CDR lines to retry): then
-    /// [`ShardStore::begin_commit`] returns a job even with nothing
-    /// pending.
+    /// Whether disk work for a commit job is due with nothing pending (a
+    /// journal generation a snapshot asked for): then
+    /// [`ShardStore::begin_commit`] returns a job. Time-driven work (a CDR
+    /// file to close by age, an asynchronous sync, CDR lines to retry) is
+    /// the CDR writer's; `begin_commit` passes it the time.
     pub fn has_due_work(&self, now: Timestamp) -> bool {
-        self.inflight.is_none() && (self.rotate_requested || lock(&self.disk).due(now))
+        let _ = now;
+        self.inflight.is_none() && self.rotate_requested
     }
 
     /// Makes everything appended so far durable, on this thread:
     /// [`ShardStore::begin_commit`], [`CommitJob::run`],
-    /// [`ShardStore::finish_commit`].
+    /// [`ShardStore::finish_commit`], then waits for the CDR writer to
+    /// write the batch's lines (and close the file if due), so the
+    /// returned statistics include its work and errors.
     ///
     /// On `Err` nothing of the batch is durable and its answers must not be
     /// sent. The batch stays pending: a later `commit` retries it (for
@@ -99,13 +113,44 @@ impl ShardStore {
     /// [`Error::Failed`] (an fsync failed), after which the store must be
     /// reopened.
     pub fn commit(&mut self, now: Timestamp) -> Result<CommitStats> {
-        match self.begin_commit(now)? {
+        let mut stats = match self.begin_commit(now)? {
             Some(job) => {
                 let r = job.run();
-                self.finish_commit(r, now)
+                self.finish_commit(r, now)?
             }
-            None => Ok(CommitStats::default()),
+            None => CommitStats::default(),
+        };
+        self.cdr.drain(now);
+        self.take_report(&mut stats);
+        self.check_failed()?;
+        Ok(stats)
+    }
+
+    /// Adds what the CDR writer did since the last call to `stats`.
+    fn take_report(&mut self, stats: &mut CommitStats) {
+        let mut r = self.cdr.shared.report();
+        stats.cdr_bytes += std::mem::take(&mut r.cdr_bytes);
+        stats.syncs += std::mem::take(&mut r.syncs);
+        if let Some(p) = r.rotated.take() {
+            stats.rotated = Some(p);
         }
+        if let Some(e) = r.cdr_error.take() {
+            stats.cdr_error.get_or_insert(e);
+        }
+        if self.cdr_path != r.cdr_path {
+            self.cdr_path.clone_from(&r.cdr_path);
+        }
+        if let Some(reason) = &r.failed {
+            self.failed.get_or_insert_with(|| reason.clone());
+        }
+    }
+
+    /// Test support: holds the CDR writer thread (as a CDR disk that does
+    /// not answer would) until the returned value is dropped. Commits go
+    /// on meanwhile, up to the writer's queue bound.
+    #[doc(hidden)]
+    pub fn hold_cdr_writer(&self) -> CdrWriterHold {
+        self.cdr.hold()
     }
 
     /// Starts a commit without doing any I/O: moves the pending batch
@@ -120,7 +165,8 @@ impl ShardStore {
             return Err(Error::Busy("a batch is already in flight"));
         }
         let rotate = self.rotate_requested;
-        if self.pending.is_empty() && !rotate && !lock(&self.disk).due(now) {
+        if self.pending.is_empty() && !rotate {
+            self.cdr.tick(now);
             return Ok(None);
         }
         let mut batch = std::mem::take(&mut self.spare);
@@ -166,7 +212,6 @@ impl ShardStore {
             });
         };
         self.journal_path = o.journal_path;
-        self.cdr_path = o.cdr_path;
         if let Some(e) = o.error {
             if o.written_at.is_none() {
                 // Nothing of the batch is in the journal: retry it later.
@@ -178,7 +223,8 @@ impl ShardStore {
             }
             return Err(e);
         }
-        let stats = o.stats;
+        let mut stats = o.stats;
+        self.take_report(&mut stats);
         if let Some((generation, at)) = o.written_at {
             self.next_cdr += batch.n_cdrs as u64;
             self.records_since_snapshot += (batch.n_effects + batch.n_cdrs) as u64;
@@ -207,40 +253,34 @@ impl ShardStore {
         Ok(stats)
     }
 
-    /// In [`Durability::Async`](super::Durability::Async), syncs the journal (on this thread) if a
-    /// commit has been unsynced for the interval. Returns whether it
-    /// synced.
+    /// In [`Durability::Async`](super::Durability::Async), syncs the
+    /// journal if a commit has been unsynced for the interval (on the CDR
+    /// writer thread, after what is queued; this thread waits). Returns
+    /// whether it synced.
     pub fn sync_if_due(&mut self, now: Timestamp) -> Result<bool> {
-        self.check_failed()?;
-        let mut d = lock(&self.disk);
-        if !d.sync_due(now) {
-            return Ok(false);
-        }
-        if let Err(e) = d.sync_journal() {
-            self.failed = Some(e.to_string());
-            return Err(e);
-        }
-        Ok(true)
+        self.sync_journal(now, false)
     }
 
-    /// Syncs whatever is unsynced (asynchronous mode), now, on this thread.
+    /// Syncs whatever is unsynced (asynchronous mode), now; this thread
+    /// waits.
     pub fn sync_now(&mut self) -> Result<()> {
-        self.check_failed()?;
-        let mut d = lock(&self.disk);
-        if d.unsynced_since.is_some() {
-            if let Err(e) = d.sync_journal() {
-                self.failed = Some(e.to_string());
-                return Err(e);
-            }
-        }
-        Ok(())
+        self.sync_journal(Timestamp(0), true).map(|_| ())
     }
 
-    /// Time-driven work on this thread: commits what is pending, syncs in
-    /// asynchronous mode when due, retries pending CDR lines, and closes a
-    /// CDR file that reached its age. A runtime that must not block calls
-    /// [`ShardStore::begin_commit`] instead, whose job carries the same
-    /// work (see [`ShardStore::has_due_work`]).
+    fn sync_journal(&mut self, now: Timestamp, force: bool) -> Result<bool> {
+        self.check_failed()?;
+        let r = self.cdr.ask(|reply| Msg::SyncJournal { now, force, reply });
+        if let Err(e) = &r {
+            self.failed.get_or_insert_with(|| e.to_string());
+        }
+        r
+    }
+
+    /// Time-driven work, waiting for it: commits what is pending, and has
+    /// the CDR writer sync in asynchronous mode when due, retry pending
+    /// CDR lines and close a CDR file that reached its age. A runtime that
+    /// must not block calls [`ShardStore::begin_commit`] instead, which
+    /// passes the time to the CDR writer.
     pub fn tick(&mut self, now: Timestamp) -> Result<CommitStats> {
         self.check_failed()?;
         if self.inflight.is_some() {
@@ -250,19 +290,20 @@ impl ShardStore {
     }
 
     /// Closes the open CDR file now if it holds any record (for example at
-    /// shutdown, so the billing system gets everything). On this thread.
+    /// shutdown, so the billing system gets everything), after the CDR
+    /// writer wrote everything queued. This thread waits.
     pub fn close_cdr_file(&mut self, now: Timestamp) -> Result<Option<PathBuf>> {
         self.check_failed()?;
-        let mut d = lock(&self.disk);
-        d.cdr.flush(now)?;
-        if d.unsynced_since.is_some() {
-            if let Err(e) = d.sync_journal() {
-                self.failed = Some(e.to_string());
-                return Err(e);
-            }
-        }
-        let r = d.cdr.rotate(now)?;
-        self.cdr_path = d.cdr.path.clone();
-        Ok(r)
+        let r = self.cdr.ask(|reply| Msg::Close(now, reply));
+        let mut stats = CommitStats::default();
+        self.take_report(&mut stats);
+        self.check_failed()?;
+        r
+    }
+
+    /// Whether the CDR writer made every CDR of the journal generations
+    /// below `generation` durable in a CDR file.
+    pub(super) fn cdrs_durable_below(&self, generation: u64) -> bool {
+        self.cdr.shared.ready_generation.load(Ordering::Acquire) >= generation
     }
 }

@@ -186,16 +186,17 @@ impl ShardStore {
     }
 
     /// Asks for a new journal generation: the next commit job closes the
-    /// current journal (after making the CDR file durable) and starts the
-    /// next, on its thread. Then [`ShardStore::begin_compaction`] can build
-    /// a snapshot covering the closed one.
+    /// current journal and starts the next, on its thread. Once the CDR
+    /// writer has made the closed journal's CDRs durable in a CDR file,
+    /// [`ShardStore::begin_compaction`] can build a snapshot covering it.
     pub fn request_journal_rotation(&mut self) {
         self.rotate_requested = true;
     }
 
     /// Starts building a snapshot off the loop when one is due: returns a
     /// [`CompactionJob`] when closed journal generations exist that no
-    /// snapshot covers (and no compaction is running); otherwise, when
+    /// snapshot covers, whose CDRs the CDR writer made durable (and no
+    /// compaction is running); otherwise, when
     /// [`ShardStore::should_snapshot`], asks the next commit to rotate the
     /// journal and returns `None` (call again after that commit).
     pub fn begin_compaction(&mut self) -> Option<CompactionJob> {
@@ -204,6 +205,11 @@ impl ShardStore {
         }
         let covered = self.snapshot_generation.unwrap_or(0);
         if self.generation > covered && self.inflight.is_none() {
+            if !self.cdrs_durable_below(self.generation) {
+                // The CDR writer has not yet made the closed journals'
+                // CDRs durable in a CDR file: ask again later.
+                return None;
+            }
             let previous = self
                 .snapshot_generation
                 .map(|g| self.ledger_dir.join(snapshot_name(g)));

@@ -4,7 +4,8 @@
 
 use super::answers::{index_answers, u32_prefixed_len};
 use super::batch::Batch;
-use super::disk::{Disk, LineEncoder};
+use super::cdr_thread::{CdrThread, LineEncoder};
+use super::disk::Disk;
 use super::files::{cdr_dir, journal_name, ledger_dir, list_ledger};
 use super::{ShardStore, StoreOptions};
 use crate::cdr_file::{CdrRepair, CdrWriter};
@@ -312,17 +313,22 @@ impl ShardStore {
         report.cdr = cdr_repair;
         let journal_path = journal.path.clone();
         let cdr_path = cdr.path.clone();
+        let cdr = CdrThread::spawn(
+            shard,
+            cdr,
+            journal.handle()?,
+            journal_path.clone(),
+            generation,
+            options.durability,
+        )?;
         let disk = Disk {
             ledger_dir: dir.clone(),
             generation,
             journal,
-            cdr,
             durability: options.durability,
-            unsynced_since: None,
-            scratch: Cdr::default(),
-            lines: Vec::with_capacity(64 << 10),
-            encoder_format: format,
             outcome: None,
+            cdr_tx: cdr.tx.clone(),
+            shared: cdr.shared.clone(),
         };
         let mut answers = retained;
         answers.extend(replay.iter().cloned());
@@ -331,6 +337,7 @@ impl ShardStore {
             ledger_dir: dir,
             options,
             disk: Arc::new(Mutex::new(disk)),
+            cdr,
             next_cdr,
             pending: Batch {
                 effects: Vec::with_capacity(64 << 10),

@@ -1,0 +1,495 @@
+//! The shard's CDR writer thread: everything a commit's answers need not
+//! wait for. It is fed the committed batches' CDR records in order (in
+//! [`Durability::Sync`] only once their journal frame is durable), encodes
+//! them as CDR file lines and appends them to the open CDR file, closes
+//! the file when it is due (fsync, rename, directory fsync), makes the CDR
+//! file durable when a journal generation is closed (so the snapshot that
+//! covers it may delete it), and in [`Durability::Async`] runs the
+//! periodic `fdatasync` of the journal with its own handle of the file.
+//!
+//! The queue is bounded ([`QUEUE_BATCHES`]): a disk slower than the load
+//! holds the commit job back (backpressure) instead of growing memory.
+//! What it did and its errors are collected in [`Shared`] and handed to the
+//! caller with the next [`CommitStats`](super::CommitStats).
+
+use super::Durability;
+use crate::cdr_file::CdrWriter;
+use crate::error::{io_err, Error, Result};
+use crate::journal;
+use crate::names::CdrFormat;
+use gyro_charging::{Cdr, Timestamp};
+use std::fs::File;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+
+/// Batches the CDR writer may be behind the journal before a commit job
+/// waits for it.
+pub(super) const QUEUE_BATCHES: usize = 2048;
+/// Buffers kept for reuse between the commit job and the writer.
+const POOL: usize = 64;
+/// Least time between two ticks the loop side sends.
+const TICK_EVERY_MS: u64 = 50;
+
+/// Encodes CDR file lines from decoded records.
+pub(super) struct LineEncoder {
+    pub(super) format: CdrFormat,
+}
+
+impl LineEncoder {
+    pub(super) fn new(format: CdrFormat) -> Self {
+        LineEncoder { format }
+    }
+
+    pub(super) fn line(&mut self, c: &Cdr, out: &mut Vec<u8>) -> Result<()> {
+        let enc = |e: &dyn std::fmt::Display| Error::Encode {
+            what: "CDR line",
+            reason: e.to_string(),
+        };
+        match self.format {
+            CdrFormat::JsonLines => c.write_json_line(out).map_err(|e| enc(&e)),
+            CdrFormat::Csv => {
+                let mut w = csv::WriterBuilder::new()
+                    .has_headers(false)
+                    .terminator(csv::Terminator::Any(b'\n'))
+                    .from_writer(&mut *out);
+                w.serialize(c).map_err(|e| enc(&e))?;
+                w.flush().map_err(|e| enc(&e))
+            }
+        }
+    }
+}
+
+/// A message to the CDR writer.
+pub(super) enum Msg {
+    /// A batch was written to the journal (and synced, in synchronous
+    /// mode): its CDR records (possibly none), numbered from `first`.
+    Batch {
+        cdrs: Vec<u8>,
+        n: u32,
+        first: u64,
+        now: Timestamp,
+    },
+    /// The commit job started journal generation `generation`; `file` is
+    /// a handle of the new journal. Every CDR of the closed generations
+    /// has been sent before.
+    JournalRotated {
+        file: File,
+        path: PathBuf,
+        generation: u64,
+    },
+    /// Time-driven work (a file to close by age, an asynchronous sync,
+    /// lines to retry).
+    Tick(Timestamp),
+    /// Does the time-driven work, then answers: everything sent before is
+    /// done.
+    Drain(Timestamp, SyncSender<()>),
+    /// Closes the open CDR file now (after writing what is queued).
+    Close(Timestamp, SyncSender<Result<Option<PathBuf>>>),
+    /// Syncs the journal now (`force`) or if due; answers whether it did.
+    SyncJournal {
+        now: Timestamp,
+        force: bool,
+        reply: SyncSender<Result<bool>>,
+    },
+    /// Blocks the writer until the sender of this channel is dropped
+    /// (tests: a CDR disk that does not answer).
+    Hold(Receiver<()>),
+    /// Ends the thread (after everything sent before).
+    Stop,
+}
+
+/// What the writer did since the caller last looked, and its errors.
+#[derive(Debug, Default)]
+pub(super) struct Report {
+    pub(super) cdr_bytes: u64,
+    pub(super) syncs: u32,
+    pub(super) rotated: Option<PathBuf>,
+    pub(super) cdr_error: Option<Error>,
+    /// The open CDR file.
+    pub(super) cdr_path: PathBuf,
+    /// Why the store failed (an `fdatasync` of the journal failed).
+    pub(super) failed: Option<String>,
+}
+
+/// State shared by the loop side, the commit job and the writer.
+#[derive(Debug, Default)]
+pub(super) struct Shared {
+    /// Set once `report.failed` is.
+    pub(super) failed: AtomicBool,
+    /// Every CDR journaled in a generation below this one is durable in a
+    /// CDR file (and in asynchronous mode those journals are synced): a
+    /// snapshot may cover (and delete) them.
+    pub(super) ready_generation: AtomicU64,
+    pub(super) report: Mutex<Report>,
+    pool: Mutex<Vec<Vec<u8>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    pub(super) fn report(&self) -> MutexGuard<'_, Report> {
+        lock(&self.report)
+    }
+
+    /// A buffer holding a copy of `bytes` (reused when one is free).
+    pub(super) fn buffer(&self, bytes: &[u8]) -> Vec<u8> {
+        let mut b = lock(&self.pool).pop().unwrap_or_default();
+        b.extend_from_slice(bytes);
+        b
+    }
+
+    fn give_back(&self, mut b: Vec<u8>) {
+        b.clear();
+        let mut pool = lock(&self.pool);
+        if pool.len() < POOL {
+            pool.push(b);
+        }
+    }
+
+    pub(super) fn fail_writer_gone(&self) {
+        self.fail("the CDR writer thread stopped".into());
+    }
+
+    fn fail(&self, reason: String) {
+        let mut r = self.report();
+        r.failed.get_or_insert(reason);
+        self.failed.store(true, Ordering::Release);
+    }
+}
+
+/// The loop side's handle of the writer thread; stops and joins it when
+/// dropped (after it wrote everything queued).
+#[derive(Debug)]
+pub(super) struct CdrThread {
+    pub(super) tx: SyncSender<Msg>,
+    pub(super) shared: Arc<Shared>,
+    thread: Option<JoinHandle<()>>,
+    last_tick: u64,
+}
+
+/// Holds the CDR writer (see `ShardStore::hold_cdr_writer`) until dropped.
+#[derive(Debug)]
+pub struct CdrWriterHold {
+    _release: SyncSender<()>,
+}
+
+impl CdrThread {
+    /// Starts the writer of a shard. `generation` is the journal being
+    /// appended to; the writer first makes the open CDR file durable, so
+    /// that older generations may be covered by a snapshot.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn spawn(
+        shard: usize,
+        cdr: CdrWriter,
+        journal: File,
+        journal_path: PathBuf,
+        generation: u64,
+        durability: Durability,
+    ) -> Result<CdrThread> {
+        let shared = Arc::new(Shared::default());
+        shared.report().cdr_path = cdr.path.clone();
+        let (tx, rx) = sync_channel(QUEUE_BATCHES);
+        let format = cdr.format;
+        let jp = journal_path.clone();
+        let mut w = Writer {
+            cdr,
+            journal,
+            journal_path,
+            durability,
+            unsynced_since: None,
+            ready_pending: Some(generation),
+            scratch: Cdr::default(),
+            lines: Vec::with_capacity(64 << 10),
+            format,
+            shared: shared.clone(),
+        };
+        let thread = std::thread::Builder::new()
+            .name(format!("gyro-cdr-{shard}"))
+            .spawn(move || w.serve(rx))
+            .map_err(|source| Error::Io {
+                op: "start the CDR writer for",
+                path: jp,
+                source,
+            })?;
+        Ok(CdrThread {
+            tx,
+            shared,
+            thread: Some(thread),
+            last_tick: 0,
+        })
+    }
+
+    /// Asks for time-driven work without waiting (at most every 50 ms;
+    /// skipped when the queue is full: the writer is busy anyway).
+    pub(super) fn tick(&mut self, now: Timestamp) {
+        let t = now.as_millis();
+        if t.saturating_sub(self.last_tick) < TICK_EVERY_MS && t >= self.last_tick {
+            return;
+        }
+        self.last_tick = t;
+        match self.tx.try_send(Msg::Tick(now)) {
+            Ok(()) | Err(TrySendError::Full(_)) => {}
+            Err(TrySendError::Disconnected(_)) => self.gone(),
+        }
+    }
+
+    /// Waits until the writer did everything sent so far and the
+    /// time-driven work due at `now`.
+    pub(super) fn drain(&self, now: Timestamp) {
+        let (reply, done) = sync_channel(1);
+        if self.tx.send(Msg::Drain(now, reply)).is_err() || done.recv().is_err() {
+            self.gone();
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub(super) fn ask<T>(&self, msg: impl FnOnce(SyncSender<Result<T>>) -> Msg) -> Result<T> {
+        let (reply, answer) = sync_channel(1);
+        if self.tx.send(msg(reply)).is_ok() {
+            if let Ok(r) = answer.recv() {
+                return r;
+            }
+        }
+        self.gone();
+        Err(Error::Busy("the CDR writer stopped"))
+    }
+
+    pub(super) fn hold(&self) -> CdrWriterHold {
+        let (release, held) = sync_channel(1);
+        let _ = self.tx.send(Msg::Hold(held));
+        CdrWriterHold { _release: release }
+    }
+
+    fn gone(&self) {
+        self.shared.fail_writer_gone();
+    }
+}
+
+impl Drop for CdrThread {
+    fn drop(&mut self) {
+        let _ = self.tx.send(Msg::Stop);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The writer thread's state.
+struct Writer {
+    cdr: CdrWriter,
+    /// A handle of the journal generation whose frames were last sent.
+    journal: File,
+    journal_path: PathBuf,
+    durability: Durability,
+    unsynced_since: Option<Timestamp>,
+    /// A generation to publish as ready once the CDR file is durable.
+    ready_pending: Option<u64>,
+    scratch: Cdr,
+    lines: Vec<u8>,
+    format: CdrFormat,
+    shared: Arc<Shared>,
+}
+
+impl Writer {
+    fn serve(&mut self, rx: Receiver<Msg>) {
+        let mut now = Timestamp(0);
+        // What an earlier run left in the open file may still be only in
+        // the page cache: make it durable before older journals may go
+        // (not counted in the commit statistics; retried on failure).
+        if let Some(g) = self.ready_pending {
+            if self.cdr.sync().is_ok() {
+                self.ready_pending = None;
+                self.shared.ready_generation.fetch_max(g, Ordering::AcqRel);
+            }
+        }
+        for msg in rx {
+            match msg {
+                Msg::Batch {
+                    cdrs,
+                    n,
+                    first,
+                    now: t,
+                } => {
+                    now = now.max(t);
+                    self.batch(&cdrs, n, first, t);
+                    self.shared.give_back(cdrs);
+                    self.housekeeping(now);
+                }
+                Msg::JournalRotated {
+                    file,
+                    path,
+                    generation,
+                } => {
+                    if let Err(e) = self.sync_journal() {
+                        self.shared.fail(e.to_string());
+                    }
+                    self.journal = file;
+                    self.journal_path = path;
+                    self.ready_pending = Some(generation);
+                    self.housekeeping(now);
+                }
+                Msg::Tick(t) => {
+                    now = now.max(t);
+                    self.housekeeping(now);
+                }
+                Msg::Drain(t, reply) => {
+                    now = now.max(t);
+                    self.housekeeping(now);
+                    let _ = reply.send(());
+                }
+                Msg::Close(t, reply) => {
+                    now = now.max(t);
+                    let _ = reply.send(self.close(t));
+                }
+                Msg::SyncJournal {
+                    now: t,
+                    force,
+                    reply,
+                } => {
+                    now = now.max(t);
+                    let due = self.unsynced_since.is_some() && (force || self.sync_due(t));
+                    let r = if due {
+                        self.sync_journal().map(|()| true)
+                    } else {
+                        Ok(false)
+                    };
+                    if let Err(e) = &r {
+                        self.shared.fail(e.to_string());
+                    }
+                    let _ = reply.send(r);
+                }
+                Msg::Hold(held) => {
+                    let _ = held.recv();
+                }
+                Msg::Stop => break,
+            }
+        }
+        // Whatever is queued is written (not closed: that is
+        // `close_cdr_file`); what fails is rewritten from the journal.
+        let _ = self.cdr.flush(now);
+    }
+
+    fn batch(&mut self, cdrs: &[u8], n: u32, first: u64, now: Timestamp) {
+        if matches!(self.durability, Durability::Async { .. }) {
+            self.unsynced_since.get_or_insert(now);
+        }
+        if n == 0 {
+            return;
+        }
+        self.lines.clear();
+        let mut enc = LineEncoder::new(self.format);
+        let (scratch, lines) = (&mut self.scratch, &mut self.lines);
+        let mut err = None;
+        let decoded = journal::decode_cdrs(cdrs, n, first, scratch, |c| {
+            if let Err(e) = enc.line(c, lines) {
+                err.get_or_insert(e);
+            }
+        });
+        let r = match (decoded, err) {
+            (Err((at, e)), _) => Err(Error::Encode {
+                what: "CDR line",
+                reason: format!("record at byte {at}: {e}"),
+            }),
+            (Ok(()), Some(e)) => Err(e),
+            (Ok(()), None) => self.cdr.write(&self.lines, n.into(), now),
+        };
+        let mut report = self.shared.report();
+        report.cdr_bytes += self.lines.len() as u64;
+        if let Err(e) = r {
+            report.cdr_error.get_or_insert(e);
+        }
+    }
+
+    fn sync_due(&self, now: Timestamp) -> bool {
+        match (self.durability, self.unsynced_since) {
+            (Durability::Async { interval }, Some(t)) => {
+                now.as_millis().saturating_sub(t.as_millis()) >= interval.as_millis() as u64
+            }
+            _ => false,
+        }
+    }
+
+    /// `fdatasync` of the journal if anything sent is unsynced.
+    fn sync_journal(&mut self) -> Result<()> {
+        if self.unsynced_since.is_none() {
+            return Ok(());
+        }
+        self.journal
+            .sync_data()
+            .map_err(io_err("fsync", &self.journal_path))?;
+        self.unsynced_since = None;
+        self.shared.report().syncs += 1;
+        Ok(())
+    }
+
+    fn error(&self, e: Error) {
+        self.shared.report().cdr_error.get_or_insert(e);
+    }
+
+    /// Lines to retry, an asynchronous sync, a file to close, a closed
+    /// journal generation to make ready.
+    fn housekeeping(&mut self, now: Timestamp) {
+        if self.cdr.backlog() > 0 {
+            if let Err(e) = self.cdr.flush(now) {
+                self.error(e);
+                return;
+            }
+        }
+        if self.sync_due(now) {
+            if let Err(e) = self.sync_journal() {
+                self.shared.fail(e.to_string());
+                return;
+            }
+        }
+        if self.cdr.due(now) {
+            // A closed file must never hold a record the journal could
+            // still lose.
+            if let Err(e) = self.sync_journal() {
+                self.shared.fail(e.to_string());
+                return;
+            }
+            match self.cdr.rotate(now) {
+                Ok(p) => {
+                    let mut r = self.shared.report();
+                    r.syncs += 2;
+                    r.cdr_path = self.cdr.path.clone();
+                    if p.is_some() {
+                        r.rotated = p;
+                    }
+                }
+                Err(e) => {
+                    self.error(e);
+                    return;
+                }
+            }
+        }
+        if let Some(g) = self.ready_pending {
+            // The journals below `g` may be deleted once a snapshot covers
+            // them: no CDR may live only there.
+            match self.cdr.sync() {
+                Ok(()) => {
+                    self.ready_pending = None;
+                    self.shared.report().syncs += 2;
+                    self.shared.ready_generation.fetch_max(g, Ordering::AcqRel);
+                }
+                Err(e) => self.error(e),
+            }
+        }
+    }
+
+    fn close(&mut self, now: Timestamp) -> Result<Option<PathBuf>> {
+        self.cdr.flush(now)?;
+        if let Err(e) = self.sync_journal() {
+            self.shared.fail(e.to_string());
+            return Err(e);
+        }
+        let r = self.cdr.rotate(now)?;
+        self.shared.report().cdr_path = self.cdr.path.clone();
+        Ok(r)
+    }
+}

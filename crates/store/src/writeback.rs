@@ -1,0 +1,95 @@
+//! Write-behind for bulk files (CDR files, snapshots): their dirty pages
+//! are sent to the disk in 1 MiB steps as they are written, so that
+//! closing one (an fsync) never has tens of MB left to write, and the
+//! journal's small `fdatasync`s do not queue behind them on the disk.
+
+use std::fs::File;
+use std::os::fd::AsRawFd;
+
+/// Bytes written before writeback of them starts.
+const CHUNK: u64 = 1 << 20;
+
+/// Where the writeback of one file stands.
+#[derive(Debug, Default)]
+pub(crate) struct WriteBehind {
+    /// Writeback started for `[waited, started)`.
+    started: u64,
+    /// Everything before this was written back.
+    waited: u64,
+}
+
+impl WriteBehind {
+    /// Continues from `len` bytes already in the file.
+    pub(crate) fn at(len: u64) -> Self {
+        WriteBehind {
+            started: len,
+            waited: len,
+        }
+    }
+
+    /// The file now holds `len` bytes: once a chunk is dirty, waits for the
+    /// chunk started before and starts writing this one. Best effort: an
+    /// error shows at the file's fsync.
+    pub(crate) fn advance(&mut self, file: &File, len: u64) {
+        if len < self.started {
+            *self = WriteBehind::at(len);
+            return;
+        }
+        if len - self.started < CHUNK {
+            return;
+        }
+        let fd = file.as_raw_fd();
+        // SAFETY: `fd` is an open descriptor borrowed from `file` for the
+        // duration of the calls; sync_file_range reads no memory of ours.
+        unsafe {
+            if self.started > self.waited {
+                libc::sync_file_range(
+                    fd,
+                    self.waited as libc::off64_t,
+                    (self.started - self.waited) as libc::off64_t,
+                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                );
+            }
+            libc::sync_file_range(
+                fd,
+                self.started as libc::off64_t,
+                (len - self.started) as libc::off64_t,
+                libc::SYNC_FILE_RANGE_WRITE,
+            );
+        }
+        self.waited = self.started;
+        self.started = len;
+    }
+}
+
+/// A file written front to back with write-behind.
+pub(crate) struct BulkFile {
+    pub(crate) file: File,
+    len: u64,
+    wb: WriteBehind,
+}
+
+impl BulkFile {
+    pub(crate) fn new(file: File) -> Self {
+        BulkFile {
+            file,
+            len: 0,
+            wb: WriteBehind::default(),
+        }
+    }
+}
+
+impl std::io::Write for BulkFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.len += n as u64;
+        self.wb.advance(&self.file, self.len);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
+    }
+}
