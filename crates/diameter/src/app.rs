@@ -29,9 +29,14 @@ pub type SyncJob = Box<dyn FnOnce() -> std::io::Result<()> + Send>;
 pub enum Flush {
     /// Nothing to wait for: release the answers now.
     Done,
-    /// Release the answers once this job has succeeded; on failure answer
-    /// the batch's requests with [`Shard::too_busy`] instead.
+    /// Release the answers once this job (which syncs to stable storage)
+    /// has succeeded; on failure answer the batch's requests with
+    /// [`Shard::too_busy`] instead. Syncs are costly, so the runtime may
+    /// let a small batch wait briefly for more requests to share one.
     Sync(SyncJob),
+    /// Like [`Flush::Sync`] for a job that only writes (no sync): the batch
+    /// is committed at once.
+    Write(SyncJob),
     /// The batch could not be made durable: its answers must not be sent;
     /// the runtime answers those requests with [`Shard::too_busy`].
     Failed,

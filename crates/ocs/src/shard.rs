@@ -14,11 +14,11 @@ use gyro_charging::answer_log::AnswerArchive;
 use gyro_charging::{
     CcAnswer, CcRequest, ChargingConfig, ClosingCause, Output, RecordType, RequestType, Timestamp,
 };
-use gyro_diameter::app::{session_key, Flush, Shard};
+use gyro_diameter::app::{session_key, Flush, Shard, SyncJob};
 use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::header::flags;
 use gyro_diameter::{Encoder, Message};
-use gyro_store::{CommitStats, CompactionDone};
+use gyro_store::{CommitStats, CompactionDone, Durability};
 use tracing::{error, info, warn};
 
 use crate::clock::unix_now;
@@ -218,7 +218,10 @@ impl CreditShard {
         let next_answer_seq = ledger.engine.next_answer_seq();
         let spawned = std::thread::Builder::new()
             .name(format!("gyro-snapshot-{shard}"))
-            .spawn(move || recovery::compact(job, &charging, shard, count, next_answer_seq));
+            .spawn(move || {
+                background_priority();
+                recovery::compact(job, &charging, shard, count, next_answer_seq)
+            });
         match spawned {
             Ok(h) => self.compacting = Some(h),
             Err(e) => {
@@ -233,6 +236,25 @@ impl CreditShard {
         t.commits.fetch_add(1, Relaxed);
         t.syncs.fetch_add(u64::from(stats.syncs), Relaxed);
         t.records.fetch_add(stats.effects + stats.cdrs, Relaxed);
+    }
+}
+
+/// Lowers the calling thread to the idle scheduling class: building a
+/// snapshot must never take CPU time from an event loop, even when both
+/// share one core. Best effort: without it the snapshot is still correct.
+fn background_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler with pid 0 changes only the calling
+        // thread; `param` is a valid, initialised sched_param.
+        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if r != 0 {
+            warn!(
+                error = %std::io::Error::last_os_error(),
+                "cannot lower the snapshot thread's priority"
+            );
+        }
     }
 }
 
@@ -364,9 +386,14 @@ impl Shard for CreditShard {
         let Some(store) = &mut ledger.store else {
             return Flush::Done;
         };
+        let syncs = store.options().durability == Durability::Sync;
         match store.begin_commit(unix_now()) {
             Ok(Some(job)) => {
-                Flush::Sync(Box::new(move || job.run().map_err(std::io::Error::other)))
+                let job: SyncJob = Box::new(move || job.run().map_err(std::io::Error::other));
+                match syncs {
+                    true => Flush::Sync(job),
+                    false => Flush::Write(job),
+                }
             }
             Ok(None) => Flush::Done,
             Err(e) => {

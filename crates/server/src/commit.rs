@@ -12,6 +12,7 @@
 //! unchanged.
 
 use std::cell::{Cell, RefCell};
+use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
 use gyro_diameter::app::{Flush, Shard, SyncJob};
@@ -38,13 +39,27 @@ pub(crate) struct GroupCommit {
     wake: Notify,
     /// True while a group commit is between flush and release.
     committing: Cell<bool>,
+    /// When the oldest output now pending was queued.
+    pending_since: Cell<Option<Instant>>,
+    /// Answers now pending.
+    pending_answers: Cell<usize>,
+    /// Whether the last batch needed a durability job.
+    last_synced: Cell<bool>,
+    /// How long a small batch that needs a durability job waits for more.
+    delay: Duration,
     syncer: std::sync::mpsc::Sender<SyncRequest>,
 }
+
+/// A batch with at least this many answers is committed at once; a smaller
+/// one waits up to the configured delay for more (when it needs a sync).
+const DELAY_BELOW_ANSWERS: usize = 64;
 
 impl GroupCommit {
     /// A queue whose durability jobs run on a new thread named
     /// `gyro-sync-<worker>`.
-    pub(crate) fn new(worker: usize) -> std::io::Result<GroupCommit> {
+    /// `delay`: how long a small batch that needs an fdatasync waits for
+    /// more answers to share it (0: never).
+    pub(crate) fn new(worker: usize, delay: Duration) -> std::io::Result<GroupCommit> {
         let (syncer, jobs) = std::sync::mpsc::channel::<SyncRequest>();
         std::thread::Builder::new()
             .name(format!("gyro-sync-{worker}"))
@@ -57,6 +72,10 @@ impl GroupCommit {
             pending: RefCell::new(Vec::new()),
             wake: Notify::new(),
             committing: Cell::new(false),
+            pending_since: Cell::new(None),
+            pending_answers: Cell::new(0),
+            last_synced: Cell::new(false),
+            delay,
             syncer,
         })
     }
@@ -64,8 +83,38 @@ impl GroupCommit {
     /// Queues output for a connection; it leaves once everything this
     /// event loop's shard did up to now is durable.
     pub(crate) fn release_after_commit(&self, tx: &mpsc::UnboundedSender<Outgoing>, out: Outgoing) {
+        if self.pending_since.get().is_none() {
+            self.pending_since.set(Some(Instant::now()));
+        }
+        self.pending_answers
+            .set(self.pending_answers.get() + out.answers);
         self.pending.borrow_mut().push((tx.clone(), out));
         self.wake.notify_one();
+    }
+
+    /// Group commit with a delay (as databases' `commit_delay`): at a low
+    /// rate every request would pay its own fdatasync; a small batch that
+    /// needs one waits, from its first answer, up to the delay or until
+    /// enough answers have joined. A large batch, or one that needs no
+    /// sync, goes at once.
+    async fn gather(&self) {
+        if self.delay.is_zero() || !self.last_synced.get() {
+            return;
+        }
+        let Some(since) = self.pending_since.get() else {
+            return;
+        };
+        let until = since + self.delay;
+        while self.pending_answers.get() < DELAY_BELOW_ANSWERS {
+            let now = Instant::now();
+            if now >= until {
+                break;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(until - now) => break,
+                _ = self.wake.notified() => {}
+            }
+        }
     }
 
     /// Asks for a group commit even without output (after a tick).
@@ -94,13 +143,19 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
         commit.wake.notified().await;
         // Let the tasks that are ready now add to this batch.
         tokio::task::yield_now().await;
+        commit.gather().await;
         let batch = std::mem::take(&mut *commit.pending.borrow_mut());
+        commit.pending_since.set(None);
+        commit.pending_answers.set(0);
         commit.committing.set(true);
         let flush = shard.borrow_mut().flush();
+        commit
+            .last_synced
+            .set(matches!(flush, Flush::Sync(_)) && !batch.is_empty());
         let durable = match flush {
             Flush::Done => true,
             Flush::Failed => false,
-            Flush::Sync(job) => {
+            Flush::Sync(job) | Flush::Write(job) => {
                 let r = commit.sync(job).await;
                 shard.borrow_mut().synced(&r);
                 r.is_ok()

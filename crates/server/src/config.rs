@@ -45,6 +45,12 @@ pub struct StorageSection {
     /// A snapshot of a shard's ledger is taken after this many journaled
     /// records (keeps start-up time bounded).
     pub snapshot_every_records: u64,
+    /// Group commit delay, microseconds: a batch of fewer than 64 answers
+    /// that needs an fdatasync waits up to this long from its first answer
+    /// for more to share the sync (at low rates one sync per request costs
+    /// more CPU than the request). 0 commits every batch at once. Default
+    /// 1000.
+    pub commit_delay_us: u64,
     /// How CDR files are written: `"jsonl"` (default, one JSON object per
     /// line) or `"csv"` (the columns of `gyro cdr csv`, no header line).
     pub cdr_format: CdrFileFormat,
@@ -70,6 +76,7 @@ impl Default for StorageSection {
             cdr_max_age_secs: 300,
             snapshot_every_records: 8_000_000,
             cdr_format: CdrFileFormat::Jsonl,
+            commit_delay_us: 1000,
         }
     }
 }

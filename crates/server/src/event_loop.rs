@@ -35,7 +35,8 @@ pub(crate) fn run<F: Application>(
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        Ok::<_, std::io::Error>((rt, GroupCommit::new(index)?))
+        let delay = Duration::from_micros(shared.config.storage.commit_delay_us);
+        Ok::<_, std::io::Error>((rt, GroupCommit::new(index, delay)?))
     })();
     let count = shared.inboxes.len();
     let shard = shared.factory.shard(index, count);
@@ -112,7 +113,7 @@ pub(crate) fn run<F: Application>(
         }
         commit_task.abort();
         let last = worker.shard.borrow_mut().flush();
-        if let gyro_diameter::app::Flush::Sync(job) = last {
+        if let gyro_diameter::app::Flush::Sync(job) | gyro_diameter::app::Flush::Write(job) = last {
             let r = job();
             worker.shard.borrow_mut().synced(&r);
         }
