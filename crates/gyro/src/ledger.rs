@@ -66,6 +66,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .collect();
     shards.sort_unstable();
     anyhow::ensure!(!shards.is_empty(), "no shard in {}", ledger_root.display());
+    // A running server owns the directory; its books are read once it stops.
+    let _lock = gyro_store::DataDirLock::acquire(&args.data_dir)?;
     let mut config = gyro_server::Config::default();
     config.server.charging = args.charging.clone();
     let (charging, _) = serve::load_charging(&config)?;

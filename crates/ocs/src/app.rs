@@ -8,7 +8,7 @@ use gyro_charging::{ChargingConfig, SubscriberDirectory, SubscriptionType};
 use gyro_diameter::app::{Application, Route, SessionStep};
 use gyro_diameter::codes::{avp, cmd};
 use gyro_diameter::Message;
-use gyro_store::RecoveryReport;
+use gyro_store::{DataDirLock, RecoveryReport};
 use tracing::error;
 
 use crate::clock::unix_now;
@@ -33,6 +33,8 @@ pub struct CreditControl {
     opened: Mutex<Vec<Option<Ledger>>>,
     reports: Vec<Option<RecoveryReport>>,
     totals: Arc<[ShardTotals]>,
+    /// The data directory held for this process alone.
+    _lock: Option<DataDirLock>,
 }
 
 impl CreditControl {
@@ -54,10 +56,11 @@ impl CreditControl {
         charging
             .catalog()
             .map_err(|e| Error::Config(format!("charging: {e}")))?;
-        if let Some(dir) = &storage.data_dir {
-            std::fs::create_dir_all(dir)
-                .map_err(|e| Error::Config(format!("cannot create {}: {e}", dir.display())))?;
-        }
+        // One owner per data directory, taken before anything is opened.
+        let lock = match &storage.data_dir {
+            Some(dir) => Some(DataDirLock::acquire(dir).map_err(|e| Error::Config(e.to_string()))?),
+            None => None,
+        };
         let now = unix_now();
         let opened: Vec<Result<(Ledger, Option<RecoveryReport>)>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..shards)
@@ -93,6 +96,7 @@ impl CreditControl {
             opened: Mutex::new(ledgers),
             reports,
             totals: (0..shards).map(|_| ShardTotals::default()).collect(),
+            _lock: lock,
         })
     }
 

@@ -52,7 +52,8 @@ pub const DEMO_CHARGING: &str = include_str!("../../../config/example-charging.t
 
 /// Rebuilds the engine of shard `shard` of `count` from the data directory
 /// (as `gyro serve` does at start; repairs what a crash left behind), for
-/// tools that inspect a stopped server's books.
+/// tools that inspect a stopped server's books. Hold the directory's
+/// [`gyro_store::DataDirLock`] while doing so.
 pub fn recover_engine(
     charging: &ChargingConfig,
     data_dir: &std::path::Path,

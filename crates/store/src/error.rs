@@ -62,6 +62,15 @@ pub enum Error {
     /// The call is not allowed now (a batch is in flight).
     #[error("{0}")]
     Busy(&'static str),
+    /// Another process (another gyro) holds the data directory: two
+    /// writers would corrupt each other's journals and CDR sequences.
+    #[error("{} is in use by another gyro process{}; stop it first or use another data directory", path.display(), holder.as_ref().map(|h| format!(" ({h})")).unwrap_or_default())]
+    Locked {
+        /// The data directory.
+        path: PathBuf,
+        /// What the lock file says of its holder (its pid), if anything.
+        holder: Option<String>,
+    },
     /// An earlier fsync failed, so what the kernel holds for the journal is
     /// unknown: the store refuses further writes. Reopen it (rebuilding the
     /// engine from disk) to continue.
@@ -91,6 +100,8 @@ pub enum ErrorKind {
     Invalid,
     /// Any other I/O error.
     Io,
+    /// Another process holds the data directory.
+    Locked,
 }
 
 impl Error {
@@ -113,6 +124,7 @@ impl Error {
             Error::Corrupt { .. } | Error::Replay { .. } => ErrorKind::Corrupt,
             Error::Failed { .. } => ErrorKind::Failed,
             Error::Encode { .. } | Error::Sequence { .. } | Error::Busy(_) => ErrorKind::Invalid,
+            Error::Locked { .. } => ErrorKind::Locked,
         }
     }
 
@@ -122,7 +134,8 @@ impl Error {
             Error::Io { path, .. }
             | Error::Corrupt { path, .. }
             | Error::Replay { path, .. }
-            | Error::Failed { path, .. } => Some(path),
+            | Error::Failed { path, .. }
+            | Error::Locked { path, .. } => Some(path),
             Error::Encode { .. } | Error::Sequence { .. } | Error::Busy(_) => None,
         }
     }

@@ -206,6 +206,7 @@ mod cdr_file;
 pub mod cdr_tool;
 mod error;
 pub mod journal;
+mod lock;
 pub mod names;
 pub mod record;
 mod shard;
@@ -214,6 +215,7 @@ mod writeback;
 
 pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
+pub use lock::{DataDirLock, LOCK_FILE};
 pub use names::CdrFormat;
 pub use shard::{
     cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,
