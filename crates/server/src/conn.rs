@@ -125,15 +125,22 @@ pub(crate) async fn serve<F: Application>(
     drop(tx);
     // The writer ends once everything queued (a 5011 answer included) and
     // every answer in flight from any worker is written and every sender is
-    // gone. A peer that broke the stream gets a bounded wait.
-    if abort {
-        let grace = Duration::from_secs_f64(cfg.peers.handshake_timeout_secs);
-        let abort_handle = writer.abort_handle();
-        if tokio::time::timeout(grace, writer).await.is_err() {
-            abort_handle.abort();
-        }
+    // gone. The wait is bounded: a peer that broke the stream gets the
+    // handshake timeout, any other one the watchdog interval, so a peer
+    // that stopped reading (a zero window) cannot hold the connection, and
+    // its queued answers, forever.
+    let grace = if abort {
+        cfg.peers.handshake_timeout_secs
     } else {
-        let _ = writer.await;
+        cfg.peers.watchdog_secs
+    };
+    let abort_handle = writer.abort_handle();
+    if tokio::time::timeout(Duration::from_secs_f64(grace), writer)
+        .await
+        .is_err()
+    {
+        warn!(?remote, "peer stopped reading its answers; closing");
+        abort_handle.abort();
     }
     WorkerStats::bump_down(&stats.open_connections);
 }

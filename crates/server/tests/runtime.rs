@@ -222,6 +222,38 @@ fn incomplete_message_times_out() {
 }
 
 #[test]
+fn a_peer_that_stops_reading_is_disconnected_and_freed() {
+    let mut cfg = test_config(1);
+    cfg.limits.max_inflight_per_connection = 64;
+    let server = gyro_server::start(cfg, Echo::default()).unwrap();
+    let c = Client::open(server.local_addrs()[0]);
+    let mut stream = c.stream.try_clone().unwrap();
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    // Requests, and never a byte read back: answers and watchdog requests
+    // pile up in a zero window.
+    let one = ccr_bytes(1, 1, "client.test;1;1", "46700000001", 1, 0);
+    let chunk: Vec<u8> = one.iter().copied().cycle().take(one.len() * 256).collect();
+    let t = Instant::now();
+    while t.elapsed() < Duration::from_secs(2) && stream.write(&chunk).is_ok() {}
+    assert_eq!(server.stats().open_connections, 1);
+    // The watchdog gives up on the peer (no DWA), and the close does not
+    // wait forever on the blocked writes: the connection is freed.
+    let t = Instant::now();
+    while server.stats().open_connections > 0 {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "a peer that stopped reading still holds its connection"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    drop(c);
+    server.shutdown();
+    server.join();
+}
+
+#[test]
 fn peer_that_stops_reading_is_held_back() {
     let mut cfg = test_config(1);
     cfg.limits.max_inflight_per_connection = 64;
