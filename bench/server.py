@@ -130,9 +130,23 @@ def parse_server(spec, default_gyro):
             "binary": os.path.abspath(path) if path else default_gyro, "own_binary": bool(path)}
 
 
+def toml_value(value):
+    """`value` as TOML: kept as written when it already is a TOML number,
+    boolean, string or array, else quoted as a string (so `cdr_format=csv`
+    works as well as `cdr_format="csv"`)."""
+    v = value.strip()
+    if v in ("true", "false") or v[:1] in ('"', "'", "["):
+        return v
+    try:
+        float(v.replace("_", ""))
+        return v
+    except ValueError:
+        return json.dumps(v)
+
+
 def config_toml(durability, extras):
     """A gyro config: the durability and each `section.key=value` override
-    (value in TOML syntax)."""
+    (value in TOML syntax; a bare word is taken as a string)."""
     sections = {}
     if durability:
         sections.setdefault("storage", []).append(f'durability = "{durability}"')
@@ -141,7 +155,7 @@ def config_toml(durability, extras):
         section, _, name = key.strip().rpartition(".")
         if not section or not value:
             sys.exit(f"--config-extra {e!r}: expected section.key=value")
-        sections.setdefault(section, []).append(f"{name} = {value.strip()}")
+        sections.setdefault(section, []).append(f"{name} = {toml_value(value)}")
     return "".join(f"[{s}]\n" + "\n".join(lines) + "\n" for s, lines in sections.items())
 
 
