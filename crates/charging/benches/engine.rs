@@ -7,33 +7,10 @@
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use gyro_charging::*;
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::hint::black_box;
-use std::sync::atomic::{AtomicU64, Ordering};
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "../tests/common/counting.rs"]
+mod counting;
 
 const CONFIG: &str = r#"
 [engine]
@@ -170,11 +147,11 @@ fn count_allocations() {
     assert_eq!(b.answer.mscc.len(), 3);
     assert_eq!(b.out.cdrs.len(), 3);
     let n = 100_000u64;
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting::allocations();
     for _ in 0..n {
         b.step();
     }
-    let allocs = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocs = counting::allocations() - before;
     println!(
         "ccr_update_3_rating_groups: {:.3} allocations/op ({allocs} in {n} requests)",
         allocs as f64 / n as f64
@@ -228,11 +205,11 @@ fn count_session_allocations() {
         s.session();
     }
     let n = 20_000u64;
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = counting::allocations();
     for _ in 0..n {
         s.session();
     }
-    let allocs = ALLOCATIONS.load(Ordering::Relaxed) - before;
+    let allocs = counting::allocations() - before;
     println!(
         "session_i_u_t_3_rating_groups: {:.3} allocations/session ({allocs} in {n} sessions)",
         allocs as f64 / n as f64

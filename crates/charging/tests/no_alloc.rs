@@ -5,32 +5,9 @@
 //! Session-Id index), none in its CCR-Updates and CCR-Terminate.
 
 use gyro_charging::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicU64, Ordering};
 
-struct Counting;
-
-static ALLOCATIONS: AtomicU64 = AtomicU64::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        // SAFETY: forwarded unchanged to the system allocator.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 /// The counter is global: the tests take turns.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -131,11 +108,11 @@ impl Warm {
 
     /// Allocations per call of `step` over `n` calls.
     fn per_request(&mut self, n: u64, mut step: impl FnMut(&mut Self)) -> f64 {
-        let before = ALLOCATIONS.load(Ordering::Relaxed);
+        let before = counting::allocations();
         for _ in 0..n {
             step(self);
         }
-        (ALLOCATIONS.load(Ordering::Relaxed) - before) as f64 / n as f64
+        (counting::allocations() - before) as f64 / n as f64
     }
 }
 
@@ -181,9 +158,9 @@ fn a_whole_session_allocates_at_most_twice_all_in_its_ccr_initial() {
         w.out.clear();
         w.engine.tick(w.now, &mut w.out);
         for (r, count) in reqs.iter_mut().zip(counts.iter_mut()) {
-            let before = ALLOCATIONS.load(Ordering::Relaxed);
+            let before = counting::allocations();
             w.send(r);
-            *count += ALLOCATIONS.load(Ordering::Relaxed) - before;
+            *count += counting::allocations() - before;
         }
     };
     // Warm up past the supervision time (1200 s, one session a second), so
