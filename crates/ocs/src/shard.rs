@@ -156,15 +156,7 @@ impl CreditShard {
             .str(avp::ORIGIN_HOST, &self.identity.origin_host)
             .str(avp::ORIGIN_REALM, &self.identity.origin_realm);
         if req.command_code() == cmd::CREDIT_CONTROL {
-            for id in [
-                avp::AUTH_APPLICATION_ID,
-                avp::CC_REQUEST_TYPE,
-                avp::CC_REQUEST_NUMBER,
-            ] {
-                if let Some(a) = req.find(id) {
-                    e.raw_avp(&a);
-                }
-            }
+            echo_ids(&mut e, req);
         }
         if avp_code != 0 {
             if let Some(a) = req.avps().flatten().find(|a| a.code() == avp_code) {
@@ -236,6 +228,20 @@ impl CreditShard {
         t.commits.fetch_add(1, Relaxed);
         t.syncs.fetch_add(u64::from(stats.syncs), Relaxed);
         t.records.fetch_add(stats.effects + stats.cdrs, Relaxed);
+    }
+}
+
+/// Copies from `msg` the AVPs every CCA carries back: Auth-Application-Id,
+/// CC-Request-Type and CC-Request-Number (those it has).
+fn echo_ids(e: &mut Encoder<'_>, msg: &Message<'_>) {
+    for id in [
+        avp::AUTH_APPLICATION_ID,
+        avp::CC_REQUEST_TYPE,
+        avp::CC_REQUEST_NUMBER,
+    ] {
+        if let Some(a) = msg.find(id) {
+            e.raw_avp(&a);
+        }
     }
 }
 
@@ -335,15 +341,7 @@ impl Shard for CreditShard {
                 avp::ERROR_MESSAGE,
                 "cannot make the change durable; try again or elsewhere",
             );
-        for id in [
-            avp::AUTH_APPLICATION_ID,
-            avp::CC_REQUEST_TYPE,
-            avp::CC_REQUEST_NUMBER,
-        ] {
-            if let Some(a) = answer.find(id) {
-                e.raw_avp(&a);
-            }
-        }
+        echo_ids(&mut e, answer);
         if e.finish().is_err() {
             warn!("3004 answer too large");
         }
@@ -390,9 +388,10 @@ impl Shard for CreditShard {
         match store.begin_commit(unix_now()) {
             Ok(Some(job)) => {
                 let job: SyncJob = Box::new(move || job.run().map_err(std::io::Error::other));
-                match syncs {
-                    true => Flush::Sync(job),
-                    false => Flush::Write(job),
+                if syncs {
+                    Flush::Sync(job)
+                } else {
+                    Flush::Write(job)
                 }
             }
             Ok(None) => Flush::Done,
