@@ -193,10 +193,10 @@ impl<F: Application> Conn<F> {
     /// event loop's. Pins and releases the session as the application says.
     fn route(&mut self, msg: &Message<'_>, unix_now: u64) -> usize {
         let shared = &self.worker.shared;
-        let n = self.batches.len();
-        if n == 1 {
-            return 0; // one shard: nothing to route, no session to follow
+        if !shared.routes() {
+            return self.worker.index;
         }
+        let n = self.batches.len();
         let route = shared.factory.route(msg, n);
         let named = route.shard.filter(|s| *s < n);
         if route.session == SessionStep::None {

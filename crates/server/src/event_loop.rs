@@ -41,7 +41,9 @@ pub(crate) fn run<F: Application>(
     let count = shared.inboxes.len();
     let shard = shared.factory.shard(index, count);
     let (mut open, mut lingering) = (Vec::new(), Vec::new());
-    shard.sessions(&mut open, &mut lingering);
+    if shared.routes() {
+        shard.sessions(&mut open, &mut lingering);
+    }
     let mut pinner = Pinner::new(index, shared.factory.session_linger_ms());
     for key in open {
         shared.directory.pin(key, pinner.next(index));
@@ -217,6 +219,9 @@ async fn tick_loop<F: Application>(worker: Rc<Worker<F>>) {
         interval.tick().await;
         let now = worker.shared.unix_ms();
         worker.shard.borrow_mut().tick(now, &mut ended);
+        if !worker.shared.routes() {
+            ended.clear();
+        }
         let mut pinner = worker.pinner.borrow_mut();
         for key in ended.drain(..) {
             if let Some(pin) = directory.lookup(key) {

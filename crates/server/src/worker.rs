@@ -51,6 +51,13 @@ impl<F: Application> Shared<F> {
             .map_or(0, |d| d.as_millis() as u64)
     }
 
+    /// Whether requests are routed between shards and sessions followed
+    /// through the directory: not with a single shard, where every request
+    /// is the one shard's and the directory stays empty.
+    pub fn routes(&self) -> bool {
+        self.inboxes.len() > 1
+    }
+
     /// Connections open on every event loop.
     pub fn open_connections(&self) -> u64 {
         self.stats
