@@ -102,7 +102,7 @@ pub trait Shard {
         Flush::Done
     }
 
-    /// The outcome of the [`Flush::Sync`] job returned by the last
+    /// The outcome of the [`Flush::Sync`] or [`Flush::Write`] job returned by the last
     /// [`Shard::flush`], before the answers are released (or failed).
     fn synced(&mut self, _result: &std::io::Result<()>) {}
 
@@ -111,7 +111,7 @@ pub trait Shard {
     /// `lingering` ones that ended but whose answers the shard still
     /// remembers (their pins are released after
     /// [`Application::session_linger_ms`]).
-    fn sessions(&self, _open: &mut Vec<u64>, _lingering: &mut Vec<u64>) {}
+    fn sessions(&mut self, _open: &mut Vec<u64>, _lingering: &mut Vec<u64>) {}
 }
 
 /// Builds the shards and routes requests to them. Shared by all event

@@ -420,9 +420,10 @@ impl Shard for CreditShard {
         }
     }
 
-    fn sessions(&self, open: &mut Vec<u64>, lingering: &mut Vec<u64>) {
-        if let Some(ledger) = &self.ledger {
-            lingering.extend_from_slice(&ledger.lingering);
+    fn sessions(&mut self, open: &mut Vec<u64>, lingering: &mut Vec<u64>) {
+        if let Some(ledger) = &mut self.ledger {
+            // Recovery's list is needed once, for this.
+            lingering.append(&mut std::mem::take(&mut ledger.lingering));
             open.extend(
                 ledger
                     .engine

@@ -39,7 +39,7 @@ pub(crate) fn run<F: Application>(
         Ok::<_, std::io::Error>((rt, GroupCommit::new(index, delay)?))
     })();
     let count = shared.inboxes.len();
-    let shard = shared.factory.shard(index, count);
+    let mut shard = shared.factory.shard(index, count);
     let (mut open, mut lingering) = (Vec::new(), Vec::new());
     if shared.routes() {
         shard.sessions(&mut open, &mut lingering);
