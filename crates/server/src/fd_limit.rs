@@ -19,6 +19,7 @@ pub struct FdLimit {
 
 /// Raises the soft limit on open files to the hard limit.
 #[cfg(unix)]
+#[allow(clippy::unnecessary_cast)] // rlim_t is not u64 everywhere
 pub fn raise_fd_limit() -> std::io::Result<FdLimit> {
     let mut lim = libc::rlimit {
         rlim_cur: 0,
