@@ -220,12 +220,20 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
 fn raise_fd_limit(config: &Config) {
     match gyro_server::raise_fd_limit() {
         Ok(l) => {
-            info!(
-                soft = l.soft,
-                hard = l.hard,
-                was = l.before,
-                "open files limit (RLIMIT_NOFILE): soft limit raised to the hard limit"
-            );
+            if l.before < l.soft {
+                info!(
+                    soft = l.soft,
+                    hard = l.hard,
+                    was = l.before,
+                    "open files limit (RLIMIT_NOFILE): soft limit raised to the hard limit"
+                );
+            } else {
+                info!(
+                    soft = l.soft,
+                    hard = l.hard,
+                    "open files limit (RLIMIT_NOFILE): soft limit already at the hard limit"
+                );
+            }
             // Every connection is one descriptor; the shards' files, the
             // listeners and the runtime need some more.
             let spare = 64 + 16 * config.worker_count() as u64;
@@ -307,7 +315,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             worker = i,
             requests = w.requests,
             from_other_workers = w.from_other_workers,
+            too_busy = w.too_busy(),
             connections = w.connections,
+            refused_connections = w.refused_connections + w.refused_peers,
             "worker totals"
         );
     }
