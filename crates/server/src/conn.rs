@@ -30,7 +30,7 @@ use tracing::{debug, info, warn};
 use crate::commit::Outgoing;
 use crate::conn_limit::{Accepted, PeerSlot};
 use crate::metrics::WorkerStats;
-use crate::overload::Refusal;
+use crate::overload::{self, Refusal};
 use crate::worker::{Job, Worker};
 
 struct Conn<F: Application> {
@@ -87,14 +87,14 @@ pub(crate) async fn serve<F: Application>(
     let max_inflight = cfg.limits.max_inflight_per_connection;
     let read_cap = cfg.limits.read_buffer_size;
     let mut stopping = *shutdown.borrow();
-    // When the bytes in the read buffer were read (for the wait bound).
-    let mut read_ms = now;
+    // When the bytes in the read buffer arrived (for the wait bound).
+    let mut arrived_ms = now;
     let reason: Option<Close> = loop {
         if stopping && matches!(c.conn.state(), State::Handshake | State::Open) {
             c.conn.close(disconnect_cause::REBOOTING, shared.now_ms());
         }
         // Everything whole in the read buffer, one message at a time.
-        let closed = c.drain(shared.unix_ms(), read_ms);
+        let closed = c.drain(shared.unix_ms(), arrived_ms);
         c.flush();
         if closed.is_some() {
             break closed;
@@ -113,8 +113,9 @@ pub(crate) async fn serve<F: Application>(
             r = rd.read_buf(rbuf), if can_read => match r {
                 Ok(0) | Err(_) => break None,
                 Ok(_) => {
-                    read_ms = shared.now_ms();
-                    c.conn.handle_read(read_ms);
+                    let now = shared.now_ms();
+                    arrived_ms = overload::arrival(now, worker.lag_ms.get());
+                    c.conn.handle_read(now);
                 }
             },
             _ = written.notified(), if !can_read => {}
@@ -179,11 +180,11 @@ pub(crate) async fn serve<F: Application>(
 impl<F: Application> Conn<F> {
     /// Handles every event the connection has; returns why it closed, if
     /// it did.
-    /// `read_ms`: when the buffered bytes were read.
-    fn drain(&mut self, unix_now: u64, read_ms: u64) -> Option<Close> {
+    /// `arrived_ms`: when the buffered bytes arrived.
+    fn drain(&mut self, unix_now: u64, arrived_ms: u64) -> Option<Close> {
         while let Some(ev) = self.conn.poll_event() {
             match ev {
-                Event::Request(frame) => self.request(frame, unix_now, read_ms),
+                Event::Request(frame) => self.request(frame, unix_now, arrived_ms),
                 Event::Opened { origin_host, .. } => self.opened(&origin_host),
                 Event::Rejected { .. } => {
                     // The error answer is already queued.
@@ -201,12 +202,12 @@ impl<F: Application> Conn<F> {
 
     /// Routes one validated application request: handled here when its
     /// shard is local, else handed to the owning worker.
-    fn request(&mut self, frame: Bytes, unix_now: u64, read_ms: u64) {
+    fn request(&mut self, frame: Bytes, unix_now: u64, arrived_ms: u64) {
         let Ok(msg) = Message::parse(&frame) else {
             return; // validated by the connection: cannot happen
         };
         let shard = self.route(&msg, unix_now);
-        if let Err(why) = self.admit(shard, read_ms) {
+        if let Err(why) = self.admit(shard, arrived_ms) {
             self.too_busy(&msg, why);
             return;
         }
@@ -222,21 +223,21 @@ impl<F: Application> Conn<F> {
             self.batches[shard].push(Job {
                 frame,
                 reply: self.tx.clone(),
-                read_ms,
+                arrived_ms,
             });
         }
     }
 
     /// Overload control: whether `shard` takes a request of this
-    /// connection read at `read_ms`. Its queue counts what other loops
-    /// handed it and what this read is about to; a local request is also
-    /// held to the wait bound here, a handed-over one by its owner.
-    fn admit(&self, shard: usize, read_ms: u64) -> Result<(), Refusal> {
+    /// connection that arrived at `arrived_ms`. Its queue counts what other
+    /// loops handed it and what this read is about to; a local request is
+    /// also held to the wait bound here, a handed-over one by its owner.
+    fn admit(&self, shard: usize, arrived_ms: u64) -> Result<(), Refusal> {
         let shared = &self.worker.shared;
         let admission = &shared.admission;
         let queued = shared.queues[shard].get() + self.batches[shard].len();
         admission.admit(queued, || (self.inflight.get(), shared.limits.open()))?;
-        if shard == self.worker.index && admission.waited_too_long(read_ms, shared.now_ms()) {
+        if shard == self.worker.index && admission.waited_too_long(arrived_ms, shared.now_ms()) {
             return Err(Refusal::Waited);
         }
         Ok(())

@@ -19,7 +19,7 @@ use crate::commit::{self, GroupCommit, Outgoing};
 use crate::directory::Pinner;
 use crate::fd_limit::{self, Spare};
 use crate::metrics::{StatsSnapshot, WorkerStats};
-use crate::overload::Refusal;
+use crate::overload::{self, Refusal};
 use crate::worker::{Job, Shared, Worker};
 
 /// Runs worker `index` on the current thread until shutdown completes.
@@ -71,6 +71,7 @@ pub(crate) fn run<F: Application>(
         shared: shared.clone(),
         commit,
         pinner: RefCell::new(pinner),
+        lag_ms: Cell::new(0),
     });
     local.block_on(&rt, async move {
         let conns = Rc::new((Cell::new(0usize), Notify::new()));
@@ -90,6 +91,7 @@ pub(crate) fn run<F: Application>(
         }
         let inbox_task = tokio::task::spawn_local(inbox_loop(worker.clone(), inbox));
         let tick_task = tokio::task::spawn_local(tick_loop(worker.clone()));
+        let lag_task = tokio::task::spawn_local(lag_probe(worker.clone()));
         let w = worker.clone();
         let commit_task =
             tokio::task::spawn_local(async move { commit::run(&w.commit, &w.shard).await });
@@ -108,6 +110,7 @@ pub(crate) fn run<F: Application>(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tick_task.abort();
+        lag_task.abort();
         inbox_task.abort();
         // Let a group commit in progress finish, then make a last one here
         // for whatever the final ticks changed.
@@ -248,7 +251,7 @@ async fn inbox_loop<F: Application>(
             if let Ok(msg) = Message::parse(&job.frame) {
                 if shared
                     .admission
-                    .waited_too_long(job.read_ms, shared.now_ms())
+                    .waited_too_long(job.arrived_ms, shared.now_ms())
                 {
                     shard.too_busy(&msg, &mut out);
                     waited += 1;
@@ -304,6 +307,17 @@ async fn tick_loop<F: Application>(worker: Rc<Worker<F>>) {
         pinner.release_due(directory, now);
         drop(pinner);
         worker.commit.wake();
+    }
+}
+
+/// Samples how late this event loop's timers fire (see `overload`).
+async fn lag_probe<F: Application>(worker: Rc<Worker<F>>) {
+    let shared = &worker.shared;
+    loop {
+        let due = shared.now_ms() + overload::LAG_PROBE_MS;
+        tokio::time::sleep(Duration::from_millis(overload::LAG_PROBE_MS)).await;
+        let lag = overload::smoothed_lag(worker.lag_ms.get(), due, shared.now_ms());
+        worker.lag_ms.set(lag);
     }
 }
 

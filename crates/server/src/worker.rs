@@ -26,8 +26,9 @@ pub(crate) struct Job {
     pub frame: Bytes,
     /// Where its answer goes: the writer of the connection it came from.
     pub reply: mpsc::UnboundedSender<Outgoing>,
-    /// When it was read ([`Shared::now_ms`]), for the wait bound.
-    pub read_ms: u64,
+    /// When it arrived ([`Shared::now_ms`]; see `overload::arrival`),
+    /// for the wait bound.
+    pub arrived_ms: u64,
 }
 
 /// What all event loops share, read-only or lock-free.
@@ -88,6 +89,9 @@ pub(crate) struct Worker<F: Application> {
     pub shard: RefCell<F::Shard>,
     pub commit: GroupCommit,
     pub pinner: RefCell<Pinner>,
+    /// How late this event loop's timers fire, smoothed (ms): about how
+    /// long a request waits to be read (see `overload`).
+    pub lag_ms: std::cell::Cell<u64>,
 }
 
 impl<F: Application> Worker<F> {
