@@ -7,9 +7,10 @@
 //! (as refcounted `Bytes`, never copied) to the owning worker in one batch
 //! per read. Before either, overload control may refuse a request
 //! (`overload`): its DIAMETER_TOO_BUSY answer goes straight to the writer,
-//! since nothing was changed that would need a commit. Answers from every worker come back on one channel and leave
-//! in as few writes as possible, in whatever order they complete (Diameter
-//! matches them by Hop-by-Hop Identifier).
+//! since nothing was changed that would need a commit. Answers from every
+//! worker come back on one channel and leave in as few writes as possible,
+//! in whatever order they complete (Diameter matches them by Hop-by-Hop
+//! Identifier).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -271,6 +272,7 @@ impl<F: Application> Conn<F> {
             }
         }
     }
+
     /// The shard for a validated application request: the one the
     /// application names, else the one its session is pinned to, else this
     /// event loop's. Pins and releases the session as the application says.
