@@ -14,16 +14,24 @@
 //! * Limits hold under abuse: maximum message size, maximum requests in
 //!   flight per connection (then TCP backpressure), a timeout for a message
 //!   that never completes, and a bounded read buffer.
+//! * Overload control: a request for a shard whose queue is full, or that
+//!   waited too long for its shard, is answered DIAMETER_TOO_BUSY at once
+//!   (see `overload`); connections are limited in all and per peer.
 //! * Shutdown ([`ServerHandle::shutdown`]) stops accepting, sends DPR on
 //!   every open connection, answers everything in flight, then stops.
 
 mod commit;
 pub mod config;
 mod conn;
+mod conn_limit;
 mod directory;
 mod error;
 mod event_loop;
+pub mod fd_limit;
 pub mod metrics;
+mod overload;
+pub mod rate_limit;
+mod warnings;
 mod worker;
 
 use std::net::SocketAddr;
@@ -39,6 +47,7 @@ use tokio::sync::{mpsc, watch};
 
 pub use config::Config;
 pub use error::Error;
+pub use fd_limit::{raise_fd_limit, FdLimit};
 pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
 pub use metrics::{StatsSnapshot, WorkerStats};
 
@@ -125,6 +134,14 @@ fn listener(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
 pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle, Error> {
     config.check()?;
     let workers = config.worker_count();
+    let cpus_available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if workers > cpus_available {
+        tracing::warn!(
+            workers,
+            cpus = cpus_available,
+            "more workers than CPUs: event loops will share CPUs"
+        );
+    }
     // Bind the first worker's sockets, then the others on the ports actually
     // chosen (port 0 picks one for all).
     let mut local_addrs = Vec::new();
@@ -171,6 +188,15 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
         config.server.cpus.clone()
     };
     let pin = config.server.pin_workers;
+    let admission = overload::Admission {
+        max_queued: config.limits.max_queued_per_worker,
+        max_wait_ms: config.limits.max_queue_wait_ms,
+        fair_share: config.limits.peer_fair_share,
+    };
+    let limits = conn_limit::ConnectionLimits::new(
+        config.limits.max_connections,
+        config.limits.max_connections_per_peer,
+    );
     let shared = Arc::new(worker::Shared {
         factory,
         connection: Arc::new(gyro_diameter::connection::Config {
@@ -185,6 +211,10 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
         inboxes,
         directory: directory::Directory::new(),
         clock: Instant::now(),
+        admission,
+        queues: (0..workers).map(|_| Default::default()).collect(),
+        limits,
+        warnings: warnings::Warnings::new(),
     });
     let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);
