@@ -353,6 +353,58 @@ mod tests {
     }
 
     #[test]
+    fn remembered_tariffs_are_what_the_catalog_finds() {
+        let mut voice = data();
+        voice.service_context = "32260@3gpp.org".into();
+        voice.rating_group = None;
+        let mut sid = data();
+        sid.rating_group = None;
+        sid.service_identifier = Some(7);
+        let catalog = Catalog {
+            currency: Currency::default(),
+            tariffs: vec![data(), voice, sid],
+        };
+        let mut memo = TariffMemo::default();
+        let contexts = [
+            "32251@3gpp.org",
+            "X.32251@3GPP.ORG",
+            "32260@3gpp.org",
+            "nope",
+            "",
+        ];
+        let keys = [None, Some(10), Some(20)]
+            .into_iter()
+            .flat_map(|rating_group| {
+                [None, Some(7)].map(|service_id| RatingKey {
+                    rating_group,
+                    service_id,
+                })
+            });
+        let keys: Vec<RatingKey> = keys.collect();
+        // Twice over: the second round is answered from the memo.
+        for _ in 0..2 {
+            for ctx in contexts {
+                for &key in &keys {
+                    assert_eq!(
+                        memo.find(&catalog, ctx, key),
+                        catalog.find(ctx, key),
+                        "{ctx} {key:?}"
+                    );
+                }
+            }
+        }
+        // Bounded: past its limits it answers without remembering.
+        for n in 0..(TariffMemo::CONTEXTS + 10) {
+            let ctx = format!("{n}.32251@3gpp.org");
+            assert_eq!(
+                memo.find(&catalog, &ctx, keys[2]),
+                catalog.find(&ctx, keys[2])
+            );
+        }
+        assert_eq!(memo.contexts.len(), TariffMemo::CONTEXTS);
+    }
+
+    #[test]
     fn usage_rounds_up_to_the_increment_then_money_rounds_as_configured() {
         let mut t = data();
         assert_eq!(t.rounded_units(1), 1000);
@@ -431,5 +483,51 @@ mod tests {
             c.find("32251@3gpp.org", k(Some(20), None)),
             Err(RatingError::NoTariff)
         );
+    }
+}
+
+/// The answers of [`Catalog::find`] already given, per Service-Context-Id:
+/// a request's few rating keys are found with one hash of its context and
+/// a short scan instead of matching every tariff's context again. The
+/// catalog does not change under an engine; at most [`TariffMemo::CONTEXTS`]
+/// contexts of [`TariffMemo::KEYS`] keys each are remembered (past that,
+/// `find` answers without remembering).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TariffMemo {
+    contexts: std::collections::HashMap<
+        Box<str>,
+        Vec<(RatingKey, Result<usize, RatingError>)>,
+        foldhash::fast::RandomState,
+    >,
+}
+
+impl TariffMemo {
+    /// Most contexts remembered.
+    const CONTEXTS: usize = 256;
+    /// Most rating keys remembered per context.
+    const KEYS: usize = 64;
+
+    /// [`Catalog::find`], remembered.
+    pub(crate) fn find(
+        &mut self,
+        catalog: &Catalog,
+        ctx: &str,
+        key: RatingKey,
+    ) -> Result<usize, RatingError> {
+        if let Some(keys) = self.contexts.get_mut(ctx) {
+            if let Some((_, r)) = keys.iter().find(|(k, _)| *k == key) {
+                return *r;
+            }
+            let r = catalog.find(ctx, key);
+            if keys.len() < Self::KEYS {
+                keys.push((key, r));
+            }
+            return r;
+        }
+        let r = catalog.find(ctx, key);
+        if self.contexts.len() < Self::CONTEXTS {
+            self.contexts.insert(ctx.into(), vec![(key, r)]);
+        }
+        r
     }
 }

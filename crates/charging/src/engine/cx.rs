@@ -7,6 +7,7 @@ use super::*;
 /// while the ledger changes.
 pub(crate) struct Cx<'a> {
     pub(crate) catalog: &'a Catalog,
+    pub(super) tariffs: &'a mut TariffMemo,
     pub(crate) directory: &'a SubscriberDirectory,
     pub(crate) ledger: &'a mut Ledger,
     pub(super) timers: &'a mut BinaryHeap<Reverse<(Timestamp, SessionKey)>>,
@@ -127,8 +128,11 @@ impl Cx<'_> {
         c.session_id.clear();
         c.session_id.push_str(who.session_id);
         c.account = who.account;
+        // `kind:data`, as `SubscriptionId`'s Display writes it.
         c.subscriber.clear();
-        let _ = write!(c.subscriber, "{}", who.subscriber);
+        c.subscriber.push_str(who.subscriber.kind.name());
+        c.subscriber.push(':');
+        c.subscriber.push_str(&who.subscriber.data);
         c.service_context.clear();
         c.service_context.push_str(who.service_context);
         c.rating_group = None;

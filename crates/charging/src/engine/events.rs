@@ -49,7 +49,7 @@ impl Cx<'_> {
             request_number: req.request_number,
         };
         let catalog = self.catalog;
-        let tariff = match catalog.find(&req.service_context, key) {
+        let tariff = match self.tariffs.find(catalog, &req.service_context, key) {
             Ok(i) => catalog.tariff(i),
             Err(e) => {
                 self.answer.result_code = rc::RATING_FAILED;

@@ -31,12 +31,11 @@ use crate::dedup::AnswerIndex;
 use crate::effects::{Effect, Ledger};
 use crate::error::{Error, Result};
 use crate::request::{CcRequest, RequestType};
-use crate::tariff::{Catalog, RatingError, Tariff, ZeroRated};
+use crate::tariff::{Catalog, RatingError, Tariff, TariffMemo, ZeroRated};
 use crate::types::{result_code as rc, AccountId, RatingKey, ServiceUnits, SessionKey, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
-use std::fmt::Write as _;
 use std::sync::Arc;
 
 mod cx;
@@ -184,6 +183,7 @@ impl ContextNames {
 #[derive(Clone, Debug)]
 pub struct Engine {
     catalog: Catalog,
+    tariffs: TariffMemo,
     directory: SubscriberDirectory,
     ledger: Ledger,
     dedup: AnswerIndex,
@@ -200,6 +200,7 @@ impl Engine {
     pub fn new(catalog: Catalog, options: EngineOptions) -> Self {
         Engine {
             catalog,
+            tariffs: TariffMemo::default(),
             directory: SubscriberDirectory::new(),
             ledger: Ledger::default(),
             dedup: AnswerIndex::new(options.dedup_ttl_secs, options.dedup_capacity),
@@ -417,6 +418,7 @@ impl Engine {
     ) -> Cx<'a> {
         Cx {
             catalog: &self.catalog,
+            tariffs: &mut self.tariffs,
             directory: &self.directory,
             ledger: &mut self.ledger,
             timers: &mut self.timers,

@@ -21,7 +21,7 @@ impl Cx<'_> {
             ..MsccAnswer::default()
         };
         let catalog = self.catalog;
-        let tariff = match catalog.find(who.service_context, key) {
+        let tariff = match self.tariffs.find(catalog, who.service_context, key) {
             Ok(i) => catalog.tariff(i),
             Err(e) => {
                 ma.result_code = rc::RATING_FAILED;
