@@ -494,12 +494,11 @@ mod tests {
 /// `find` answers without remembering).
 #[derive(Clone, Debug, Default)]
 pub(crate) struct TariffMemo {
-    contexts: std::collections::HashMap<
-        Box<str>,
-        Vec<(RatingKey, Result<usize, RatingError>)>,
-        foldhash::fast::RandomState,
-    >,
+    contexts: std::collections::HashMap<Box<str>, Vec<Found>, foldhash::fast::RandomState>,
 }
+
+/// A rating key and what [`Catalog::find`] answered for it.
+type Found = (RatingKey, Result<usize, RatingError>);
 
 impl TariffMemo {
     /// Most contexts remembered.
