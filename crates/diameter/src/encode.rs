@@ -100,7 +100,9 @@ impl<'b> Encoder<'b> {
         self.len() <= HEADER_LEN
     }
 
-    fn avp_header(&mut self, id: AvpId, data_len: usize) {
+    /// The AVP header for `data_len` bytes of data (its first `.1` bytes).
+    #[inline]
+    fn header_bytes(&mut self, id: AvpId, data_len: usize) -> ([u8; 12], usize) {
         let hlen = if id.vendor != 0 { 12 } else { 8 };
         let len = hlen + data_len;
         if len > MAX_MESSAGE_LEN {
@@ -111,12 +113,28 @@ impl<'b> Encoder<'b> {
         } else {
             id.flags & !avp_flags::VENDOR
         };
-        self.buf.put_u32(id.code);
-        self.buf
-            .put_u32(((f as u32) << 24) | (len as u32 & 0x00FF_FFFF));
-        if id.vendor != 0 {
-            self.buf.put_u32(id.vendor);
-        }
+        let mut h = [0u8; 12];
+        h[..4].copy_from_slice(&id.code.to_be_bytes());
+        h[4..8].copy_from_slice(&(((f as u32) << 24) | (len as u32 & 0x00FF_FFFF)).to_be_bytes());
+        h[8..].copy_from_slice(&id.vendor.to_be_bytes());
+        (h, hlen)
+    }
+
+    fn avp_header(&mut self, id: AvpId, data_len: usize) {
+        let (h, n) = self.header_bytes(id, data_len);
+        self.buf.put_slice(&h[..n]);
+    }
+
+    /// Writes an AVP of fixed-size data (no padding needed) with one copy
+    /// into the buffer.
+    #[inline]
+    fn fixed<const N: usize>(&mut self, id: AvpId, data: [u8; N]) -> &mut Self {
+        let (h, n) = self.header_bytes(id, N);
+        let mut avp = [0u8; 20];
+        avp[..n].copy_from_slice(&h[..n]);
+        avp[n..n + N].copy_from_slice(&data);
+        self.buf.put_slice(&avp[..n + N]);
+        self
     }
 
     fn pad(&mut self, data_len: usize) {
@@ -141,44 +159,32 @@ impl<'b> Encoder<'b> {
 
     /// Writes an Unsigned32 AVP.
     pub fn u32(&mut self, id: AvpId, v: u32) -> &mut Self {
-        self.avp_header(id, 4);
-        self.buf.put_u32(v);
-        self
+        self.fixed(id, v.to_be_bytes())
     }
 
     /// Writes an Unsigned64 AVP.
     pub fn u64(&mut self, id: AvpId, v: u64) -> &mut Self {
-        self.avp_header(id, 8);
-        self.buf.put_u64(v);
-        self
+        self.fixed(id, v.to_be_bytes())
     }
 
     /// Writes an Integer32 (or Enumerated) AVP.
     pub fn i32(&mut self, id: AvpId, v: i32) -> &mut Self {
-        self.avp_header(id, 4);
-        self.buf.put_i32(v);
-        self
+        self.fixed(id, v.to_be_bytes())
     }
 
     /// Writes an Integer64 AVP.
     pub fn i64(&mut self, id: AvpId, v: i64) -> &mut Self {
-        self.avp_header(id, 8);
-        self.buf.put_i64(v);
-        self
+        self.fixed(id, v.to_be_bytes())
     }
 
     /// Writes a Float32 AVP.
     pub fn f32(&mut self, id: AvpId, v: f32) -> &mut Self {
-        self.avp_header(id, 4);
-        self.buf.put_f32(v);
-        self
+        self.fixed(id, v.to_be_bytes())
     }
 
     /// Writes a Float64 AVP.
     pub fn f64(&mut self, id: AvpId, v: f64) -> &mut Self {
-        self.avp_header(id, 8);
-        self.buf.put_f64(v);
-        self
+        self.fixed(id, v.to_be_bytes())
     }
 
     /// Writes a Time AVP.
