@@ -88,6 +88,7 @@ pub(crate) fn run<F: Application>(
         }
         let inbox_task = tokio::task::spawn_local(inbox_loop(worker.clone(), inbox));
         let tick_task = tokio::task::spawn_local(tick_loop(worker.clone()));
+        let control_task = tokio::task::spawn_local(crate::control::serve(worker.clone()));
         let w = worker.clone();
         let commit_task =
             tokio::task::spawn_local(async move { commit::run(&w.commit, &w.shard).await });
@@ -106,6 +107,7 @@ pub(crate) fn run<F: Application>(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tick_task.abort();
+        control_task.abort();
         inbox_task.abort();
         // Let a group commit in progress finish, then make a last one here
         // for whatever the final ticks changed.

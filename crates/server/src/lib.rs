@@ -20,6 +20,7 @@
 mod commit;
 pub mod config;
 mod conn;
+pub mod control;
 mod directory;
 mod error;
 mod event_loop;
@@ -38,6 +39,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
 pub use config::Config;
+pub use control::Control;
 pub use error::Error;
 pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
 pub use metrics::{StatsSnapshot, WorkerStats};
@@ -123,6 +125,15 @@ fn listener(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
 /// Starts the server: binds every listen address once per worker and starts
 /// the workers. Returns once the sockets are listening.
 pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle, Error> {
+    start_controlled(config, factory).map(|(handle, _)| handle)
+}
+
+/// [`start`], also returning the [`Control`] that hands operations to the
+/// shards (for an operator interface).
+pub fn start_controlled<F: Application>(
+    config: Config,
+    factory: F,
+) -> Result<(ServerHandle, Control<F::Shard>), Error> {
     config.check()?;
     let workers = config.worker_count();
     // Bind the first worker's sockets, then the others on the ports actually
@@ -171,6 +182,7 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
         config.server.cpus.clone()
     };
     let pin = config.server.pin_workers;
+    let (control, control_inboxes) = control::channels(workers, stats.clone());
     let shared = Arc::new(worker::Shared {
         factory,
         connection: Arc::new(gyro_diameter::connection::Config {
@@ -185,6 +197,7 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
         inboxes,
         directory: directory::Directory::new(),
         clock: Instant::now(),
+        control: control_inboxes,
     });
     let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);
@@ -204,10 +217,11 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
             })?;
         threads.push(t);
     }
-    Ok(ServerHandle {
+    let handle = ServerHandle {
         shutdown,
         threads,
         local_addrs,
         stats,
-    })
+    };
+    Ok((handle, control))
 }

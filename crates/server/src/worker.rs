@@ -36,6 +36,7 @@ pub(crate) struct Shared<F: Application> {
     pub inboxes: Vec<mpsc::UnboundedSender<Vec<Job>>>,
     pub directory: Directory,
     pub clock: Instant,
+    pub control: crate::control::Inboxes<F::Shard>,
 }
 
 impl<F: Application> Shared<F> {
