@@ -89,8 +89,8 @@ pub enum Outcome {
         /// Whether a top-up repeated an earlier one.
         repeated: bool,
     },
-    /// The account is gone.
-    Deleted,
+    /// The account is gone; these were its identities.
+    Deleted(Vec<SubscriptionId>),
     /// Open sessions.
     Sessions(Vec<SessionState>),
 }
@@ -163,11 +163,12 @@ impl CreditShard {
                 (account, false)
             }
             AccountOp::Delete(id) => {
+                let identities = engine.directory().identities_of(id);
                 engine.delete_account(id, output)?;
                 if !self.record_output() {
                     return Err(unavailable());
                 }
-                return Ok(Outcome::Deleted);
+                return Ok(Outcome::Deleted(identities));
             }
             AccountOp::TopUp {
                 account,

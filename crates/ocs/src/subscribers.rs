@@ -70,6 +70,13 @@ impl Subscribers {
         AccountId(self.next_id.fetch_add(1, Ordering::Relaxed))
     }
 
+    /// Makes sure ids from [`Subscribers::next_account_id`] stay above
+    /// `id` (an id chosen by the caller).
+    pub fn note_account_id(&self, id: AccountId) {
+        self.next_id
+            .fetch_max(id.0.saturating_add(1), Ordering::Relaxed);
+    }
+
     /// Maps every identity in `ids` to `account`, or none of them: the
     /// first identity already taken is returned instead.
     pub fn claim(&self, ids: &[SubscriptionId], account: AccountId) -> Result<(), SubscriptionId> {

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_admin::AdminSection;
 use crate::error::Error;
 
 /// The whole configuration file.
@@ -22,6 +23,8 @@ pub struct Config {
     pub validation: ValidationSection,
     /// Durability of the ledger and the CDR files.
     pub storage: StorageSection,
+    /// The operator API.
+    pub admin: AdminSection,
 }
 
 /// `[storage]`.
@@ -243,6 +246,7 @@ impl Default for Config {
             limits: LimitsSection::default(),
             validation: ValidationSection::default(),
             storage: StorageSection::default(),
+            admin: AdminSection::default(),
         }
     }
 }

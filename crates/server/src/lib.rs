@@ -19,6 +19,7 @@
 
 mod commit;
 pub mod config;
+mod config_admin;
 mod conn;
 pub mod control;
 mod directory;

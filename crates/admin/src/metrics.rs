@@ -1,0 +1,192 @@
+//! `/metrics`: Prometheus text (OpenMetrics) from the prometheus-client
+//! crate. The runtime and the shards keep plain per-worker atomic
+//! counters on their own cache lines; they are read here, at scrape time,
+//! so scraping costs the request path nothing.
+
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::header;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+use crate::problem::Problem;
+use crate::state::{AppState, Inner};
+
+/// Reads the counters at each scrape.
+struct Counters(Arc<Inner>);
+
+impl std::fmt::Debug for Counters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Counters")
+    }
+}
+
+/// One family: a counter or gauge per label value.
+fn family<M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &str,
+    values: impl IntoIterator<Item = M>,
+) -> Result<(), std::fmt::Error> {
+    let values: Vec<M> = values.into_iter().collect();
+    let Some(first) = values.first() else {
+        return Ok(());
+    };
+    let mut m = encoder.encode_descriptor(name, help, None, first.metric_type())?;
+    for (i, v) in values.iter().enumerate() {
+        let labels = [(label, i.to_string())];
+        v.encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+impl Collector for Counters {
+    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let ready = ConstGauge::new(i64::from(self.0.backend.get().is_some()));
+        ready.encode(e.encode_descriptor(
+            "gyro_ready",
+            "1 once every shard has recovered and the Diameter listeners are open",
+            None,
+            ready.metric_type(),
+        )?)?;
+        let Some(b) = self.0.backend.get() else {
+            return Ok(());
+        };
+        let w = b.control.worker_stats();
+        let counter = |f: fn(&gyro_server::WorkerStats) -> u64| {
+            w.iter()
+                .map(move |s| ConstCounter::new(f(s)))
+                .collect::<Vec<_>>()
+        };
+        family(
+            &mut e,
+            "gyro_requests",
+            "Application requests handled by the worker's shard",
+            "worker",
+            counter(|s| s.requests.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_requests_from_other_workers",
+            "Requests handed to the worker's shard by another worker's connection",
+            "worker",
+            counter(|s| s.from_other_workers.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_requests_forwarded",
+            "Requests the worker's connections handed to another worker",
+            "worker",
+            counter(|s| s.forwarded.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_requests_rejected",
+            "Requests answered with a protocol error by validation",
+            "worker",
+            counter(|s| s.rejected.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_connections_accepted",
+            "Diameter connections accepted",
+            "worker",
+            counter(|s| s.connections.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_connections_aborted",
+            "Connections closed for a framing error, a size limit or a timeout",
+            "worker",
+            counter(|s| s.aborted_connections.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_connections_open",
+            "Diameter connections open now",
+            "worker",
+            w.iter()
+                .map(|s| ConstGauge::new(s.open_connections.load(Relaxed) as i64)),
+        )?;
+        let t = &b.totals;
+        let shard = |f: fn(&gyro_ocs::ShardTotals) -> u64| {
+            t.iter()
+                .map(move |s| ConstCounter::new(f(s)))
+                .collect::<Vec<_>>()
+        };
+        family(
+            &mut e,
+            "gyro_group_commits",
+            "Group commits made durable",
+            "shard",
+            shard(|s| s.commits.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_fsyncs",
+            "fsync/fdatasync calls of the shard's journal",
+            "shard",
+            shard(|s| s.syncs.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_commit_records",
+            "Effects and CDRs made durable (divide by gyro_group_commits_total for records per commit)",
+            "shard",
+            shard(|s| s.records.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_commit_failures",
+            "Group commits that failed (their answers became 3004)",
+            "shard",
+            shard(|s| s.failed_commits.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_cdrs",
+            "Charging data records produced",
+            "shard",
+            shard(|s| s.cdrs.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_charged_minor_units",
+            "Money debited minus refunded since start, minor units",
+            "shard",
+            t.iter().map(|s| ConstGauge::new(s.amount.load(Relaxed))),
+        )?;
+        Ok(())
+    }
+}
+
+/// The registry of the admin API's metrics.
+pub(crate) fn registry(inner: Arc<Inner>) -> Registry {
+    let mut r = Registry::default();
+    r.register_collector(Box::new(Counters(inner)));
+    r
+}
+
+/// Prometheus metrics.
+#[utoipa::path(get, path = "/metrics", tag = "health",
+    responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text")))]
+pub async fn metrics(State(state): State<AppState>) -> Result<Response, Problem> {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry(state.clone()))
+        .map_err(|e| Problem::unavailable(format!("encoding metrics: {e}")))?;
+    Ok((
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
