@@ -13,7 +13,7 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::model::{
-    AccountView, CreateAccount, SessionList, SessionView, TopUpRequest, UpdateAccount,
+    AccountList, AccountView, CreateAccount, SessionList, SessionView, TopUpRequest, UpdateAccount,
 };
 use crate::problem::Problem;
 use crate::state::{AppState, Backend};
@@ -225,6 +225,39 @@ pub async fn top_up(
     Ok(Json(account(
         backend.call(backend.shard_of(id), op).await?,
     )?))
+}
+
+/// `GET /v1/accounts` query.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AccountQuery {
+    /// Only accounts with an id above this one (for the next page).
+    pub after: Option<u64>,
+    /// Most accounts listed (default 100).
+    pub limit: Option<usize>,
+}
+
+/// Lists accounts in id order.
+#[utoipa::path(get, path = "/v1/accounts", tag = "accounts",
+    params(AccountQuery),
+    responses((status = 200, description = "Accounts", body = AccountList)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<AccountQuery>,
+) -> Result<Json<AccountList>, Problem> {
+    let backend = state.backend()?;
+    let limit = q.limit.unwrap_or(100);
+    let after = q.after.map(AccountId);
+    let mut all = Vec::new();
+    for shard in 0..backend.control.shards() {
+        if let Outcome::Accounts(a) = backend.call(shard, AccountOp::List { after, limit }).await? {
+            all.extend(a);
+        }
+    }
+    all.sort_by_key(|s| s.account.id);
+    all.truncate(limit);
+    Ok(Json(AccountList {
+        accounts: all.iter().map(AccountView::new).collect(),
+    }))
 }
 
 /// `GET /v1/sessions` query.

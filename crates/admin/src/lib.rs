@@ -175,7 +175,7 @@ impl Drop for AdminServer {
 fn router(inner: AppState) -> Router {
     let api = Router::new()
         .route("/metrics", get(metrics::metrics))
-        .route("/v1/accounts", post(accounts::create))
+        .route("/v1/accounts", post(accounts::create).get(accounts::list))
         .route(
             "/v1/accounts/{subscriber}",
             get(accounts::show)

@@ -242,6 +242,13 @@ impl AccountView {
     }
 }
 
+/// `GET /v1/accounts`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct AccountList {
+    /// Accounts in id order.
+    pub accounts: Vec<AccountView>,
+}
+
 /// An open credit-control session.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SessionView {

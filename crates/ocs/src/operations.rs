@@ -36,6 +36,14 @@ pub enum AccountOp {
         /// Idempotency key.
         key: String,
     },
+    /// List accounts in id order: those with an id above `after`, at
+    /// most `limit`.
+    List {
+        /// Only ids above this one.
+        after: Option<AccountId>,
+        /// Most accounts listed.
+        limit: usize,
+    },
     /// List open sessions: an account's, or (with `None`) any, at most
     /// `limit`.
     Sessions {
@@ -89,6 +97,8 @@ pub enum Outcome {
         /// Whether a top-up repeated an earlier one.
         repeated: bool,
     },
+    /// Accounts, in id order.
+    Accounts(Vec<AccountState>),
     /// The account is gone; these were its identities.
     Deleted(Vec<SubscriptionId>),
     /// Open sessions.
@@ -178,6 +188,9 @@ impl CreditShard {
                 let r = engine.top_up_once(account, amount, &key, output)?;
                 (account, matches!(r, TopUp::Repeated(_)))
             }
+            AccountOp::List { after, limit } => {
+                return Ok(Outcome::Accounts(list_accounts(engine, after, limit)));
+            }
             AccountOp::Sessions { account, limit } => {
                 let sessions = engine
                     .ledger()
@@ -220,4 +233,51 @@ fn account_state(engine: &gyro_charging::Engine, id: AccountId) -> Option<Accoun
         subscribers,
         open_sessions: engine.account_sessions(id).count(),
     })
+}
+
+/// The first `limit` accounts with ids above `after`, with their
+/// identities: one pass over the accounts, one over the directory.
+fn list_accounts(
+    engine: &gyro_charging::Engine,
+    after: Option<AccountId>,
+    limit: usize,
+) -> Vec<AccountState> {
+    let mut ids: Vec<AccountId> = engine
+        .accounts()
+        .map(|a| a.id)
+        .filter(|id| after.is_none_or(|after| *id > after))
+        .collect();
+    if ids.len() > limit {
+        ids.select_nth_unstable(limit);
+        ids.truncate(limit);
+    }
+    ids.sort_unstable();
+    let mut states: Vec<AccountState> = ids
+        .iter()
+        .filter_map(|id| {
+            Some(AccountState {
+                account: engine.account(*id)?.clone(),
+                subscribers: Vec::new(),
+                open_sessions: 0,
+            })
+        })
+        .collect();
+    let index: std::collections::HashMap<AccountId, usize> =
+        ids.iter().enumerate().map(|(i, id)| (*id, i)).collect();
+    for (kind, data, account) in engine.directory().iter() {
+        if let Some(&i) = index.get(&account) {
+            states[i]
+                .subscribers
+                .push(SubscriptionId::new(kind, &**data));
+        }
+    }
+    for s in engine.ledger().sessions.values() {
+        if let Some(&i) = index.get(&s.account) {
+            states[i].open_sessions += 1;
+        }
+    }
+    for s in &mut states {
+        s.subscribers.sort_by_key(|id| id.kind.code());
+    }
+    states
 }
