@@ -249,7 +249,10 @@ pub async fn list(
     let after = q.after.map(AccountId);
     let mut all = Vec::new();
     for shard in 0..backend.control.shards() {
-        if let Outcome::Accounts(a) = backend.call(shard, AccountOp::List { after, limit }).await? {
+        if let Outcome::Accounts(a) = backend
+            .call(shard, AccountOp::List { after, limit })
+            .await?
+        {
             all.extend(a);
         }
     }

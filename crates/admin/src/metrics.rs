@@ -1,5 +1,7 @@
-//! `/metrics`: Prometheus text (OpenMetrics) from the prometheus-client
-//! crate. The runtime and the shards keep plain per-worker atomic
+//! `/metrics`: metrics from the prometheus-client crate, as OpenMetrics
+//! text to a client that asks for it (Prometheus does) and as the
+//! classic Prometheus text format (0.0.4) otherwise (`promtool check
+//! metrics`, curl). The runtime and the shards keep plain per-worker atomic
 //! counters on their own cache lines; they are read here, at scrape time,
 //! so scraping costs the request path nothing.
 
@@ -7,7 +9,7 @@ use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 use axum::extract::State;
-use axum::http::header;
+use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -174,19 +176,80 @@ pub(crate) fn registry(inner: Arc<Inner>) -> Registry {
     r
 }
 
+/// OpenMetrics text as the classic Prometheus text format: a counter's
+/// family is named with its `_total` suffix, and there is no `# EOF`.
+fn classic(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len() + 64);
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let rest = line
+            .strip_prefix("# HELP ")
+            .map(|r| ("# HELP ", r))
+            .or_else(|| line.strip_prefix("# TYPE ").map(|r| ("# TYPE ", r)));
+        match rest {
+            Some((prefix, r)) => {
+                let (name, tail) = r.split_once(' ').unwrap_or((r, ""));
+                let suffix = if counters.contains(name) {
+                    "_total"
+                } else {
+                    ""
+                };
+                out.push_str(&format!("{prefix}{name}{suffix} {tail}\n"));
+            }
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 /// Prometheus metrics.
 #[utoipa::path(get, path = "/metrics", tag = "health",
-    responses((status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text")))]
-pub async fn metrics(State(state): State<AppState>) -> Result<Response, Problem> {
+    responses((status = 200, description = "OpenMetrics text when asked for (Accept: application/openmetrics-text), else Prometheus text 0.0.4", content_type = "text/plain")))]
+pub async fn metrics(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Response, Problem> {
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry(state.clone()))
         .map_err(|e| Problem::unavailable(format!("encoding metrics: {e}")))?;
-    Ok((
-        [(
-            header::CONTENT_TYPE,
+    let openmetrics = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains("application/openmetrics-text"));
+    let (content_type, text) = if openmetrics {
+        (
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response())
+            text,
+        )
+    } else {
+        ("text/plain; version=0.0.4; charset=utf-8", classic(&text))
+    };
+    Ok(([(header::CONTENT_TYPE, content_type)], text).into_response())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_named_with_their_suffix_in_the_classic_format() {
+        let om = "# HELP a_b Things.\n# TYPE a_b counter\na_b_total{w=\"0\"} 1\n\
+                  # HELP g Now.\n# TYPE g gauge\ng 2\n# EOF\n";
+        assert_eq!(
+            classic(om),
+            "# HELP a_b_total Things.\n# TYPE a_b_total counter\na_b_total{w=\"0\"} 1\n\
+             # HELP g Now.\n# TYPE g gauge\ng 2\n"
+        );
+    }
 }
