@@ -212,8 +212,8 @@ impl CreditShard {
                 return Ok(Outcome::Sessions(sessions));
             }
         };
-        let state = account_state(engine, account)
-            .ok_or_else(|| gyro_charging::Error::UnknownAccount(account))?;
+        let state =
+            account_state(engine, account).ok_or(gyro_charging::Error::UnknownAccount(account))?;
         if !self.record_output() {
             return Err(unavailable());
         }
