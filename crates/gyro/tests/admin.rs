@@ -613,3 +613,74 @@ fn the_command_line_creates_tops_up_shows_lists_and_deletes() {
     assert!(!ok && err.contains("404"), "{err}");
     server.stop();
 }
+
+#[test]
+fn readiness_is_503_until_every_shard_has_recovered() {
+    let dir = scratch("admin-ready");
+    let port = free_port();
+    let cfg = config(&dir, port, None);
+    // Enough accounts that building the shards takes a noticeable time.
+    let charging = dir.join("charging.toml");
+    let demo = std::fs::read_to_string(support::testdata().join("../config/example-charging.toml"))
+        .unwrap();
+    std::fs::write(
+        &charging,
+        format!(
+            "{demo}\n[[account_range]]\nfirst_id = 100000\ncount = 300000\n\
+             e164_first = \"46800000000\"\nbalance = 1000\n"
+        ),
+    )
+    .unwrap();
+    let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let child = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["serve", "--workers", "2", "--listen"])
+        .arg(diameter.to_string())
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--charging")
+        .arg(&charging)
+        .arg("-c")
+        .arg(&cfg)
+        .env("GYRO_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server {
+        child: Some(child),
+        diameter,
+        admin: format!("http://127.0.0.1:{port}"),
+    };
+    let t = std::time::Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        if let Ok((status, _, body)) = server.try_call("GET", "/readyz", None, None) {
+            if seen.last() != Some(&status) {
+                seen.push(status);
+            }
+            if status == 200 {
+                break;
+            }
+            is_problem(&(status, "application/problem+json".into(), body), 503);
+            // Alive but not ready: the probe of liveness says so.
+            assert_eq!(server.call("GET", "/healthz", None).0, 200);
+            // Account operations wait for readiness too (it may have come
+            // meanwhile).
+            let r = server.call("GET", "/v1/accounts/46800000001", None);
+            if r.0 != 200 {
+                is_problem(&r, 503);
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "never ready: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(seen, [503, 200], "not ready while recovering, then ready");
+    assert!(
+        std::net::TcpStream::connect(diameter).is_ok(),
+        "listening once ready"
+    );
+    assert_eq!(server.account("46800000001")["balance"], 1000);
+    server.stop();
+}
