@@ -111,6 +111,34 @@ impl Collector for Counters {
         )?;
         family(
             &mut e,
+            "gyro_too_busy_queue_full",
+            "Requests answered DIAMETER_TOO_BUSY (3004) because their shard's queue was full",
+            "worker",
+            counter(|s| s.too_busy_queue_full.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_too_busy_peer_share",
+            "Requests answered 3004 because their peer was beyond its fair share",
+            "worker",
+            counter(|s| s.too_busy_peer_share.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_too_busy_waited",
+            "Requests answered 3004 because they waited too long for their shard",
+            "worker",
+            counter(|s| s.too_busy_waited.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
+            "gyro_connections_refused",
+            "Connections refused: at accept (connection limit, no file descriptor left) or at CER (per-peer limit, 5012)",
+            "worker",
+            counter(|s| s.refused_connections.load(Relaxed) + s.refused_peers.load(Relaxed)),
+        )?;
+        family(
+            &mut e,
             "gyro_connections_open",
             "Diameter connections open now",
             "worker",

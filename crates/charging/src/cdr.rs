@@ -163,10 +163,63 @@ fn unit_str(u: UnitKind) -> &'static str {
 }
 
 impl Cdr {
-    /// Appends the record as one JSON line (with a trailing newline).
+    /// Appends the record as one JSON line (with a trailing newline): the
+    /// bytes `serde_json` writes for it, written field by field without
+    /// going through the serializer (this runs once per record on the CDR
+    /// writer; the keys are constants and most strings need no escaping).
     pub fn write_json_line(&self, out: &mut Vec<u8>) -> crate::Result<()> {
-        serde_json::to_writer(&mut *out, self).map_err(|e| crate::Error::Mapping(e.to_string()))?;
-        out.push(b'\n');
+        let mut j = JsonLine::new(out);
+        j.num("sequence", self.sequence);
+        j.str("node_id", &self.node_id);
+        j.str("record_type", self.record_type.as_str());
+        j.str("session_id", &self.session_id);
+        j.num("account", self.account.0);
+        j.str("subscriber", &self.subscriber);
+        j.str("service_context", &self.service_context);
+        if let Some(v) = self.rating_group {
+            j.num("rating_group", v);
+        }
+        if let Some(v) = self.service_id {
+            j.num("service_id", v);
+        }
+        j.num("request_number", self.request_number);
+        if let Some(a) = self.requested_action {
+            j.str("requested_action", action_str(a));
+        }
+        if let Some(u) = self.unit {
+            j.str("unit", unit_str(u));
+        }
+        for (key, v) in [
+            ("time", self.time),
+            ("input_octets", self.input_octets),
+            ("output_octets", self.output_octets),
+            ("total_octets", self.total_octets),
+            ("service_units", self.service_units),
+            ("rated_units", self.rated_units),
+            ("bundle_units", self.bundle_units),
+        ] {
+            if v != 0 {
+                j.num(key, v);
+            }
+        }
+        j.num("amount", self.amount);
+        if self.unbilled != 0 {
+            j.num("unbilled", self.unbilled);
+        }
+        j.num("balance_after", self.balance_after);
+        j.num("started", self.started.0);
+        j.num("ended", self.ended.0);
+        j.num("result_code", self.result_code);
+        if let Some(c) = self.closing_cause {
+            j.str("closing_cause", c.as_str());
+        }
+        if let Some(v) = self.termination_cause {
+            j.num("termination_cause", v);
+        }
+        if let Some(v) = self.reporting_reason {
+            j.num("reporting_reason", v);
+        }
+        j.end();
         Ok(())
     }
 
@@ -179,6 +232,52 @@ impl Cdr {
         if let Ok(bytes) = w.into_inner() {
             out.push_str(&String::from_utf8_lossy(&bytes));
         }
+    }
+}
+
+/// One JSON object on one line, written member by member.
+struct JsonLine<'a> {
+    out: &'a mut Vec<u8>,
+    first: bool,
+}
+
+impl<'a> JsonLine<'a> {
+    fn new(out: &'a mut Vec<u8>) -> Self {
+        out.push(b'{');
+        JsonLine { out, first: true }
+    }
+
+    /// `"key":` (keys are constants that need no escaping).
+    fn key(&mut self, key: &str) {
+        if !self.first {
+            self.out.push(b',');
+        }
+        self.first = false;
+        self.out.push(b'"');
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.extend_from_slice(b"\":");
+    }
+
+    fn num(&mut self, key: &str, v: impl itoa::Integer) {
+        self.key(key);
+        self.out
+            .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
+    }
+
+    fn str(&mut self, key: &str, v: &str) {
+        self.key(key);
+        if v.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+            self.out.push(b'"');
+            self.out.extend_from_slice(v.as_bytes());
+            self.out.push(b'"');
+        } else {
+            // Writing a string to memory cannot fail.
+            let _ = serde_json::to_writer(&mut *self.out, v);
+        }
+    }
+
+    fn end(self) {
+        self.out.extend_from_slice(b"}\n");
     }
 }
 

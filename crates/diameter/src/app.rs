@@ -86,7 +86,9 @@ pub trait Shard {
     /// Rewrites `answer`, one of this shard's answers in a batch that could
     /// not be made durable, as the answer that says "not now, nothing
     /// happened" (for credit control DIAMETER_TOO_BUSY) to the same request,
-    /// appended to `out`. Rare: only after a failed group commit.
+    /// appended to `out`. The runtime also passes a request it refuses
+    /// under overload (any shard's, never handled): the same answer, built
+    /// from the request's header, Session-Id and identifying AVPs.
     fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut);
 
     /// Called about every [`Application::tick_interval_ms`] with the Unix

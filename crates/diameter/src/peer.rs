@@ -22,6 +22,7 @@ use crate::avp::Avp;
 use crate::codes::{app, avp, cmd, result, VENDOR_3GPP};
 use crate::encode::Encoder;
 use crate::error::Result;
+use crate::header::flags;
 use crate::message::Message;
 use crate::types::{identity_eq, Address};
 
@@ -399,6 +400,40 @@ impl Peer {
             self.state = State::Closed;
             Ok(Event::Close(CloseReason::Rejected(code)))
         }
+    }
+
+    /// Refuses a capabilities exchange this responder has just accepted
+    /// ([`Event::Opened`]) before its CEA left, for a reason of the
+    /// runtime's (a connection limit): writes a CEA with `code` and `text`
+    /// answering the CER whose identifiers were `hop_by_hop` and
+    /// `end_to_end`, and closes. The caller discards the first CEA.
+    pub fn refuse_opened(
+        &mut self,
+        config: &PeerConfig,
+        (hop_by_hop, end_to_end): (u32, u32),
+        code: u32,
+        text: &str,
+        out: &mut BytesMut,
+    ) -> Result<Event> {
+        let error_bit = if (3000..4000).contains(&code) {
+            flags::ERROR
+        } else {
+            0
+        };
+        let mut e = Encoder::new(
+            out,
+            error_bit,
+            cmd::CAPABILITIES_EXCHANGE,
+            0,
+            hop_by_hop,
+            end_to_end,
+        );
+        e.u32(avp::RESULT_CODE, code);
+        write_capabilities(&mut e, config);
+        e.str(avp::ERROR_MESSAGE, text);
+        e.finish()?;
+        self.state = State::Closed;
+        Ok(Event::Close(CloseReason::Rejected(code)))
     }
 
     fn on_cea(&mut self, config: &PeerConfig, msg: &Message<'_>, now: u64) -> Result<Event> {

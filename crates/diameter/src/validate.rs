@@ -419,9 +419,9 @@ impl<'a> Validator<'_, 'a, '_> {
             // Flag bits.
             let f = a.flags();
             let v_bad = f & avp_flags::VENDOR != 0 && a.vendor_id() == 0;
-            let m_bad = !def.m_bit.allows(f & avp_flags::MANDATORY != 0);
-            let p_bad = !def.p_bit.allows(f & avp_flags::PROTECTED != 0);
-            if v_bad || (strict && (m_bad || p_bad)) {
+            let m_bad = || !def.m_bit.allows(f & avp_flags::MANDATORY != 0);
+            let p_bad = || !def.p_bit.allows(f & avp_flags::PROTECTED != 0);
+            if v_bad || (strict && (m_bad() || p_bad())) {
                 return Err(Problem::avp(
                     result::INVALID_AVP_BITS,
                     "AVP flag bits contradict the AVP definition",
@@ -550,7 +550,8 @@ impl<'a> Validator<'_, 'a, '_> {
             }
         }
         // Minimum occurrences, in grammar order.
-        for (i, rule) in g.rules.iter().enumerate() {
+        for i in g.required() {
+            let rule = &g.rules[i];
             if u32::from(counts[i]) < rule.min {
                 return Err(self.missing(rule.code, rule.vendor, parents));
             }

@@ -116,6 +116,10 @@ fn storage(section: &StorageSection, data_dir: &Path) -> Storage {
 
 /// Starts the server and logs what it runs with.
 pub fn start(config: Config) -> anyhow::Result<Running> {
+    // Before anything is created on disk: a bad configuration (too many
+    // workers) leaves no trace.
+    config.check()?;
+    raise_fd_limit(&config);
     let (charging, source) = load_charging(&config)?;
     let workers = config.worker_count();
     let data_dir: &Path = &config.server.data_dir;
@@ -223,6 +227,43 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     })
 }
 
+/// Raises the soft limit on open files to the hard one and says so; warns
+/// when `limits.max_connections` cannot fit in it.
+fn raise_fd_limit(config: &Config) {
+    match gyro_server::raise_fd_limit() {
+        Ok(l) => {
+            if l.before < l.soft {
+                info!(
+                    soft = l.soft,
+                    hard = l.hard,
+                    was = l.before,
+                    "open files limit (RLIMIT_NOFILE): soft limit raised to the hard limit"
+                );
+            } else {
+                info!(
+                    soft = l.soft,
+                    hard = l.hard,
+                    "open files limit (RLIMIT_NOFILE): soft limit already at the hard limit"
+                );
+            }
+            // Every connection is one descriptor; the shards' files, the
+            // listeners and the runtime need some more.
+            let spare = 64 + 16 * config.worker_count() as u64;
+            let max = config.limits.max_connections as u64;
+            if max + spare > l.soft {
+                warn!(
+                    max_connections = max,
+                    open_files_limit = l.soft,
+                    "limits.max_connections does not fit in the open files limit: \
+                     connections beyond about {} will be refused for want of descriptors",
+                    l.soft.saturating_sub(spare)
+                );
+            }
+        }
+        Err(e) => warn!(error = %e, "cannot raise the open files limit (RLIMIT_NOFILE)"),
+    }
+}
+
 /// SIGINT and SIGTERM, caught from the moment this is created (so a signal
 /// that arrives while the server starts is not lost).
 pub struct Signals {
@@ -287,7 +328,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
             worker = i,
             requests = w.requests,
             from_other_workers = w.from_other_workers,
+            too_busy = w.too_busy(),
             connections = w.connections,
+            refused_connections = w.refused_connections + w.refused_peers,
             "worker totals"
         );
     }

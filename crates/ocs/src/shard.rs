@@ -348,7 +348,7 @@ impl Shard for CreditShard {
             .u32(avp::RESULT_CODE, result::TOO_BUSY)
             .str(
                 avp::ERROR_MESSAGE,
-                "cannot make the change durable; try again or elsewhere",
+                "too busy (overloaded, or the change cannot be made durable); try again or elsewhere",
             );
         echo_ids(&mut e, answer);
         if e.finish().is_err() {

@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize};
 pub use crate::config_admin::AdminSection;
 use crate::error::Error;
 
+/// The most workers (`server.workers`) gyro runs: each owns a shard
+/// directory, a sync thread and an event loop.
+pub const MAX_WORKERS: usize = 1024;
+
 /// The whole configuration file.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
@@ -94,7 +98,8 @@ pub struct ServerSection {
     pub origin_host: String,
     /// Our Origin-Realm. Default `gyro.test`.
     pub origin_realm: String,
-    /// Worker threads (event loops, one shard each). 0 = one per CPU.
+    /// Worker threads (event loops, one shard each). 0 = one per CPU; at
+    /// most [`MAX_WORKERS`].
     pub workers: usize,
     /// Pin worker i to CPU `cpus[i % cpus.len()]` (or to CPU i when `cpus`
     /// is empty). Default false.
@@ -138,6 +143,27 @@ pub struct LimitsSection {
     pub message_timeout_ms: u64,
     /// Largest read buffer per connection, in bytes. Default 262144.
     pub read_buffer_size: usize,
+    /// Connections open at once on the whole server; one more is closed
+    /// as soon as it is accepted. Default 4096.
+    pub max_connections: usize,
+    /// Connections open at once from one Origin-Host; one more is answered
+    /// at its CER with DIAMETER_UNABLE_TO_COMPLY (5012) and closed. 0: no
+    /// limit. Default 64.
+    pub max_connections_per_peer: usize,
+    /// Requests waiting for one worker's shard (handed over by other
+    /// workers, not yet processed); a request for a shard whose queue is
+    /// full is answered DIAMETER_TOO_BUSY (3004) at once. Default 4096.
+    pub max_queued_per_worker: usize,
+    /// Longest time, in milliseconds, from a request's arrival (its read,
+    /// less the reading event loop's lag) to its shard processing it; a
+    /// request that waited longer is answered DIAMETER_TOO_BUSY (3004)
+    /// instead. Default 500.
+    pub max_queue_wait_ms: u64,
+    /// Fair shares: once a shard's queue is half full, a connection with
+    /// more than its share (the queue divided by the connections open, at
+    /// least 8) unanswered gets 3004 first, so one flooding peer cannot
+    /// starve the others. Default true.
+    pub peer_fair_share: bool,
 }
 
 /// `[validation]`.
@@ -225,6 +251,11 @@ impl Default for LimitsSection {
             max_inflight_per_connection: 1024,
             message_timeout_ms: 10_000,
             read_buffer_size: 256 * 1024,
+            max_connections: 4096,
+            max_connections_per_peer: 64,
+            max_queued_per_worker: 4096,
+            max_queue_wait_ms: 500,
+            peer_fair_share: true,
         }
     }
 }
@@ -292,6 +323,20 @@ impl Config {
         if self.limits.read_buffer_size < self.limits.max_message_size {
             return bad("limits.read_buffer_size must be at least limits.max_message_size");
         }
+        if self.server.workers > MAX_WORKERS {
+            return Err(Error::Config(format!(
+                "server.workers = {}: at most {MAX_WORKERS} workers (0 = one per CPU)",
+                self.server.workers
+            )));
+        }
+        if self.limits.max_connections == 0 {
+            return bad("limits.max_connections must be at least 1");
+        }
+        if self.limits.max_queued_per_worker == 0 || self.limits.max_queue_wait_ms == 0 {
+            return bad(
+                "limits.max_queued_per_worker and limits.max_queue_wait_ms must be at least 1",
+            );
+        }
         if self.storage.async_interval_ms == 0 || self.storage.cdr_max_age_secs == 0 {
             return bad("storage.async_interval_ms and storage.cdr_max_age_secs must be positive");
         }
@@ -335,6 +380,29 @@ mod tests {
             e.contains("durability") && e.contains("`sync`, `async`, `none`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn too_many_workers_is_a_configuration_error_naming_the_bound() {
+        let e = Config::from_toml_str("[server]\nworkers = 70000\n").unwrap_err();
+        let e = e.to_string();
+        assert!(
+            e.contains("server.workers = 70000") && e.contains("1024"),
+            "{e}"
+        );
+        assert!(Config::from_toml_str("[server]\nworkers = 1024\n").is_ok());
+    }
+
+    #[test]
+    fn zero_overload_limits_are_refused() {
+        for key in [
+            "max_connections",
+            "max_queued_per_worker",
+            "max_queue_wait_ms",
+        ] {
+            let e = Config::from_toml_str(&format!("[limits]\n{key} = 0\n")).unwrap_err();
+            assert!(e.to_string().contains(key), "{e}");
+        }
     }
 
     #[test]

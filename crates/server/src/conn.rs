@@ -5,9 +5,12 @@
 //!
 //! Requests whose shard is local are handled inline; the others are handed
 //! (as refcounted `Bytes`, never copied) to the owning worker in one batch
-//! per read. Answers from every worker come back on one channel and leave
-//! in as few writes as possible, in whatever order they complete (Diameter
-//! matches them by Hop-by-Hop Identifier).
+//! per read. Before either, overload control may refuse a request
+//! (`overload`): its DIAMETER_TOO_BUSY answer goes straight to the writer,
+//! since nothing was changed that would need a commit. Answers from every
+//! worker come back on one channel and leave in as few writes as possible,
+//! in whatever order they complete (Diameter matches them by Hop-by-Hop
+//! Identifier).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -15,7 +18,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use gyro_diameter::app::{session_key, Application, SessionStep, Shard};
-use gyro_diameter::codes::avp;
+use gyro_diameter::codes::{avp, result};
 use gyro_diameter::connection::{Close, Connection, Event};
 use gyro_diameter::peer::{disconnect_cause, CloseReason, State};
 use gyro_diameter::Message;
@@ -26,7 +29,9 @@ use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
 
 use crate::commit::Outgoing;
+use crate::conn_limit::{Accepted, PeerSlot};
 use crate::metrics::WorkerStats;
+use crate::overload::{self, Refusal};
 use crate::worker::{Job, Worker};
 
 struct Conn<F: Application> {
@@ -36,13 +41,22 @@ struct Conn<F: Application> {
     local_answers: usize,
     batches: Vec<Vec<Job>>,
     inflight: Rc<Cell<usize>>,
+    /// DIAMETER_TOO_BUSY answers of overload control, for the writer.
+    busy: BytesMut,
+    busy_answers: usize,
+    /// This connection's place among its peer's connections, once open.
+    peer_slot: Option<PeerSlot>,
+    /// Refused at the CER by the per-peer connection limit.
+    peer_refused: bool,
 }
 
-/// Serves one accepted connection until it closes.
+/// Serves one accepted connection until it closes; `_slot` is its place
+/// among the server's connections, given back when it ends.
 pub(crate) async fn serve<F: Application>(
     worker: Rc<Worker<F>>,
     stream: TcpStream,
     mut shutdown: watch::Receiver<bool>,
+    _slot: Accepted,
 ) {
     let shared = worker.shared.clone();
     let cfg = &shared.config;
@@ -66,16 +80,22 @@ pub(crate) async fn serve<F: Application>(
         batches: (0..shared.inboxes.len()).map(|_| Vec::new()).collect(),
         inflight: inflight.clone(),
         worker: worker.clone(),
+        busy: BytesMut::new(),
+        busy_answers: 0,
+        peer_slot: None,
+        peer_refused: false,
     };
     let max_inflight = cfg.limits.max_inflight_per_connection;
     let read_cap = cfg.limits.read_buffer_size;
     let mut stopping = *shutdown.borrow();
+    // When the bytes in the read buffer arrived (for the wait bound).
+    let mut arrived_ms = now;
     let reason: Option<Close> = loop {
         if stopping && matches!(c.conn.state(), State::Handshake | State::Open) {
             c.conn.close(disconnect_cause::REBOOTING, shared.now_ms());
         }
         // Everything whole in the read buffer, one message at a time.
-        let closed = c.drain(shared.unix_ms());
+        let closed = c.drain(shared.unix_ms(), arrived_ms);
         c.flush();
         if closed.is_some() {
             break closed;
@@ -93,7 +113,11 @@ pub(crate) async fn serve<F: Application>(
             biased;
             r = rd.read_buf(rbuf), if can_read => match r {
                 Ok(0) | Err(_) => break None,
-                Ok(_) => c.conn.handle_read(shared.now_ms()),
+                Ok(_) => {
+                    let now = shared.now_ms();
+                    arrived_ms = overload::arrival(now, worker.lag_ms.get());
+                    c.conn.handle_read(now);
+                }
             },
             _ = written.notified(), if !can_read => {}
             _ = sleep => c.conn.handle_timeout(shared.now_ms()),
@@ -108,6 +132,7 @@ pub(crate) async fn serve<F: Application>(
         WorkerStats::bump(&stats.aborted_connections, 1);
     }
     match reason {
+        Some(Close::Peer(CloseReason::Rejected(_))) if c.peer_refused => {}
         Some(Close::Peer(CloseReason::Rejected(code))) => {
             info!(
                 ?remote,
@@ -116,7 +141,12 @@ pub(crate) async fn serve<F: Application>(
                 "capabilities exchange refused"
             )
         }
-        Some(r) if abort => warn!(?remote, reason = ?r, "broken stream; closing"),
+        Some(r) if abort => {
+            let w = &shared.warnings.broken_stream;
+            if let Some(count) = w.hit(1, shared.now_ms()) {
+                warn!(?remote, reason = ?r, count, "{}", w.what());
+            }
+        }
         Some(r) => debug!(?remote, reason = ?r, "closing connection"),
         None => debug!(?remote, "connection closed"),
     }
@@ -139,7 +169,10 @@ pub(crate) async fn serve<F: Application>(
         .await
         .is_err()
     {
-        warn!(?remote, "peer stopped reading its answers; closing");
+        let w = &shared.warnings.stopped_reading;
+        if let Some(count) = w.hit(1, shared.now_ms()) {
+            warn!(?remote, count, "{}", w.what());
+        }
         abort_handle.abort();
     }
     WorkerStats::bump_down(&stats.open_connections);
@@ -148,10 +181,12 @@ pub(crate) async fn serve<F: Application>(
 impl<F: Application> Conn<F> {
     /// Handles every event the connection has; returns why it closed, if
     /// it did.
-    fn drain(&mut self, unix_now: u64) -> Option<Close> {
+    /// `arrived_ms`: when the buffered bytes arrived.
+    fn drain(&mut self, unix_now: u64, arrived_ms: u64) -> Option<Close> {
         while let Some(ev) = self.conn.poll_event() {
             match ev {
-                Event::Request(frame) => self.request(frame, unix_now),
+                Event::Request(frame) => self.request(frame, unix_now, arrived_ms),
+                Event::Opened { origin_host, .. } => self.opened(&origin_host),
                 Event::Rejected { .. } => {
                     // The error answer is already queued.
                     WorkerStats::bump(&self.worker.stats().rejected, 1);
@@ -159,7 +194,7 @@ impl<F: Application> Conn<F> {
                 }
                 // gyro sends no application requests yet; an answer matches
                 // nothing pending and is dropped (RFC 6733 section 3).
-                Event::Answer(_) | Event::Opened { .. } => {}
+                Event::Answer(_) => {}
                 Event::Closed(r) => return Some(r),
             }
         }
@@ -168,11 +203,15 @@ impl<F: Application> Conn<F> {
 
     /// Routes one validated application request: handled here when its
     /// shard is local, else handed to the owning worker.
-    fn request(&mut self, frame: Bytes, unix_now: u64) {
+    fn request(&mut self, frame: Bytes, unix_now: u64, arrived_ms: u64) {
         let Ok(msg) = Message::parse(&frame) else {
             return; // validated by the connection: cannot happen
         };
         let shard = self.route(&msg, unix_now);
+        if let Err(why) = self.admit(shard, arrived_ms) {
+            self.too_busy(&msg, why);
+            return;
+        }
         if shard == self.worker.index {
             let worker = &self.worker;
             WorkerStats::bump(&worker.stats().requests, 1);
@@ -185,9 +224,55 @@ impl<F: Application> Conn<F> {
             self.batches[shard].push(Job {
                 frame,
                 reply: self.tx.clone(),
+                arrived_ms,
             });
         }
     }
+
+    /// Overload control: whether `shard` takes a request of this
+    /// connection that arrived at `arrived_ms`. Its queue counts what other
+    /// loops handed it and what this read is about to; a local request is
+    /// also held to the wait bound here, a handed-over one by its owner.
+    fn admit(&self, shard: usize, arrived_ms: u64) -> Result<(), Refusal> {
+        let shared = &self.worker.shared;
+        let admission = &shared.admission;
+        let queued = shared.queues[shard].get() + self.batches[shard].len();
+        admission.admit(queued, || (self.inflight.get(), shared.limits.open()))?;
+        if shard == self.worker.index && admission.waited_too_long(arrived_ms, shared.now_ms()) {
+            return Err(Refusal::Waited);
+        }
+        Ok(())
+    }
+
+    /// Answers a refused request DIAMETER_TOO_BUSY, as its application
+    /// words it, without touching any shard's state.
+    fn too_busy(&mut self, msg: &Message<'_>, why: Refusal) {
+        self.worker.shard.borrow_mut().too_busy(msg, &mut self.busy);
+        self.busy_answers += 1;
+        why.count(self.worker.stats(), 1);
+    }
+
+    /// The capabilities exchange succeeded: take a place among the peer's
+    /// connections, or refuse the CER (DIAMETER_UNABLE_TO_COMPLY, as RFC
+    /// 6733 has a refusal by local policy) when it has no place left.
+    fn opened(&mut self, origin_host: &str) {
+        let shared = &self.worker.shared;
+        match shared.limits.open_peer(origin_host) {
+            Ok(slot) => self.peer_slot = Some(slot),
+            Err(limit) => {
+                let text = format!("too many connections from this peer (at most {limit})");
+                if self.conn.refuse_opened(result::UNABLE_TO_COMPLY, &text) {
+                    self.peer_refused = true;
+                    WorkerStats::bump(&self.worker.stats().refused_peers, 1);
+                    let w = &shared.warnings.peer_limit;
+                    if let Some(count) = w.hit(1, shared.now_ms()) {
+                        warn!(peer = origin_host, limit, count, "{}", w.what());
+                    }
+                }
+            }
+        }
+    }
+
     /// The shard for a validated application request: the one the
     /// application names, else the one its session is pinned to, else this
     /// event loop's. Pins and releases the session as the application says.
@@ -235,6 +320,15 @@ impl<F: Application> Conn<F> {
     /// Hands locally built output to the writer and forwarded requests to
     /// their workers, one batch per worker.
     fn flush(&mut self) {
+        if self.busy_answers > 0 {
+            // Nothing to make durable: straight to the writer.
+            let answers = std::mem::take(&mut self.busy_answers);
+            self.inflight.set(self.inflight.get() + answers);
+            let bytes = self.busy.split().freeze();
+            if self.tx.send(Outgoing { bytes, answers }).is_err() {
+                self.inflight.set(self.inflight.get() - answers);
+            }
+        }
         if let Some(bytes) = self.conn.poll_transmit() {
             let answers = std::mem::take(&mut self.local_answers);
             self.inflight.set(self.inflight.get() + answers);
@@ -249,10 +343,14 @@ impl<F: Application> Conn<F> {
         for (i, batch) in self.batches.iter_mut().enumerate() {
             if !batch.is_empty() {
                 let jobs = std::mem::take(batch);
+                // Counted before it is sent, so the owner never takes more
+                // than was counted.
+                shared.queues[i].add(jobs.len());
                 if let Err(e) = shared.inboxes[i].send(jobs) {
                     // The worker is gone (shutting down): its answers will
                     // never come, so stop waiting for them.
                     let lost = e.0.len();
+                    shared.queues[i].sub(lost);
                     self.inflight.set(self.inflight.get().saturating_sub(lost));
                 }
             }

@@ -17,7 +17,9 @@ use tracing::{debug, warn};
 
 use crate::commit::{self, GroupCommit, Outgoing};
 use crate::directory::Pinner;
-use crate::metrics::WorkerStats;
+use crate::fd_limit::{self, Spare};
+use crate::metrics::{StatsSnapshot, WorkerStats};
+use crate::overload::{self, Refusal};
 use crate::worker::{Job, Shared, Worker};
 
 /// Runs worker `index` on the current thread until shutdown completes.
@@ -69,6 +71,7 @@ pub(crate) fn run<F: Application>(
         shared: shared.clone(),
         commit,
         pinner: RefCell::new(pinner),
+        lag_ms: Cell::new(0),
     });
     local.block_on(&rt, async move {
         let conns = Rc::new((Cell::new(0usize), Notify::new()));
@@ -89,6 +92,7 @@ pub(crate) fn run<F: Application>(
         let inbox_task = tokio::task::spawn_local(inbox_loop(worker.clone(), inbox));
         let tick_task = tokio::task::spawn_local(tick_loop(worker.clone()));
         let control_task = tokio::task::spawn_local(crate::control::serve(worker.clone()));
+        let lag_task = tokio::task::spawn_local(lag_probe(worker.clone()));
         let w = worker.clone();
         let commit_task =
             tokio::task::spawn_local(async move { commit::run(&w.commit, &w.shard).await });
@@ -108,6 +112,7 @@ pub(crate) fn run<F: Application>(
         }
         tick_task.abort();
         control_task.abort();
+        lag_task.abort();
         inbox_task.abort();
         // Let a group commit in progress finish, then make a last one here
         // for whatever the final ticks changed.
@@ -125,6 +130,15 @@ pub(crate) fn run<F: Application>(
     });
 }
 
+/// How long accepting pauses after a failed accept: doubled while accepts
+/// keep failing, from the first to the second.
+const ACCEPT_BACKOFF: (Duration, Duration) =
+    (Duration::from_millis(10), Duration::from_millis(250));
+
+/// At most this many waiting connections are refused in one go when out of
+/// file descriptors.
+const REFUSE_AT_ONCE: usize = 64;
+
 async fn accept_loop<F: Application>(
     worker: Rc<Worker<F>>,
     listener: TcpListener,
@@ -132,26 +146,72 @@ async fn accept_loop<F: Application>(
     mut shutdown: watch::Receiver<bool>,
     conns: Rc<(Cell<usize>, Notify)>,
 ) {
+    let shared = &worker.shared;
+    let stats = worker.stats();
+    let mut spare = Spare::new();
+    let mut backoff = ACCEPT_BACKOFF.0;
     loop {
         if *shutdown.borrow() {
             break;
         }
         tokio::select! {
             r = listener.accept() => match r {
-                Ok((stream, _)) => {
+                Ok((stream, remote)) => {
+                    backoff = ACCEPT_BACKOFF.0;
+                    let Some(slot) = shared.limits.accept() else {
+                        // Beyond the connection limit: closed at once.
+                        drop(stream);
+                        WorkerStats::bump(&stats.refused_connections, 1);
+                        let w = &shared.warnings.connection_limit;
+                        if let Some(count) = w.hit(1, shared.now_ms()) {
+                            let limit = shared.config.limits.max_connections;
+                            warn!(%remote, limit, count, "{}", w.what());
+                        }
+                        continue;
+                    };
                     let w = worker.clone();
                     let sd = shutdown.clone();
                     let c = conns.clone();
                     c.0.set(c.0.get() + 1);
                     tokio::task::spawn_local(async move {
-                        crate::conn::serve(w, stream, sd).await;
+                        crate::conn::serve(w, stream, sd, slot).await;
                         c.0.set(c.0.get() - 1);
                         c.1.notify_one();
                     });
                 }
+                Err(e) if fd_limit::out_of_fds(&e) => {
+                    // Give the spare descriptor up for a moment to accept
+                    // the connections waiting in the backlog and close
+                    // them: their clients learn at once, instead of
+                    // waiting for a CEA that cannot come.
+                    let mut refused = 0;
+                    if spare.release() {
+                        while refused < REFUSE_AT_ONCE {
+                            match tokio::time::timeout(Duration::ZERO, listener.accept()).await {
+                                Ok(Ok((stream, _))) => {
+                                    drop(stream);
+                                    refused += 1;
+                                }
+                                _ => break,
+                            }
+                        }
+                        spare.refill();
+                    }
+                    WorkerStats::bump(&stats.refused_connections, refused as u64);
+                    let w = &shared.warnings.out_of_fds;
+                    if let Some(count) = w.hit(refused.max(1) as u64, shared.now_ms()) {
+                        warn!(?addr, error = %e, count, "{}", w.what());
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF.1);
+                }
                 Err(e) => {
-                    warn!(?addr, error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    let w = &shared.warnings.accept_failed;
+                    if let Some(count) = w.hit(1, shared.now_ms()) {
+                        warn!(?addr, error = %e, count, "{}", w.what());
+                    }
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(ACCEPT_BACKOFF.1);
                 }
             },
             _ = shutdown.changed() => {}
@@ -166,10 +226,12 @@ async fn inbox_loop<F: Application>(
     mut inbox: mpsc::UnboundedReceiver<Vec<Job>>,
 ) {
     let stats = worker.stats();
+    let shared = &worker.shared;
     let mut out = BytesMut::with_capacity(16 * 1024);
     while let Some(batch) = inbox.recv().await {
-        let now = worker.shared.unix_ms();
-        let n = batch.len() as u64;
+        let now = shared.unix_ms();
+        let n = batch.len();
+        let mut waited = 0;
         let mut shard = worker.shard.borrow_mut();
         let mut pending: Option<(mpsc::UnboundedSender<Outgoing>, usize)> = None;
         for job in batch {
@@ -186,9 +248,18 @@ async fn inbox_loop<F: Application>(
                 }
             }
             // Validated and routed by the reader: only the header is read
-            // here, the AVPs are walked once by the application.
+            // here, the AVPs are walked once by the application. One that
+            // waited too long is refused without touching the shard.
             if let Ok(msg) = Message::parse(&job.frame) {
-                shard.handle(&msg, now, &mut out);
+                if shared
+                    .admission
+                    .waited_too_long(job.arrived_ms, shared.now_ms())
+                {
+                    shard.too_busy(&msg, &mut out);
+                    waited += 1;
+                } else {
+                    shard.handle(&msg, now, &mut out);
+                }
             }
             match &mut pending {
                 Some((_, count)) => *count += 1,
@@ -204,8 +275,11 @@ async fn inbox_loop<F: Application>(
                 },
             );
         }
-        WorkerStats::bump(&stats.requests, n);
-        WorkerStats::bump(&stats.from_other_workers, n);
+        shared.queues[worker.index].sub(n);
+        let handled = (n - waited) as u64;
+        WorkerStats::bump(&stats.requests, handled);
+        WorkerStats::bump(&stats.from_other_workers, handled);
+        Refusal::Waited.count(stats, waited as u64);
     }
 }
 
@@ -217,8 +291,10 @@ async fn tick_loop<F: Application>(worker: Rc<Worker<F>>) {
     interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut ended = Vec::new();
     let directory = &worker.shared.directory;
+    let mut too_busy = 0;
     loop {
         interval.tick().await;
+        report_overload(&worker.shared, worker.stats(), &mut too_busy);
         let now = worker.shared.unix_ms();
         worker.shard.borrow_mut().tick(now, &mut ended);
         if !worker.shared.routes() {
@@ -234,4 +310,43 @@ async fn tick_loop<F: Application>(worker: Rc<Worker<F>>) {
         drop(pinner);
         worker.commit.wake();
     }
+}
+
+/// Samples how late this event loop's timers fire (see `overload`).
+async fn lag_probe<F: Application>(worker: Rc<Worker<F>>) {
+    let shared = &worker.shared;
+    loop {
+        let due = shared.now_ms() + overload::LAG_PROBE_MS;
+        tokio::time::sleep(Duration::from_millis(overload::LAG_PROBE_MS)).await;
+        let lag = overload::smoothed_lag(worker.lag_ms.get(), due, shared.now_ms());
+        worker.lag_ms.set(lag);
+    }
+}
+
+/// Counts this worker's DIAMETER_TOO_BUSY answers since the last tick
+/// (`seen`: the total then) into the rate-limited WARN line, and logs the
+/// other rate-limited lines that are due.
+fn report_overload<F: Application>(shared: &Shared<F>, stats: &WorkerStats, seen: &mut u64) {
+    let total = stats.snapshot().too_busy();
+    let new = total - *seen;
+    *seen = total;
+    let now = shared.now_ms();
+    let w = &shared.warnings.too_busy;
+    if let Some(count) = w.hit(new, now) {
+        let all = shared
+            .stats
+            .iter()
+            .fold(StatsSnapshot::default(), |a, s| a + s.snapshot());
+        warn!(
+            count,
+            queue_full = all.too_busy_queue_full,
+            peer_share = all.too_busy_peer_share,
+            waited = all.too_busy_waited,
+            max_queued_per_worker = shared.admission.max_queued,
+            max_queue_wait_ms = shared.admission.max_wait_ms,
+            "{} (since the last report; totals by reason follow)",
+            w.what()
+        );
+    }
+    shared.warnings.flush(now);
 }

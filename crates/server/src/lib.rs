@@ -14,6 +14,9 @@
 //! * Limits hold under abuse: maximum message size, maximum requests in
 //!   flight per connection (then TCP backpressure), a timeout for a message
 //!   that never completes, and a bounded read buffer.
+//! * Overload control: a request for a shard whose queue is full, or that
+//!   waited too long for its shard, is answered DIAMETER_TOO_BUSY at once
+//!   (see `overload`); connections are limited in all and per peer.
 //! * Shutdown ([`ServerHandle::shutdown`]) stops accepting, sends DPR on
 //!   every open connection, answers everything in flight, then stops.
 
@@ -21,11 +24,16 @@ mod commit;
 pub mod config;
 mod config_admin;
 mod conn;
+mod conn_limit;
 pub mod control;
 mod directory;
 mod error;
 mod event_loop;
+pub mod fd_limit;
 pub mod metrics;
+mod overload;
+pub mod rate_limit;
+mod warnings;
 mod worker;
 
 use std::net::SocketAddr;
@@ -42,6 +50,7 @@ use tokio::sync::{mpsc, watch};
 pub use config::Config;
 pub use control::Control;
 pub use error::Error;
+pub use fd_limit::{raise_fd_limit, FdLimit};
 pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
 pub use metrics::{StatsSnapshot, WorkerStats};
 
@@ -137,6 +146,14 @@ pub fn start_controlled<F: Application>(
 ) -> Result<(ServerHandle, Control<F::Shard>), Error> {
     config.check()?;
     let workers = config.worker_count();
+    let cpus_available = std::thread::available_parallelism().map_or(1, |n| n.get());
+    if workers > cpus_available {
+        tracing::warn!(
+            workers,
+            cpus = cpus_available,
+            "more workers than CPUs: event loops will share CPUs"
+        );
+    }
     // Bind the first worker's sockets, then the others on the ports actually
     // chosen (port 0 picks one for all).
     let mut local_addrs = Vec::new();
@@ -184,6 +201,15 @@ pub fn start_controlled<F: Application>(
     };
     let pin = config.server.pin_workers;
     let (control, control_inboxes) = control::channels(workers, stats.clone());
+    let admission = overload::Admission {
+        max_queued: config.limits.max_queued_per_worker,
+        max_wait_ms: config.limits.max_queue_wait_ms,
+        fair_share: config.limits.peer_fair_share,
+    };
+    let limits = conn_limit::ConnectionLimits::new(
+        config.limits.max_connections,
+        config.limits.max_connections_per_peer,
+    );
     let shared = Arc::new(worker::Shared {
         factory,
         connection: Arc::new(gyro_diameter::connection::Config {
@@ -199,6 +225,10 @@ pub fn start_controlled<F: Application>(
         directory: directory::Directory::new(),
         clock: Instant::now(),
         control: control_inboxes,
+        admission,
+        queues: (0..workers).map(|_| Default::default()).collect(),
+        limits,
+        warnings: warnings::Warnings::new(),
     });
     let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -21,6 +21,20 @@ pub struct WorkerStats {
     pub open_connections: AtomicU64,
     /// Connections closed for a framing error, a size limit or a timeout.
     pub aborted_connections: AtomicU64,
+    /// Requests answered DIAMETER_TOO_BUSY (3004) because their shard's
+    /// queue was full.
+    pub too_busy_queue_full: AtomicU64,
+    /// Requests answered 3004 because their connection had more than its
+    /// share of a busy queue.
+    pub too_busy_peer_share: AtomicU64,
+    /// Requests answered 3004 because they waited too long for their
+    /// shard.
+    pub too_busy_waited: AtomicU64,
+    /// Connections closed at accept: the connection limit, or no file
+    /// descriptor left.
+    pub refused_connections: AtomicU64,
+    /// CERs refused (5012) by the per-peer connection limit.
+    pub refused_peers: AtomicU64,
 }
 
 /// A point-in-time copy of one worker's counters.
@@ -40,6 +54,16 @@ pub struct StatsSnapshot {
     pub open_connections: u64,
     /// See [`WorkerStats::aborted_connections`].
     pub aborted_connections: u64,
+    /// See [`WorkerStats::too_busy_queue_full`].
+    pub too_busy_queue_full: u64,
+    /// See [`WorkerStats::too_busy_peer_share`].
+    pub too_busy_peer_share: u64,
+    /// See [`WorkerStats::too_busy_waited`].
+    pub too_busy_waited: u64,
+    /// See [`WorkerStats::refused_connections`].
+    pub refused_connections: u64,
+    /// See [`WorkerStats::refused_peers`].
+    pub refused_peers: u64,
 }
 
 impl WorkerStats {
@@ -65,7 +89,20 @@ impl WorkerStats {
             connections: self.connections.load(Relaxed),
             open_connections: self.open_connections.load(Relaxed),
             aborted_connections: self.aborted_connections.load(Relaxed),
+            too_busy_queue_full: self.too_busy_queue_full.load(Relaxed),
+            too_busy_peer_share: self.too_busy_peer_share.load(Relaxed),
+            too_busy_waited: self.too_busy_waited.load(Relaxed),
+            refused_connections: self.refused_connections.load(Relaxed),
+            refused_peers: self.refused_peers.load(Relaxed),
         }
+    }
+}
+
+impl StatsSnapshot {
+    /// Requests answered DIAMETER_TOO_BUSY by overload control, for any
+    /// reason.
+    pub fn too_busy(&self) -> u64 {
+        self.too_busy_queue_full + self.too_busy_peer_share + self.too_busy_waited
     }
 }
 
@@ -80,6 +117,11 @@ impl std::ops::Add for StatsSnapshot {
             connections: self.connections + o.connections,
             open_connections: self.open_connections + o.open_connections,
             aborted_connections: self.aborted_connections + o.aborted_connections,
+            too_busy_queue_full: self.too_busy_queue_full + o.too_busy_queue_full,
+            too_busy_peer_share: self.too_busy_peer_share + o.too_busy_peer_share,
+            too_busy_waited: self.too_busy_waited + o.too_busy_waited,
+            refused_connections: self.refused_connections + o.refused_connections,
+            refused_peers: self.refused_peers + o.refused_peers,
         }
     }
 }

@@ -12,8 +12,11 @@ use tokio::sync::mpsc;
 
 use crate::commit::{GroupCommit, Outgoing};
 use crate::config::Config;
+use crate::conn_limit::ConnectionLimits;
 use crate::directory::{Directory, Pinner};
 use crate::metrics::WorkerStats;
+use crate::overload::{Admission, QueueDepth};
+use crate::warnings::Warnings;
 
 /// A request handed from the event loop that read it to the one that owns
 /// its shard. It was framed, validated and routed by the reader; the owner
@@ -23,6 +26,9 @@ pub(crate) struct Job {
     pub frame: Bytes,
     /// Where its answer goes: the writer of the connection it came from.
     pub reply: mpsc::UnboundedSender<Outgoing>,
+    /// When it arrived ([`Shared::now_ms`]; see `overload::arrival`),
+    /// for the wait bound.
+    pub arrived_ms: u64,
 }
 
 /// What all event loops share, read-only or lock-free.
@@ -37,6 +43,14 @@ pub(crate) struct Shared<F: Application> {
     pub directory: Directory,
     pub clock: Instant,
     pub control: crate::control::Inboxes<F::Shard>,
+    /// Overload limits of every shard.
+    pub admission: Admission,
+    /// Each shard's queue of requests handed over and not yet taken.
+    pub queues: Box<[QueueDepth]>,
+    /// Connection limits, global and per peer.
+    pub limits: Arc<ConnectionLimits>,
+    /// Rate-limited WARN lines.
+    pub warnings: Warnings,
 }
 
 impl<F: Application> Shared<F> {
@@ -76,6 +90,9 @@ pub(crate) struct Worker<F: Application> {
     pub shard: RefCell<F::Shard>,
     pub commit: GroupCommit,
     pub pinner: RefCell<Pinner>,
+    /// How late this event loop's timers fire, smoothed (ms): about how
+    /// long a request waits to be read (see `overload`).
+    pub lag_ms: std::cell::Cell<u64>,
 }
 
 impl<F: Application> Worker<F> {

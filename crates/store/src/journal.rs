@@ -458,6 +458,8 @@ pub(crate) struct JournalWriter {
     file: File,
     /// Bytes known to be whole frames (what a failed write is cut back to).
     pub len: u64,
+    /// Bytes before this are durable and were dropped from the page cache.
+    released: u64,
 }
 
 impl JournalWriter {
@@ -475,6 +477,7 @@ impl JournalWriter {
             path: path.to_path_buf(),
             file,
             len: MAGIC.len() as u64,
+            released: 0,
         })
     }
 
@@ -498,6 +501,7 @@ impl JournalWriter {
             path: path.to_path_buf(),
             file,
             len,
+            released: 0,
         })
     }
 
@@ -550,9 +554,14 @@ impl JournalWriter {
             .map_err(io_err("duplicate", &self.path))
     }
 
-    /// `fdatasync`.
+    /// `fdatasync`; then the whole pages now durable leave the page cache
+    /// (the journal is read back only at recovery and for a rare
+    /// retransmission; see [`writeback`](crate::writeback)).
     pub(crate) fn sync(&mut self) -> Result<()> {
-        self.file.sync_data().map_err(io_err("fsync", &self.path))
+        self.file.sync_data().map_err(io_err("fsync", &self.path))?;
+        crate::writeback::release(&self.file, self.released, self.len);
+        self.released = self.len & !4095;
+        Ok(())
     }
 }
 

@@ -161,6 +161,9 @@ pub struct Connection {
     /// Set once closed; `reported` once the event was handed out.
     closed: Option<Close>,
     reported: bool,
+    /// Where the CEA of an open just reported starts in `tx`, until the
+    /// next message is handled (see [`Connection::refuse_opened`]).
+    cea_at: Option<usize>,
 }
 
 impl Connection {
@@ -190,6 +193,7 @@ impl Connection {
             partial: None,
             closed: None,
             reported: false,
+            cea_at: None,
         }
     }
 
@@ -335,6 +339,36 @@ impl Connection {
         }
     }
 
+    /// Refuses the capabilities exchange just reported by
+    /// [`Event::Opened`], for a reason of the runtime's (a connection
+    /// limit): the CEA accepting it has not left yet and is replaced by one
+    /// with `code` (RFC 6733: DIAMETER_UNABLE_TO_COMPLY, 5012, for a
+    /// refusal by local policy) and `text` as Error-Message, then the
+    /// connection closes ([`Event::Closed`] with
+    /// [`CloseReason::Rejected`]). Returns false, doing nothing, unless
+    /// called right after that event, before [`Connection::poll_transmit`].
+    pub fn refuse_opened(&mut self, code: u32, text: &str) -> bool {
+        let Some(at) = self.cea_at.take() else {
+            return false;
+        };
+        if self.closed.is_some() || self.peer.state() != State::Open {
+            return false;
+        }
+        let ids = match Message::parse(&self.tx[at..]) {
+            Ok(cea) => (cea.header().hop_by_hop, cea.header().end_to_end),
+            Err(_) => return false,
+        };
+        self.tx.truncate(at);
+        match self
+            .peer
+            .refuse_opened(&self.config.peer, ids, code, text, &mut self.tx)
+        {
+            Ok(peer::Event::Close(r)) => self.shut(Close::Peer(r)),
+            _ => self.shut(Close::Encoding),
+        }
+        true
+    }
+
     /// Queues a whole encoded message for transmission (a copy).
     pub fn send(&mut self, message: &[u8]) {
         self.tx.extend_from_slice(message);
@@ -348,6 +382,7 @@ impl Connection {
 
     /// Everything queued for the transport, in order, or `None`.
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        self.cea_at = None;
         (!self.tx.is_empty()).then(|| self.tx.split().freeze())
     }
 
@@ -441,16 +476,19 @@ impl Connection {
             self.shut(Close::InvalidLength(frame.len() as u32));
             return None;
         };
+        let at = self.tx.len();
+        self.cea_at = None;
         match self
             .peer
             .handle(&self.config.peer, &msg, self.now, &mut self.tx)
         {
             Ok(peer::Event::Application) => {}
             Ok(peer::Event::Opened) => {
+                self.cea_at = Some(at);
                 return Some(Event::Opened {
                     origin_host: self.peer.remote_host().unwrap_or("").to_string(),
                     origin_realm: self.peer.remote_realm().unwrap_or("").to_string(),
-                })
+                });
             }
             Ok(peer::Event::Close(r)) => {
                 self.shut(Close::Peer(r));

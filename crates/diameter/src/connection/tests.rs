@@ -188,6 +188,45 @@ fn capabilities_exchange_opens_both_ends_with_the_peer_identity() {
 }
 
 #[test]
+fn an_open_refused_by_the_runtime_answers_the_cer_with_its_code_and_closes() {
+    let mut client = Connection::connect(config("client.example.net"), 0, 7).unwrap();
+    let mut server = Connection::accept(config("server.example.net"), 0, 9);
+    let cer = client.poll_transmit().unwrap();
+    let cer_hbh = Message::parse(&cer).unwrap().header().hop_by_hop;
+    server.handle_data(&cer, 0);
+    assert!(matches!(server.poll_event(), Some(Event::Opened { .. })));
+    assert!(server.refuse_opened(result::UNABLE_TO_COMPLY, "too many connections"));
+    // Only once, and only right after the open.
+    assert!(!server.refuse_opened(result::UNABLE_TO_COMPLY, "again"));
+    assert_eq!(
+        server.poll_event(),
+        Some(Event::Closed(Close::Peer(CloseReason::Rejected(5012))))
+    );
+    let out = messages(&server.poll_transmit().unwrap());
+    assert_eq!(out.len(), 1, "one CEA, the refusal");
+    let cea = Message::parse(&out[0]).unwrap();
+    assert_eq!(cea.command_code(), cmd::CAPABILITIES_EXCHANGE);
+    assert!(!cea.is_request());
+    assert_eq!(cea.header().hop_by_hop, cer_hbh);
+    assert_eq!(cea.header().flags & crate::header::flags::ERROR, 0);
+    assert_eq!(result_code(&out[0]), Some(5012));
+    let text = cea.find(avp::ERROR_MESSAGE).unwrap();
+    assert_eq!(text.data(), b"too many connections");
+    client.handle_data(&out[0], 0);
+    assert_eq!(
+        client.poll_event(),
+        Some(Event::Closed(Close::Peer(CloseReason::RefusedByPeer(5012))))
+    );
+}
+
+#[test]
+fn an_open_cannot_be_refused_once_its_cea_was_transmitted() {
+    let mut p = Pair::open();
+    assert!(!p.server.refuse_opened(result::UNABLE_TO_COMPLY, "late"));
+    assert_eq!(p.server.state(), State::Open);
+}
+
+#[test]
 fn requests_are_handed_over_validated_and_answers_come_back() {
     let mut p = Pair::open();
     p.client.send(&ccr(100, true));

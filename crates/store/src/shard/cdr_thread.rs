@@ -199,6 +199,7 @@ impl CdrThread {
         let mut w = Writer {
             cdr,
             journal,
+            journal_released: 0,
             journal_path,
             durability,
             unsynced_since: None,
@@ -284,6 +285,8 @@ struct Writer {
     cdr: CdrWriter,
     /// A handle of the journal generation whose frames were last sent.
     journal: File,
+    /// Bytes of `journal` already synced and dropped from the page cache.
+    journal_released: u64,
     journal_path: PathBuf,
     durability: Durability,
     unsynced_since: Option<Timestamp>,
@@ -329,6 +332,7 @@ impl Writer {
                         self.shared.fail(e.to_string());
                     }
                     self.journal = file;
+                    self.journal_released = 0;
                     self.journal_path = path;
                     self.ready_pending = Some(generation);
                     self.housekeeping(now);
@@ -419,9 +423,14 @@ impl Writer {
         if self.unsynced_since.is_none() {
             return Ok(());
         }
+        // The whole pages written before the sync are durable after it and
+        // leave the page cache (see `writeback`).
+        let written = self.journal.metadata().map_or(0, |m| m.len()) & !4095;
         self.journal
             .sync_data()
             .map_err(io_err("fsync", &self.journal_path))?;
+        crate::writeback::release(&self.journal, self.journal_released, written);
+        self.journal_released = self.journal_released.max(written);
         self.unsynced_since = None;
         self.shared.report().syncs += 1;
         Ok(())
