@@ -16,6 +16,8 @@ SUDO_CMD=""
 need_apt=()
 command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 command -v text2pcap >/dev/null 2>&1 || need_apt+=(wireshark-common)
+# promtool (Prometheus's own checker) validates the admin API's /metrics.
+command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
 if ((${#need_apt[@]})); then
     step "installing ${need_apt[*]}"
     SUDO="$SUDO_CMD"

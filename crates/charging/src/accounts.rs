@@ -340,6 +340,47 @@ impl SubscriberDirectory {
             }
         }
     }
+    /// Removes the identities mapped to `account`; returns them.
+    pub fn remove_account(&mut self, account: AccountId) -> Vec<SubscriptionId> {
+        let mut removed = Vec::new();
+        for (i, map) in self.by_kind.iter_mut().enumerate() {
+            map.retain(|data, a| {
+                let keep = *a != account;
+                if !keep {
+                    if let Some(kind) = SubscriptionType::from_code(i as u32) {
+                        removed.push(SubscriptionId::new(kind, &**data));
+                    }
+                }
+                keep
+            });
+        }
+        removed
+    }
+
+    /// The identities mapped to `account` (a scan of the directory).
+    pub fn identities_of(&self, account: AccountId) -> Vec<SubscriptionId> {
+        let mut found = Vec::new();
+        for (i, map) in self.by_kind.iter().enumerate() {
+            let Some(kind) = SubscriptionType::from_code(i as u32) else {
+                continue;
+            };
+            for (data, a) in map {
+                if *a == account {
+                    found.push(SubscriptionId::new(kind, &**data));
+                }
+            }
+        }
+        found
+    }
+
+    /// Every identity with its account.
+    pub fn iter(&self) -> impl Iterator<Item = (SubscriptionType, &Arc<str>, AccountId)> {
+        self.by_kind.iter().enumerate().flat_map(|(i, map)| {
+            let kind = SubscriptionType::from_code(i as u32).unwrap_or_default();
+            map.iter().map(move |(d, a)| (kind, d, *a))
+        })
+    }
+
     /// The account of one identity.
     pub fn lookup(&self, kind: SubscriptionType, data: &str) -> Option<AccountId> {
         self.by_kind[kind as usize]

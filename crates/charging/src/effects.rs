@@ -4,12 +4,12 @@
 //! state only by applying the effects it emits, so replaying a journal onto
 //! the state it started from rebuilds exactly the state it ended with.
 
-use crate::accounts::{Account, AccountStatus, SharedSubscriptionId};
+use crate::accounts::{Account, AccountStatus, Bundle, SharedSubscriptionId, SubscriptionId};
 use crate::error::{Error, Result};
 use crate::session::{BundleHold, BundleHolds, Reservation, Reservations, Session};
 use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 /// One change to the ledger.
@@ -146,7 +146,50 @@ pub enum Effect {
         /// New status.
         status: AccountStatus,
     },
+    /// An account was created at run time (the configured ones are in
+    /// the first snapshot instead).
+    AccountCreated {
+        /// The new account's id.
+        account: AccountId,
+        /// Its subscriber identities.
+        subscribers: Vec<SubscriptionId>,
+        /// Initial balance, minor units.
+        balance: i64,
+        /// Credit limit, minor units, not negative.
+        credit_limit: i64,
+        /// Status.
+        status: AccountStatus,
+        /// Unit allowances.
+        bundles: Vec<Bundle>,
+    },
+    /// An account with no open session was deleted, with its identities.
+    AccountDeleted {
+        /// Account.
+        account: AccountId,
+    },
+    /// An account's credit limit changed.
+    CreditLimitChanged {
+        /// Account.
+        account: AccountId,
+        /// New credit limit, minor units, not negative.
+        credit_limit: i64,
+    },
+    /// Money added to an account by a top-up named by an idempotency key,
+    /// which the ledger remembers ([`Ledger::top_up_keys`]) so that the
+    /// same top-up asked twice is applied once.
+    ToppedUpWithKey {
+        /// Account.
+        account: AccountId,
+        /// Amount, positive.
+        amount: i64,
+        /// The caller's idempotency key.
+        key: Arc<str>,
+    },
 }
+
+/// How many idempotency keys of top-ups the ledger remembers per account
+/// (the oldest is forgotten first).
+pub const TOP_UP_KEYS_PER_ACCOUNT: usize = 128;
 
 /// The durable part of an engine's state: accounts and open sessions.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -157,6 +200,10 @@ pub struct Ledger {
     pub sessions: IdMap<SessionKey, Session>,
     /// Next session handle to assign.
     pub next_session_key: u64,
+    /// The idempotency keys of each account's latest top-ups, with their
+    /// amounts, oldest first (at most [`TOP_UP_KEYS_PER_ACCOUNT`]).
+    #[serde(default)]
+    pub top_up_keys: IdMap<AccountId, VecDeque<(Arc<str>, i64)>>,
     #[serde(skip)]
     /// Session-Id to handle; keyed per process, since Session-Ids come
     /// from the network. The keys share the sessions' Session-Ids.
@@ -196,6 +243,16 @@ impl Ledger {
             .values()
             .map(|s| (Arc::clone(&s.session_id), s.key))
             .collect();
+    }
+
+    /// The amount of the remembered top-up of `account` with idempotency
+    /// key `key`.
+    pub fn top_up(&self, account: AccountId, key: &str) -> Option<i64> {
+        self.top_up_keys
+            .get(&account)?
+            .iter()
+            .find(|(k, _)| &**k == key)
+            .map(|(_, amount)| *amount)
     }
 
     /// The handle of the open session with this Session-Id.
@@ -480,6 +537,60 @@ impl Ledger {
             }
             Effect::StatusChanged { account, status } => {
                 account_mut(&mut self.accounts, account)?.status = *status;
+            }
+            Effect::AccountCreated {
+                account,
+                subscribers: _,
+                balance,
+                credit_limit,
+                status,
+                bundles,
+            } => {
+                if self.accounts.contains_key(account) {
+                    return Err(Error::Replay("account already exists"));
+                }
+                neg(*credit_limit)?;
+                let mut a = Account::new(*account, *balance);
+                a.credit_limit = *credit_limit;
+                a.status = *status;
+                a.bundles = bundles.clone();
+                if !a.is_conserved() {
+                    return Err(Error::Replay("bundle does not add up"));
+                }
+                self.accounts.insert(*account, a);
+            }
+            Effect::AccountDeleted { account } => {
+                let acc = account_mut(&mut self.accounts, account)?;
+                if acc.reserved != 0 || self.sessions.values().any(|s| s.account == *account) {
+                    return Err(Error::Replay("account has open sessions"));
+                }
+                self.accounts.remove(account);
+                self.top_up_keys.remove(account);
+            }
+            Effect::CreditLimitChanged {
+                account,
+                credit_limit,
+            } => {
+                neg(*credit_limit)?;
+                account_mut(&mut self.accounts, account)?.credit_limit = *credit_limit;
+            }
+            Effect::ToppedUpWithKey {
+                account,
+                amount,
+                key,
+            } => {
+                if self.top_up(*account, key).is_some() {
+                    return Err(Error::Replay("idempotency key already used"));
+                }
+                self.apply(&Effect::ToppedUp {
+                    account: *account,
+                    amount: *amount,
+                })?;
+                let keys = self.top_up_keys.entry(*account).or_default();
+                if keys.len() >= TOP_UP_KEYS_PER_ACCOUNT {
+                    keys.pop_front();
+                }
+                keys.push_back((Arc::clone(key), *amount));
             } // The duplicate cache is not part of the ledger.
         }
         Ok(())

@@ -22,6 +22,23 @@ pub enum Error {
     /// A subscriber identity is already mapped to another account.
     #[error("subscriber {0} already mapped to an account")]
     DuplicateSubscriber(String),
+    /// The account still has open sessions (or money reserved), so it
+    /// cannot be deleted.
+    #[error("account {0} has open sessions")]
+    AccountInUse(AccountId),
+    /// A top-up repeats an idempotency key already used for this account
+    /// with a different amount.
+    #[error("idempotency key {key:?} was used for a top-up of {amount}")]
+    IdempotencyConflict {
+        /// The key.
+        key: String,
+        /// The amount it was first used with.
+        amount: i64,
+    },
+    /// An account operation asked for something invalid (no identity,
+    /// a bundle that does not add up, ...).
+    #[error("invalid account: {0}")]
+    InvalidAccount(String),
     /// An amount was negative or would overflow.
     #[error("invalid amount {0}")]
     InvalidAmount(i64),

@@ -117,7 +117,10 @@ pub use answer_log::{AnswerArchive, AnswerLog};
 pub use cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
 pub use config::ChargingConfig;
 pub use effects::{Effect, Ledger};
-pub use engine::{AnswerRef, Engine, EngineOptions, Handled, Output, Snapshot};
+pub use engine::{
+    AnswerRef, Engine, EngineOptions, Handled, NewAccount, Output, Snapshot, TopUp,
+    MAX_IDEMPOTENCY_KEY,
+};
 pub use error::{Error, Result};
 pub use request::{CcRequest, Mscc, RequestType, RequestedAction};
 pub use session::{Reservation, Session};

@@ -22,6 +22,7 @@ mod alloc {
     #[global_allocator]
     static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 }
+mod account;
 mod cdr;
 mod decode;
 mod demo;
@@ -53,13 +54,21 @@ enum Command {
     Cdr(cdr::Args),
     /// Check the books of a stopped server's data directory.
     Ledger(ledger::Args),
+    /// Create, show, top up, list and delete accounts of a running server.
+    Account(account::AccountArgs),
+    /// List the open sessions of a running server.
+    Session(account::SessionArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     if !matches!(
         cli.command,
-        Command::Decode(_) | Command::Cdr(_) | Command::Ledger(_)
+        Command::Decode(_)
+            | Command::Cdr(_)
+            | Command::Ledger(_)
+            | Command::Account(_)
+            | Command::Session(_)
     ) {
         let filter = tracing_subscriber::EnvFilter::try_from_env("GYRO_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
@@ -76,6 +85,8 @@ fn main() -> ExitCode {
         Command::Demo(args) => demo::run(&args),
         Command::Cdr(args) => cdr::run(&args),
         Command::Ledger(args) => ledger::run(&args),
+        Command::Account(args) => account::run_account(&args),
+        Command::Session(args) => account::run_session(&args),
     };
     match result {
         Ok(code) => code,

@@ -84,6 +84,8 @@ pub struct Running {
     pub totals: std::sync::Arc<[ShardTotals]>,
     /// Where CDRs go.
     pub cdr_dir: Option<PathBuf>,
+    /// The operator API, when it runs.
+    pub admin: Option<gyro_admin::AdminServer>,
 }
 
 /// Storage as the configuration's `[storage]` section says, under
@@ -137,6 +139,7 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
         DurabilityMode::Sync => {}
     }
     let started = std::time::Instant::now();
+    let admin = gyro_admin::AdminServer::start_configured(&config.admin)?;
     let app = CreditControl::new(
         charging.clone(),
         &config.server.origin_host,
@@ -162,7 +165,15 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     );
     let totals = app.totals();
     let cdr_dir = app.cdr_dir();
-    let handle = gyro_server::start(config.clone(), app)?;
+    let subscribers = app.subscribers();
+    let (handle, control) = gyro_server::start_controlled(config.clone(), app)?;
+    if let Some(a) = &admin {
+        a.ready(gyro_admin::Backend {
+            control,
+            subscribers,
+            totals: totals.clone(),
+        });
+    }
     let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();
     info!(
         listen = %addrs.join(", "),
@@ -212,6 +223,7 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
         handle,
         totals,
         cdr_dir,
+        admin,
     })
 }
 
@@ -310,6 +322,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     running.handle.shutdown();
     let workers = running.handle.worker_stats();
     running.handle.join();
+    drop(running.admin);
     for (i, w) in workers.iter().enumerate() {
         info!(
             worker = i,

@@ -4,12 +4,12 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
-use gyro_charging::{ChargingConfig, SubscriberDirectory, SubscriptionType};
+use gyro_charging::{AccountId, ChargingConfig, SubscriberDirectory, SubscriptionType};
 use gyro_diameter::app::{Application, Route, SessionStep};
 use gyro_diameter::codes::{avp, cmd};
 use gyro_diameter::Message;
 use gyro_store::{DataDirLock, RecoveryReport};
-use tracing::error;
+use tracing::{error, warn};
 
 use crate::clock::unix_now;
 use crate::error::{Error, Result};
@@ -17,6 +17,7 @@ use crate::gy::LocalIdentity;
 use crate::recovery::{open_ledger, Ledger};
 use crate::shard::CreditShard;
 use crate::storage::{ShardTotals, Storage};
+use crate::subscribers::Subscribers;
 
 /// CC-Request-Type values (RFC 8506 section 8.3).
 const INITIAL_REQUEST: u32 = 1;
@@ -27,7 +28,7 @@ const TERMINATION_REQUEST: u32 = 3;
 /// durable by the shard's store.
 pub struct CreditControl {
     charging: Arc<ChargingConfig>,
-    directory: SubscriberDirectory,
+    subscribers: Arc<Subscribers>,
     identity: LocalIdentity,
     storage: Storage,
     opened: Mutex<Vec<Option<Ledger>>>,
@@ -50,7 +51,10 @@ impl CreditControl {
         shards: usize,
     ) -> Result<Self> {
         let shards = shards.max(1);
-        let directory = charging
+        let configured = charging
+            .accounts()
+            .map_err(|e| Error::Config(format!("charging: {e}")))?;
+        charging
             .directory()
             .map_err(|e| Error::Config(format!("charging: {e}")))?;
         charging
@@ -85,9 +89,11 @@ impl CreditControl {
             ledgers.push(Some(ledger));
             reports.push(report);
         }
+        let subscribers = routing(&ledgers, &configured, shards);
+
         Ok(CreditControl {
             charging: Arc::new(charging),
-            directory,
+            subscribers: Arc::new(subscribers),
             identity: LocalIdentity {
                 origin_host: origin_host.to_string(),
                 origin_realm: origin_realm.to_string(),
@@ -98,6 +104,12 @@ impl CreditControl {
             totals: (0..shards).map(|_| ShardTotals::default()).collect(),
             _lock: lock,
         })
+    }
+
+    /// The subscriber directory that routes requests and account
+    /// operations, shared with the operator API.
+    pub fn subscribers(&self) -> Arc<Subscribers> {
+        self.subscribers.clone()
     }
 
     /// Per-shard totals, shared with the running shards.
@@ -172,7 +184,7 @@ impl Application for CreditControl {
                     .child(avp::SUBSCRIPTION_ID_DATA)
                     .and_then(|d| d.utf8().ok());
                 if let (Some(kind), Some(data)) = (kind, data) {
-                    if let Some(account) = self.directory.lookup(kind, data) {
+                    if let Some(account) = self.subscribers.lookup(kind, data) {
                         route.shard = Some(account.shard(count));
                     }
                 }
@@ -184,4 +196,52 @@ impl Application for CreditControl {
     fn session_linger_ms(&self) -> u64 {
         self.charging.engine.dedup_ttl_secs.saturating_mul(1000)
     }
+}
+
+/// The routing directory: every identity of every recovered account
+/// (the data directory, not the charging file, is the source of truth);
+/// new accounts get ids past every id known. Logs the accounts the
+/// charging file names that the data directory lacks: they exist only in
+/// a data directory seeded from a file that named them.
+fn routing(
+    ledgers: &[Option<Ledger>],
+    configured: &[(gyro_charging::Account, Vec<gyro_charging::SubscriptionId>)],
+    shards: usize,
+) -> Subscribers {
+    let mut fixed = SubscriberDirectory::new();
+    let mut max_id = 0;
+    for engine in ledgers.iter().flatten().map(|l| &l.engine) {
+        for (kind, data, account) in engine.directory().iter() {
+            let id = gyro_charging::SubscriptionId::new(kind, &**data);
+            if let Err(e) = fixed.insert(&id, account) {
+                warn!(error = %e, "two shards map one subscriber; routing by the first");
+            }
+        }
+        max_id = engine.accounts().map(|a| a.id.0).fold(max_id, u64::max);
+    }
+    let missing: Vec<AccountId> = configured
+        .iter()
+        .map(|(a, _)| a.id)
+        .filter(|id| {
+            ledgers
+                .get(id.shard(shards))
+                .and_then(Option::as_ref)
+                .is_some_and(|l| l.engine.account(*id).is_none())
+        })
+        .collect();
+    if !missing.is_empty() {
+        let some: Vec<String> = missing.iter().take(5).map(|a| a.to_string()).collect();
+        warn!(
+            count = missing.len(),
+            first = %some.join(", "),
+            "the charging file names accounts the data directory lacks; they are NOT served \
+             (the charging file only seeds a new data directory): create them through the \
+             admin API (POST /v1/accounts or `gyro account create`)"
+        );
+    }
+    max_id = configured
+        .iter()
+        .map(|(a, _)| a.id.0)
+        .fold(max_id, u64::max);
+    Subscribers::new(fixed, max_id + 1)
 }

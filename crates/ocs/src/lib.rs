@@ -25,6 +25,11 @@
 //!   disk) and answers 3004 until it has reloaded its state from disk,
 //!   retried every few seconds: an answer of 3004 always means "nothing
 //!   happened".
+//! * Accounts can be created, changed, deleted and topped up while the
+//!   server runs ([`operations`]): the operator API sends each operation
+//!   to the shard that owns the account ([`Subscribers`] routes it, as it
+//!   routes CCRs), where it is journaled in the same group commit as the
+//!   CCRs of that turn.
 //! * At start each shard recovers from its data directory (the latest
 //!   snapshot plus the journal after it). Accounts and balances from the
 //!   charging configuration seed a shard only the first time; afterwards
@@ -34,14 +39,17 @@ mod app;
 mod clock;
 mod error;
 pub mod gy;
+pub mod operations;
 mod recovery;
 mod shard;
 mod storage;
+mod subscribers;
 
 pub use app::CreditControl;
 pub use error::{Error, Result};
 pub use shard::CreditShard;
 pub use storage::{ShardTotals, Storage};
+pub use subscribers::Subscribers;
 
 use gyro_charging::ChargingConfig;
 

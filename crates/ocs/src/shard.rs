@@ -84,8 +84,17 @@ impl CreditShard {
         &self.totals[self.index.min(self.totals.len() - 1)]
     }
 
+    /// The engine and the output buffer its effects go to, unless the
+    /// shard has failed (then [`CreditShard::record_output`] journals them).
+    pub(crate) fn engine_and_output(
+        &mut self,
+    ) -> Option<(&mut gyro_charging::Engine, &mut Output)> {
+        let ledger = self.ledger.as_mut()?;
+        Some((&mut ledger.engine, &mut self.output))
+    }
+
     /// Journals what the engine just did (and counts it).
-    fn record_output(&mut self) -> bool {
+    pub(crate) fn record_output(&mut self) -> bool {
         let Some(ledger) = &mut self.ledger else {
             return false;
         };

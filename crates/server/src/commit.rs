@@ -48,6 +48,8 @@ pub(crate) struct GroupCommit {
     /// How long a small batch that needs a durability job waits for more.
     delay: Duration,
     syncer: std::sync::mpsc::Sender<SyncRequest>,
+    /// Replies of control operations waiting for the next group commit.
+    replies: RefCell<Vec<crate::control::Reply>>,
 }
 
 /// A batch with at least this many answers is committed at once; a smaller
@@ -77,6 +79,7 @@ impl GroupCommit {
             last_synced: Cell::new(false),
             delay,
             syncer,
+            replies: RefCell::new(Vec::new()),
         })
     }
 
@@ -117,6 +120,15 @@ impl GroupCommit {
         }
     }
 
+    /// Calls `reply` once everything this event loop's shard did up to now
+    /// is durable (`true`) or could not be made so (`false`).
+    pub(crate) fn reply_after_commit(&self, reply: crate::control::Reply) {
+        self.pending_since
+            .set(self.pending_since.get().or(Some(Instant::now())));
+        self.replies.borrow_mut().push(reply);
+        self.wake.notify_one();
+    }
+
     /// Asks for a group commit even without output (after a tick).
     pub(crate) fn wake(&self) {
         self.wake.notify_one();
@@ -124,7 +136,9 @@ impl GroupCommit {
 
     /// Whether nothing is queued or being committed.
     pub(crate) fn is_idle(&self) -> bool {
-        !self.committing.get() && self.pending.borrow().is_empty()
+        !self.committing.get()
+            && self.pending.borrow().is_empty()
+            && self.replies.borrow().is_empty()
     }
 
     async fn sync(&self, job: SyncJob) -> std::io::Result<()> {
@@ -145,6 +159,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
         tokio::task::yield_now().await;
         commit.gather().await;
         let batch = std::mem::take(&mut *commit.pending.borrow_mut());
+        let replies = std::mem::take(&mut *commit.replies.borrow_mut());
         commit.pending_since.set(None);
         commit.pending_answers.set(0);
         commit.committing.set(true);
@@ -172,6 +187,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
             };
             let _ = tx.send(out);
         }
+        replies.into_iter().for_each(|reply| reply(durable));
         commit.committing.set(false);
     }
 }

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+pub use crate::config_admin::AdminSection;
 use crate::error::Error;
 
 /// The most workers (`server.workers`) gyro runs: each owns a shard
@@ -26,6 +27,8 @@ pub struct Config {
     pub validation: ValidationSection,
     /// Durability of the ledger and the CDR files.
     pub storage: StorageSection,
+    /// The operator API.
+    pub admin: AdminSection,
 }
 
 /// `[storage]`.
@@ -274,6 +277,7 @@ impl Default for Config {
             limits: LimitsSection::default(),
             validation: ValidationSection::default(),
             storage: StorageSection::default(),
+            admin: AdminSection::default(),
         }
     }
 }

@@ -91,6 +91,7 @@ pub(crate) fn run<F: Application>(
         }
         let inbox_task = tokio::task::spawn_local(inbox_loop(worker.clone(), inbox));
         let tick_task = tokio::task::spawn_local(tick_loop(worker.clone()));
+        let control_task = tokio::task::spawn_local(crate::control::serve(worker.clone()));
         let lag_task = tokio::task::spawn_local(lag_probe(worker.clone()));
         let w = worker.clone();
         let commit_task =
@@ -110,6 +111,7 @@ pub(crate) fn run<F: Application>(
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         tick_task.abort();
+        control_task.abort();
         lag_task.abort();
         inbox_task.abort();
         // Let a group commit in progress finish, then make a last one here

@@ -22,8 +22,10 @@
 
 mod commit;
 pub mod config;
+mod config_admin;
 mod conn;
 mod conn_limit;
+pub mod control;
 mod directory;
 mod error;
 mod event_loop;
@@ -46,6 +48,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::{mpsc, watch};
 
 pub use config::Config;
+pub use control::Control;
 pub use error::Error;
 pub use fd_limit::{raise_fd_limit, FdLimit};
 pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
@@ -132,6 +135,15 @@ fn listener(addr: SocketAddr) -> Result<std::net::TcpListener, Error> {
 /// Starts the server: binds every listen address once per worker and starts
 /// the workers. Returns once the sockets are listening.
 pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle, Error> {
+    start_controlled(config, factory).map(|(handle, _)| handle)
+}
+
+/// [`start`], also returning the [`Control`] that hands operations to the
+/// shards (for an operator interface).
+pub fn start_controlled<F: Application>(
+    config: Config,
+    factory: F,
+) -> Result<(ServerHandle, Control<F::Shard>), Error> {
     config.check()?;
     let workers = config.worker_count();
     let cpus_available = std::thread::available_parallelism().map_or(1, |n| n.get());
@@ -188,6 +200,7 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
         config.server.cpus.clone()
     };
     let pin = config.server.pin_workers;
+    let (control, control_inboxes) = control::channels(workers, stats.clone());
     let admission = overload::Admission {
         max_queued: config.limits.max_queued_per_worker,
         max_wait_ms: config.limits.max_queue_wait_ms,
@@ -211,6 +224,7 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
         inboxes,
         directory: directory::Directory::new(),
         clock: Instant::now(),
+        control: control_inboxes,
         admission,
         queues: (0..workers).map(|_| Default::default()).collect(),
         limits,
@@ -234,10 +248,11 @@ pub fn start<F: Application>(config: Config, factory: F) -> Result<ServerHandle,
             })?;
         threads.push(t);
     }
-    Ok(ServerHandle {
+    let handle = ServerHandle {
         shutdown,
         threads,
         local_addrs,
         stats,
-    })
+    };
+    Ok((handle, control))
 }

@@ -42,6 +42,7 @@ pub(crate) struct Shared<F: Application> {
     pub inboxes: Vec<mpsc::UnboundedSender<Vec<Job>>>,
     pub directory: Directory,
     pub clock: Instant,
+    pub control: crate::control::Inboxes<F::Shard>,
     /// Overload limits of every shard.
     pub admission: Admission,
     /// Each shard's queue of requests handed over and not yet taken.

@@ -20,6 +20,14 @@
 //! | 9 | `ToppedUp` | account, amount |
 //! | 10 | `Refunded` | account, amount |
 //! | 11 | `StatusChanged` | account, status (0 active, 1 blocked) |
+//! | 12 | `AccountCreated` | account, subscriber count, (subscriber kind (byte), subscriber data) each, balance, credit_limit, status, bundle count, bundles |
+//! | 13 | `AccountDeleted` | account |
+//! | 14 | `CreditLimitChanged` | account, credit_limit |
+//! | 15 | `ToppedUpWithKey` | account, amount, key |
+//!
+//! A bundle is id, unit, rating group count, rating groups, service id
+//! count, service ids, valid_from, valid_until, initial, remaining,
+//! reserved, consumed.
 //!
 //! A rating key is `rating_group?` `service_id?`. Units: 0 octets,
 //! 1 seconds, 2 events. A CDR record is tag 64 followed by every field of
@@ -30,10 +38,10 @@
 //! Decoding never panics: anything malformed is a [`DecodeError`] that
 //! names what was wrong and where.
 
-use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionType};
+use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionId, SubscriptionType};
 use gyro_charging::{
-    AccountId, AccountStatus, Cdr, ClosingCause, Effect, RatingKey, RecordType, RequestedAction,
-    SessionKey, Timestamp, UnitKind,
+    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Effect, RatingKey, RecordType,
+    RequestedAction, SessionKey, Timestamp, UnitKind,
 };
 
 /// Tag byte of a CDR record.
@@ -277,11 +285,81 @@ pub fn encode_effect(out: &mut Vec<u8>, e: &Effect) {
         Effect::StatusChanged { account, status } => {
             out.push(11);
             put_u64(out, account.0);
-            out.push(match status {
-                AccountStatus::Active => 0,
-                AccountStatus::Blocked => 1,
-            });
+            out.push(status_code(*status));
         }
+        Effect::AccountCreated {
+            account,
+            subscribers,
+            balance,
+            credit_limit,
+            status,
+            bundles,
+        } => {
+            out.push(12);
+            put_u64(out, account.0);
+            put_u64(out, subscribers.len() as u64);
+            for s in subscribers {
+                out.push(subscription_code(s.kind));
+                put_str(out, &s.data);
+            }
+            put_i64(out, *balance);
+            put_i64(out, *credit_limit);
+            out.push(status_code(*status));
+            put_u64(out, bundles.len() as u64);
+            for b in bundles {
+                put_bundle(out, b);
+            }
+        }
+        Effect::AccountDeleted { account } => {
+            out.push(13);
+            put_u64(out, account.0);
+        }
+        Effect::CreditLimitChanged {
+            account,
+            credit_limit,
+        } => {
+            out.push(14);
+            put_u64(out, account.0);
+            put_i64(out, *credit_limit);
+        }
+        Effect::ToppedUpWithKey {
+            account,
+            amount,
+            key,
+        } => {
+            out.push(15);
+            put_u64(out, account.0);
+            put_i64(out, *amount);
+            put_str(out, key);
+        }
+    }
+}
+
+fn status_code(s: AccountStatus) -> u8 {
+    match s {
+        AccountStatus::Active => 0,
+        AccountStatus::Blocked => 1,
+    }
+}
+
+fn put_bundle(out: &mut Vec<u8>, b: &Bundle) {
+    put_u64(out, b.id.into());
+    out.push(unit_code(b.unit));
+    for list in [&b.rating_groups, &b.service_ids] {
+        put_u64(out, list.len() as u64);
+        for v in list {
+            put_u64(out, (*v).into());
+        }
+    }
+    for v in [
+        b.valid_from.0,
+        b.valid_until.0,
+        b.initial,
+        b.remaining,
+        b.reserved,
+        b.consumed,
+    ] {
+        put_u64(out, v);
     }
 }
 
@@ -528,6 +606,62 @@ impl<'a> Decoder<'a> {
         })
     }
 
+    fn status(&mut self) -> Result<AccountStatus, DecodeError> {
+        let at = self.pos;
+        match self.byte()? {
+            0 => Ok(AccountStatus::Active),
+            1 => Ok(AccountStatus::Blocked),
+            b => Err(DecodeError::UnknownTag {
+                what: "account status",
+                value: b.into(),
+                at,
+            }),
+        }
+    }
+
+    fn subscription_type(&mut self) -> Result<SubscriptionType, DecodeError> {
+        let at = self.pos;
+        let b = self.byte()?;
+        SubscriptionType::from_code(b.into()).ok_or(DecodeError::UnknownTag {
+            what: "subscription type",
+            value: b.into(),
+            at,
+        })
+    }
+
+    /// A count of items that take at least `min_bytes` each: never more
+    /// than the bytes left could hold, so a corrupt count cannot make a
+    /// huge allocation.
+    fn count(&mut self, what: &'static str, min_bytes: usize) -> Result<usize, DecodeError> {
+        let at = self.pos;
+        let n = self.u64()?;
+        let left = (self.buf.len() - self.pos) / min_bytes.max(1);
+        usize::try_from(n)
+            .ok()
+            .filter(|&n| n <= left)
+            .ok_or(DecodeError::OutOfRange { what, at })
+    }
+
+    fn u32_list(&mut self, what: &'static str) -> Result<Vec<u32>, DecodeError> {
+        let n = self.count(what, 1)?;
+        (0..n).map(|_| self.u32(what)).collect()
+    }
+
+    fn bundle(&mut self) -> Result<Bundle, DecodeError> {
+        Ok(Bundle {
+            id: self.u32("bundle")?,
+            unit: self.unit()?,
+            rating_groups: self.u32_list("rating group")?,
+            service_ids: self.u32_list("service id")?,
+            valid_from: self.ts()?,
+            valid_until: self.ts()?,
+            initial: self.u64()?,
+            remaining: self.u64()?,
+            reserved: self.u64()?,
+            consumed: self.u64()?,
+        })
+    }
+
     /// Decodes the next effect record.
     pub fn effect(&mut self) -> Result<Effect, DecodeError> {
         let at = self.pos;
@@ -616,20 +750,42 @@ impl<'a> Decoder<'a> {
             },
             11 => Effect::StatusChanged {
                 account: self.account()?,
-                status: {
-                    let at = self.pos;
-                    match self.byte()? {
-                        0 => AccountStatus::Active,
-                        1 => AccountStatus::Blocked,
-                        b => {
-                            return Err(DecodeError::UnknownTag {
-                                what: "account status",
-                                value: b.into(),
-                                at,
-                            })
-                        }
-                    }
-                },
+                status: self.status()?,
+            },
+            12 => {
+                let account = self.account()?;
+                let n = self.count("subscriber count", 2)?;
+                let mut subscribers = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let kind = self.subscription_type()?;
+                    subscribers.push(SubscriptionId::new(kind, self.str()?));
+                }
+                let (balance, credit_limit, status) = (self.i64()?, self.i64()?, self.status()?);
+                let n = self.count("bundle count", 10)?;
+                let mut bundles = Vec::with_capacity(n);
+                for _ in 0..n {
+                    bundles.push(self.bundle()?);
+                }
+                Effect::AccountCreated {
+                    account,
+                    subscribers,
+                    balance,
+                    credit_limit,
+                    status,
+                    bundles,
+                }
+            }
+            13 => Effect::AccountDeleted {
+                account: self.account()?,
+            },
+            14 => Effect::CreditLimitChanged {
+                account: self.account()?,
+                credit_limit: self.i64()?,
+            },
+            15 => Effect::ToppedUpWithKey {
+                account: self.account()?,
+                amount: self.i64()?,
+                key: self.str()?.into(),
             },
             t => {
                 return Err(DecodeError::UnknownTag {
@@ -878,13 +1034,81 @@ mod tests {
             }),
             (any::<u64>(), any::<bool>()).prop_map(|(a, b)| Effect::StatusChanged {
                 account: AccountId(a),
-                status: if b {
-                    AccountStatus::Blocked
-                } else {
-                    AccountStatus::Active
+                status: status(b)
+            }),
+            (
+                any::<u64>(),
+                proptest::collection::vec((0u32..5, ".{0,20}"), 0..4),
+                any::<(i64, i64, bool)>(),
+                proptest::collection::vec(bundle(), 0..3)
+            )
+                .prop_map(|(a, subs, (balance, limit, b), bundles)| {
+                    Effect::AccountCreated {
+                        account: AccountId(a),
+                        subscribers: subs
+                            .into_iter()
+                            .map(|(k, d)| {
+                                SubscriptionId::new(
+                                    SubscriptionType::from_code(k).unwrap_or_default(),
+                                    d,
+                                )
+                            })
+                            .collect(),
+                        balance,
+                        credit_limit: limit,
+                        status: status(b),
+                        bundles,
+                    }
+                }),
+            any::<u64>().prop_map(|a| Effect::AccountDeleted {
+                account: AccountId(a)
+            }),
+            (any::<u64>(), any::<i64>()).prop_map(|(a, l)| Effect::CreditLimitChanged {
+                account: AccountId(a),
+                credit_limit: l
+            }),
+            (any::<u64>(), any::<i64>(), ".{0,40}").prop_map(|(a, amount, key)| {
+                Effect::ToppedUpWithKey {
+                    account: AccountId(a),
+                    amount,
+                    key: key.into(),
                 }
             }),
         ]
+    }
+
+    fn status(blocked: bool) -> AccountStatus {
+        if blocked {
+            AccountStatus::Blocked
+        } else {
+            AccountStatus::Active
+        }
+    }
+
+    fn bundle() -> impl Strategy<Value = Bundle> {
+        (
+            any::<u32>(),
+            unit(),
+            proptest::collection::vec(any::<u32>(), 0..3),
+            proptest::collection::vec(any::<u32>(), 0..3),
+            ts(),
+            ts(),
+            any::<[u64; 4]>(),
+        )
+            .prop_map(
+                |(id, unit, rating_groups, service_ids, from, until, n)| Bundle {
+                    id,
+                    unit,
+                    rating_groups,
+                    service_ids,
+                    valid_from: from,
+                    valid_until: until,
+                    initial: n[0],
+                    remaining: n[1],
+                    reserved: n[2],
+                    consumed: n[3],
+                },
+            )
     }
 
     fn cdr() -> impl Strategy<Value = Cdr> {

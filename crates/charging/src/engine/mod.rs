@@ -20,7 +20,8 @@
 //!
 //! Elsewhere: `events.rs` (CCR-Event), `supervision.rs` (Tcc expiry,
 //! [`Engine::tick`]), `recovery.rs` (snapshots, replaying effects and
-//! answer records).
+//! answer records), `admin.rs` (account operations: create, change,
+//! delete, top up once per idempotency key).
 use crate::accounts::{
     Account, AccountStatus, SharedSubscriptionId, SubscriberDirectory, SubscriptionId,
 };
@@ -38,6 +39,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashSet};
 use std::sync::Arc;
 
+mod admin;
 mod cx;
 mod events;
 mod quota;
@@ -45,6 +47,7 @@ mod recovery;
 mod session;
 mod supervision;
 
+pub use admin::{NewAccount, TopUp, MAX_IDEMPOTENCY_KEY};
 pub(crate) use cx::{fill_usage, Charged, Cx, UnitResult};
 
 /// Engine settings.

@@ -33,7 +33,30 @@ impl Engine {
     /// Applies a journaled effect (replay). The engine applies the effects
     /// it emits itself; call this only to rebuild state.
     pub fn apply(&mut self, effect: &Effect) -> Result<()> {
+        if let Effect::AccountCreated {
+            account,
+            subscribers,
+            ..
+        } = effect
+        {
+            if subscribers.is_empty() {
+                return Err(Error::Replay("account without identity"));
+            }
+            for s in subscribers {
+                if self.directory.lookup(s.kind, &s.data).is_some() {
+                    return Err(Error::Replay("subscriber already mapped"));
+                }
+            }
+            self.ledger.apply(effect)?;
+            for s in subscribers {
+                self.directory.insert(s, *account)?;
+            }
+            return Ok(());
+        }
         self.ledger.apply(effect)?;
+        if let Effect::AccountDeleted { account } = effect {
+            self.directory.remove_account(*account);
+        }
         if let Effect::SessionOpened {
             session,
             supervision_until,

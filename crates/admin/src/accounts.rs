@@ -1,0 +1,310 @@
+//! `/v1/accounts` and `/v1/sessions`: every change is applied by the
+//! shard that owns the account and answered once it is durable.
+
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use gyro_charging::AccountId;
+use gyro_ocs::operations::{AccountOp, Outcome};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use utoipa::IntoParams;
+
+use crate::model::{
+    AccountList, AccountView, CreateAccount, SessionList, SessionView, TopUpRequest, UpdateAccount,
+};
+use crate::problem::Problem;
+use crate::state::{AppState, Backend};
+
+/// Parses a JSON body: 400 when it is not JSON, 422 when it is JSON of
+/// the wrong shape.
+fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        if e.is_data() {
+            Problem::invalid(e.to_string())
+        } else {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "malformed",
+                "Malformed JSON",
+                e.to_string(),
+            )
+        }
+    })
+}
+
+/// The account of a subscriber given in a path (MSISDN or IMSI digits).
+fn account_of(backend: &Backend, subscriber: &str) -> Result<AccountId, Problem> {
+    backend
+        .subscribers
+        .lookup_digits(subscriber)
+        .ok_or_else(|| Problem::not_found(format!("no account for subscriber {subscriber}")))
+}
+
+fn account(outcome: Outcome) -> Result<AccountView, Problem> {
+    match outcome {
+        Outcome::Account { state, repeated } => {
+            let mut v = AccountView::new(&state);
+            v.replayed = Some(repeated);
+            Ok(v)
+        }
+        _ => Err(Problem::unavailable("unexpected answer from the shard")),
+    }
+}
+
+/// Creates an account.
+#[utoipa::path(post, path = "/v1/accounts", tag = "accounts",
+    request_body = CreateAccount,
+    responses(
+        (status = 201, description = "Created (and durable)", body = AccountView),
+        (status = 409, description = "The id or a subscriber identity has an account", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Response, Problem> {
+    let backend = state.backend()?;
+    let request: CreateAccount = body(&bytes)?;
+    let mut new = request.to_new_account()?;
+    let subs = &backend.subscribers;
+    new.id = match request.id {
+        Some(id) => {
+            subs.note_account_id(AccountId(id));
+            AccountId(id)
+        }
+        None => subs.next_account_id(),
+    };
+    let ids = new.subscribers.clone();
+    if let Err(taken) = subs.claim(&ids, new.id) {
+        return Err(Problem::conflict(format!(
+            "subscriber {taken} already has an account"
+        )));
+    }
+    let shard = backend.shard_of(new.id);
+    let outcome = match backend.call(shard, AccountOp::Create(new)).await {
+        Ok(o) => o,
+        Err(e) => {
+            subs.release(&ids);
+            return Err(e);
+        }
+    };
+    let mut view = account(outcome)?;
+    view.replayed = None;
+    let location = format!(
+        "/v1/accounts/{}",
+        view.msisdn
+            .as_deref()
+            .or(view.imsi.as_deref())
+            .unwrap_or("")
+    );
+    Ok((
+        StatusCode::CREATED,
+        [(header::LOCATION, location)],
+        Json(view),
+    )
+        .into_response())
+}
+
+/// Reads an account.
+#[utoipa::path(get, path = "/v1/accounts/{subscriber}", tag = "accounts",
+    params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
+    responses(
+        (status = 200, description = "The account", body = AccountView),
+        (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn show(
+    State(state): State<AppState>,
+    Path(subscriber): Path<String>,
+) -> Result<Json<AccountView>, Problem> {
+    let backend = state.backend()?;
+    let id = account_of(backend, &subscriber)?;
+    let mut view = account(
+        backend
+            .call(backend.shard_of(id), AccountOp::Show(id))
+            .await?,
+    )?;
+    view.replayed = None;
+    Ok(Json(view))
+}
+
+/// Changes an account's status and/or credit limit.
+#[utoipa::path(patch, path = "/v1/accounts/{subscriber}", tag = "accounts",
+    params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
+    request_body = UpdateAccount,
+    responses(
+        (status = 200, description = "The changed account (durable)", body = AccountView),
+        (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn update(
+    State(state): State<AppState>,
+    Path(subscriber): Path<String>,
+    bytes: Bytes,
+) -> Result<Json<AccountView>, Problem> {
+    let backend = state.backend()?;
+    let change: UpdateAccount = body(&bytes)?;
+    if change.status.is_none() && change.credit_limit.is_none() {
+        return Err(Problem::invalid(
+            "nothing to change: give status and/or credit_limit",
+        ));
+    }
+    if change.credit_limit.is_some_and(|l| l < 0) {
+        return Err(Problem::invalid("credit_limit must not be negative"));
+    }
+    let id = account_of(backend, &subscriber)?;
+    let op = AccountOp::Update {
+        account: id,
+        status: change.status.map(Into::into),
+        credit_limit: change.credit_limit,
+    };
+    let mut view = account(backend.call(backend.shard_of(id), op).await?)?;
+    view.replayed = None;
+    Ok(Json(view))
+}
+
+/// Deletes an account that has no open session.
+#[utoipa::path(delete, path = "/v1/accounts/{subscriber}", tag = "accounts",
+    params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
+    responses(
+        (status = 204, description = "Deleted (durable)"),
+        (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "It has open sessions", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn delete(
+    State(state): State<AppState>,
+    Path(subscriber): Path<String>,
+) -> Result<StatusCode, Problem> {
+    let backend = state.backend()?;
+    let id = account_of(backend, &subscriber)?;
+    match backend
+        .call(backend.shard_of(id), AccountOp::Delete(id))
+        .await?
+    {
+        Outcome::Deleted(identities) => {
+            backend.subscribers.release(&identities);
+            Ok(StatusCode::NO_CONTENT)
+        }
+        _ => Err(Problem::unavailable("unexpected answer from the shard")),
+    }
+}
+
+/// Adds money, once per idempotency key.
+#[utoipa::path(post, path = "/v1/accounts/{subscriber}/top-ups", tag = "accounts",
+    params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
+    request_body = TopUpRequest,
+    responses(
+        (status = 200, description = "The account with its new balance (durable); `replayed` when the key was used before", body = AccountView),
+        (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key was used with another amount", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn top_up(
+    State(state): State<AppState>,
+    Path(subscriber): Path<String>,
+    bytes: Bytes,
+) -> Result<Json<AccountView>, Problem> {
+    let backend = state.backend()?;
+    let request: TopUpRequest = body(&bytes)?;
+    if request.amount <= 0 {
+        return Err(Problem::invalid("amount must be positive"));
+    }
+    if request.idempotency_key.is_empty()
+        || request.idempotency_key.len() > gyro_charging::MAX_IDEMPOTENCY_KEY
+    {
+        return Err(Problem::invalid(format!(
+            "idempotency_key must be 1 to {} bytes",
+            gyro_charging::MAX_IDEMPOTENCY_KEY
+        )));
+    }
+    let id = account_of(backend, &subscriber)?;
+    let op = AccountOp::TopUp {
+        account: id,
+        amount: request.amount,
+        key: request.idempotency_key,
+    };
+    Ok(Json(account(
+        backend.call(backend.shard_of(id), op).await?,
+    )?))
+}
+
+/// `GET /v1/accounts` query.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct AccountQuery {
+    /// Only accounts with an id above this one (for the next page).
+    pub after: Option<u64>,
+    /// Most accounts listed (default 100).
+    pub limit: Option<usize>,
+}
+
+/// Lists accounts in id order.
+#[utoipa::path(get, path = "/v1/accounts", tag = "accounts",
+    params(AccountQuery),
+    responses((status = 200, description = "Accounts", body = AccountList)))]
+pub async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<AccountQuery>,
+) -> Result<Json<AccountList>, Problem> {
+    let backend = state.backend()?;
+    let limit = q.limit.unwrap_or(100);
+    let after = q.after.map(AccountId);
+    let mut all = Vec::new();
+    for shard in 0..backend.control.shards() {
+        if let Outcome::Accounts(a) = backend
+            .call(shard, AccountOp::List { after, limit })
+            .await?
+        {
+            all.extend(a);
+        }
+    }
+    all.sort_by_key(|s| s.account.id);
+    all.truncate(limit);
+    Ok(Json(AccountList {
+        accounts: all.iter().map(AccountView::new).collect(),
+    }))
+}
+
+/// `GET /v1/sessions` query.
+#[derive(Debug, Deserialize, IntoParams)]
+pub struct SessionQuery {
+    /// Only this subscriber's sessions (MSISDN or IMSI digits).
+    pub subscriber: Option<String>,
+    /// Most sessions listed (default 1000).
+    pub limit: Option<usize>,
+}
+
+/// Lists open credit-control sessions.
+#[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
+    params(SessionQuery),
+    responses(
+        (status = 200, description = "Open sessions", body = SessionList),
+        (status = 404, description = "No such subscriber", body = Problem, content_type = "application/problem+json"),
+    ))]
+pub async fn sessions(
+    State(state): State<AppState>,
+    Query(q): Query<SessionQuery>,
+) -> Result<Json<SessionList>, Problem> {
+    let backend = state.backend()?;
+    let limit = q.limit.unwrap_or(1000);
+    let (account, shards) = match &q.subscriber {
+        Some(s) => {
+            let id = account_of(backend, s)?;
+            (Some(id), vec![backend.shard_of(id)])
+        }
+        None => (None, (0..backend.control.shards()).collect()),
+    };
+    let mut list = Vec::new();
+    for shard in shards {
+        let left = limit.saturating_sub(list.len());
+        if left == 0 {
+            break;
+        }
+        let op = AccountOp::Sessions {
+            account,
+            limit: left,
+        };
+        if let Outcome::Sessions(s) = backend.call(shard, op).await? {
+            list.extend(s.into_iter().map(SessionView::from));
+        }
+    }
+    Ok(Json(SessionList { sessions: list }))
+}

@@ -1,0 +1,686 @@
+//! The operator API of a real `gyro serve` (two workers) over real HTTP:
+//! accounts created, read, changed, topped up and deleted while CCRs
+//! charge them; every change durable when it is answered (kill -9 right
+//! after the answer loses nothing); errors as problem+json; the bearer
+//! token; health, readiness, Prometheus metrics and the OpenAPI document;
+//! and `gyro ledger`'s books balance with run-time accounts and top-ups.
+
+#[path = "../../server/tests/common.rs"]
+mod common;
+mod support;
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use common::{result_code, Client};
+use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
+use gyro_ocs::gy::encode_ccr;
+use serde_json::{json, Value};
+use support::{free_port, scratch, serve};
+
+/// 100 MiB: 1.00 (100 minor units) on the demo tariff of rating group 10.
+const HUNDRED_MIB: u64 = 104_857_600;
+
+/// A running `gyro serve` with its admin API, killed (SIGKILL) when
+/// dropped.
+struct Server {
+    child: Option<Child>,
+    diameter: SocketAddr,
+    admin: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Server {
+    /// Starts `gyro serve` on `data` with `config` and waits until
+    /// `/readyz` answers 200.
+    fn start(data: &Path, config: &Path, admin_port: u16) -> Server {
+        let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let config = config.to_string_lossy().into_owned();
+        let child = serve(diameter, data, &["-c", &config]);
+        let server = Server {
+            child: Some(child),
+            diameter,
+            admin: format!("http://127.0.0.1:{admin_port}"),
+        };
+        let t = std::time::Instant::now();
+        loop {
+            if let Ok((200, _, body)) = server.try_call("GET", "/readyz", None, None) {
+                assert_eq!(body["status"], "ready");
+                break;
+            }
+            assert!(t.elapsed() < Duration::from_secs(30), "never ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// kill -9.
+    fn kill(mut self) {
+        let mut child = self.child.take().expect("running");
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
+
+    /// SIGTERM and a clean exit.
+    fn stop(mut self) {
+        let mut child = self.child.take().expect("running");
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
+    }
+
+    fn try_call(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+        token: Option<&str>,
+    ) -> Result<(u16, String, Value), ureq::Error> {
+        http(&format!("{}{path}", self.admin), method, body, token)
+    }
+
+    /// An API call without token: (status, content type, JSON body).
+    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, String, Value) {
+        self.try_call(method, path, body, None)
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    fn account(&self, subscriber: &str) -> Value {
+        let (status, _, body) = self.call("GET", &format!("/v1/accounts/{subscriber}"), None);
+        assert_eq!(status, 200, "GET {subscriber}: {body}");
+        body
+    }
+
+    fn top_up(&self, subscriber: &str, amount: i64, key: &str) -> (u16, String, Value) {
+        self.call(
+            "POST",
+            &format!("/v1/accounts/{subscriber}/top-ups"),
+            Some(json!({ "amount": amount, "idempotency_key": key })),
+        )
+    }
+}
+
+/// One HTTP request with ureq: (status, content type, JSON body or the
+/// text as a JSON string, null when empty).
+fn http(
+    url: &str,
+    method: &str,
+    body: Option<Value>,
+    token: Option<&str>,
+) -> Result<(u16, String, Value), ureq::Error> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let auth = token.map(|t| format!("Bearer {t}"));
+    let mut response = match method {
+        "GET" | "DELETE" => {
+            let r = if method == "GET" {
+                agent.get(url)
+            } else {
+                agent.delete(url)
+            };
+            match &auth {
+                Some(a) => r.header("Authorization", a).call()?,
+                None => r.call()?,
+            }
+        }
+        _ => {
+            let r = if method == "PATCH" {
+                agent.patch(url)
+            } else {
+                agent.post(url)
+            };
+            let r = match &auth {
+                Some(a) => r.header("Authorization", a),
+                None => r,
+            };
+            r.send_json(body.unwrap_or(Value::Null))?
+        }
+    };
+    let status = response.status().as_u16();
+    let content_type = response
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let text = response.body_mut().read_to_string()?;
+    let value = if text.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_str(&text).unwrap_or(Value::String(text))
+    };
+    Ok((status, content_type, value))
+}
+
+/// A configuration file whose admin API listens on `port` (with a token
+/// file when given).
+fn config(dir: &Path, port: u16, token_file: Option<&Path>) -> PathBuf {
+    let mut text = format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n");
+    if let Some(t) = token_file {
+        text.push_str(&format!("token_file = {:?}\n", t.to_string_lossy()));
+    }
+    let path = dir.join("gyro.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+/// A data CCR on rating group 10 for `msisdn`, reporting `used` octets
+/// (none on an Initial) and asking for more (not on a Terminate).
+fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
+    let req = CcRequest {
+        session_id: session.into(),
+        origin_host: "pgw.admin.test".into(),
+        end_to_end: 0x0a00 | number,
+        request_type: kind,
+        request_number: number,
+        service_context: "32251@3gpp.org".into(),
+        subscription_ids: vec![SubscriptionId::e164(msisdn)],
+        multiple_services: Some(true),
+        mscc: vec![Mscc {
+            rating_group: Some(10),
+            requested: (kind != RequestType::Termination).then(ServiceUnits::default),
+            used: (kind != RequestType::Initial).then(|| ServiceUnits {
+                total_octets: Some(used),
+                ..ServiceUnits::default()
+            }),
+            ..Mscc::default()
+        }],
+        ..CcRequest::default()
+    };
+    let mut b = BytesMut::new();
+    encode_ccr(&mut b, &req, 0x0a00 | number, "admin.test", "gyro.test").expect("encode");
+    b.to_vec()
+}
+
+fn connect(addr: SocketAddr) -> Client {
+    let mut c = Client::connect(addr);
+    let cea = c.cer("pgw.admin.test", &[4]);
+    assert_eq!(result_code(&cea), Some(2001), "CER");
+    c
+}
+
+fn answer(c: &mut Client, request: &[u8]) -> u32 {
+    c.send(request);
+    result_code(&c.recv().expect("an answer")).expect("Result-Code")
+}
+
+/// `gyro ledger --json` on a stopped server's data directory.
+fn ledger(data: &Path) -> Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["ledger", "--json", "--data-dir"])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "gyro ledger: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+fn is_problem(r: &(u16, String, Value), status: u16) {
+    let (s, content_type, body) = r;
+    assert_eq!(*s, status, "{body}");
+    assert_eq!(content_type, "application/problem+json", "{body}");
+    assert_eq!(body["status"], status, "{body}");
+    for field in ["type", "title", "detail"] {
+        assert!(
+            body[field].as_str().is_some_and(|s| !s.is_empty()),
+            "problem without {field}: {body}"
+        );
+    }
+}
+
+#[test]
+fn accounts_created_and_topped_up_over_http_are_charged_and_survive_kill_9() {
+    let dir = scratch("admin-accounts");
+    let data = dir.join("data");
+    let port = free_port();
+    let cfg = config(&dir, port, None);
+    let server = Server::start(&data, &cfg, port);
+
+    let (status, _, health) = server.call("GET", "/healthz", None);
+    assert_eq!((status, &health["status"]), (200, &json!("ok")));
+    let (status, _, created) = server.call(
+        "POST",
+        "/v1/accounts",
+        Some(json!({"msisdn": "46709990001", "balance": 100000})),
+    );
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["msisdn"], "46709990001");
+    assert_eq!(created["balance"], 100000);
+    assert_eq!(created["reserved"], 0);
+    assert_eq!(created["status"], "active");
+
+    // CCR-I, -U (100 MiB), -T (50 MiB) for the new account.
+    let mut pgw = connect(server.diameter);
+    let sid = "pgw.admin.test;1;1";
+    let msisdn = "46709990001";
+    assert_eq!(
+        answer(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0)),
+        2001
+    );
+    let during = server.account(msisdn);
+    assert!(during["reserved"].as_i64().unwrap() > 0, "{during}");
+    assert_eq!(during["open_sessions"], 1);
+    let (_, _, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
+    assert_eq!(listed["sessions"][0]["session_id"], sid, "{listed}");
+    let r = server.call("DELETE", &format!("/v1/accounts/{msisdn}"), None);
+    is_problem(&r, 409);
+    let update = ccr(sid, msisdn, RequestType::Update, 1, HUNDRED_MIB);
+    assert_eq!(answer(&mut pgw, &update), 2001);
+    let end = ccr(sid, msisdn, RequestType::Termination, 2, HUNDRED_MIB / 2);
+    assert_eq!(answer(&mut pgw, &end), 2001);
+    let after = server.account(msisdn);
+    assert_eq!(
+        after["debited"], 150,
+        "150 MiB at 1.00 per 100 MiB: {after}"
+    );
+    assert_eq!(after["balance"], 100000 - 150);
+    assert_eq!(after["reserved"], 0);
+    assert_eq!(after["open_sessions"], 0);
+
+    // Top-up: the same key twice tops up once.
+    let (status, _, topped) = server.top_up(msisdn, 5000, "order-1");
+    assert_eq!(status, 200, "{topped}");
+    assert_eq!(topped["balance"], 100000 - 150 + 5000);
+    assert_eq!(topped["replayed"], false);
+    let (status, _, again) = server.top_up(msisdn, 5000, "order-1");
+    assert_eq!(status, 200);
+    assert_eq!(again["balance"], topped["balance"]);
+    assert_eq!(again["replayed"], true);
+    is_problem(&server.top_up(msisdn, 7000, "order-1"), 409);
+
+    // Answered means durable: kill -9 right after a top-up and a 201.
+    let (status, _, _) = server.top_up(msisdn, 250, "order-2");
+    assert_eq!(status, 200);
+    let (status, _, late) = server.call(
+        "POST",
+        "/v1/accounts",
+        Some(json!({"msisdn": "+46709990002", "imsi": "240019990000002", "balance": 777})),
+    );
+    assert_eq!(status, 201, "{late}");
+    server.kill();
+
+    let server = Server::start(&data, &cfg, port);
+    let back = server.account(msisdn);
+    assert_eq!(back["balance"], 100000 - 150 + 5000 + 250, "{back}");
+    assert_eq!(back["topped_up"], 5250);
+    assert_eq!(back["debited"], 150);
+    let (_, _, again) = server.top_up(msisdn, 5000, "order-1");
+    assert_eq!(
+        again["replayed"], true,
+        "the key is remembered across a crash"
+    );
+    assert_eq!(again["balance"], back["balance"]);
+    for subscriber in ["46709990002", "240019990000002"] {
+        let b = server.account(subscriber);
+        assert_eq!((b["balance"].as_i64(), &b["id"]), (Some(777), &late["id"]));
+        assert_eq!(b["imsi"], "240019990000002");
+    }
+    // The run-time account is charged after the restart too (it may be
+    // on the other shard).
+    let mut pgw = connect(server.diameter);
+    let sid = "pgw.admin.test;1;2";
+    let other = "46709990002";
+    assert_eq!(
+        answer(&mut pgw, &ccr(sid, other, RequestType::Initial, 0, 0)),
+        2001
+    );
+    let end = ccr(sid, other, RequestType::Termination, 1, HUNDRED_MIB);
+    assert_eq!(answer(&mut pgw, &end), 2001);
+    assert_eq!(server.account(other)["balance"], 677);
+
+    // PATCH and DELETE.
+    let (status, _, patched) = server.call(
+        "PATCH",
+        &format!("/v1/accounts/{other}"),
+        Some(json!({"status": "blocked", "credit_limit": 300})),
+    );
+    assert_eq!(status, 200, "{patched}");
+    assert_eq!(
+        (&patched["status"], &patched["credit_limit"]),
+        (&json!("blocked"), &json!(300))
+    );
+    let (status, _, _) = server.call("DELETE", "/v1/accounts/240019990000002", None);
+    assert_eq!(status, 204);
+    is_problem(
+        &server.call("GET", &format!("/v1/accounts/{other}"), None),
+        404,
+    );
+    let sid = "pgw.admin.test;1;3";
+    assert_eq!(
+        answer(&mut pgw, &ccr(sid, other, RequestType::Initial, 0, 0)),
+        5030,
+        "a deleted account's subscriber is unknown"
+    );
+    drop(pgw);
+    server.stop();
+
+    // The books balance with run-time accounts and top-ups.
+    let books = ledger(&data);
+    assert_eq!(books["violations"], 0, "{books}");
+    let mine = books["books"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["account"] == created["id"])
+        .expect("the created account is in the books");
+    assert_eq!(mine["topped_up"], 5250);
+    assert_eq!(mine["initial_balance"], 100000);
+    assert!(books["books"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .all(|b| b["account"] != late["id"]));
+}
+
+#[test]
+fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
+    let dir = scratch("admin-errors");
+    let data = dir.join("data");
+    let port = free_port();
+    let server = Server::start(&data, &config(&dir, port, None), port);
+
+    is_problem(&server.call("GET", "/v1/accounts/46709999999", None), 404);
+    is_problem(&server.call("GET", "/v1/no-such-thing", None), 404);
+    is_problem(&server.top_up("46709999999", 1, "k"), 404);
+    // The demo configuration's accounts exist.
+    let existing = json!({"msisdn": "46700000001", "balance": 1});
+    is_problem(&server.call("POST", "/v1/accounts", Some(existing)), 409);
+    for invalid in [
+        json!({"msisdn": "not-a-number", "balance": 1}),
+        json!({"balance": 1}),
+        json!({"msisdn": "46709990010", "balance": -5}),
+        json!({"msisdn": "46709990010", "balance": 1, "colour": "red"}),
+        json!({"msisdn": "46709990010", "balance": "lots"}),
+    ] {
+        let r = server.call("POST", "/v1/accounts", Some(invalid.clone()));
+        is_problem(&r, 422);
+    }
+    is_problem(&server.top_up("46700000001", 0, "k"), 422);
+    is_problem(&server.top_up("46700000001", 10, ""), 422);
+    let r = server.call("PATCH", "/v1/accounts/46700000001", Some(json!({})));
+    is_problem(&r, 422);
+    // Nothing invalid changed anything.
+    assert!(server.call("GET", "/v1/accounts/46709990010", None).0 == 404);
+
+    // Requests move the counters; the text passes promtool when present.
+    let mut pgw = connect(server.diameter);
+    let sid = "pgw.admin.test;2;1";
+    let msisdn = "46700000001";
+    assert_eq!(
+        answer(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0)),
+        2001
+    );
+    assert_eq!(
+        answer(&mut pgw, &ccr(sid, msisdn, RequestType::Termination, 1, 1)),
+        2001
+    );
+    let (status, content_type, text) = server.call("GET", "/metrics", None);
+    assert_eq!(status, 200);
+    assert!(content_type.starts_with("text/plain"), "{content_type}");
+    let text = text.as_str().expect("text").to_string();
+    let sum = |name: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
+            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+            .sum()
+    };
+    assert!(sum("gyro_requests_total") >= 2.0, "{text}");
+    assert!(sum("gyro_group_commits_total") >= 1.0, "{text}");
+    assert_eq!(sum("gyro_connections_open"), 1.0, "{text}");
+    assert_eq!(sum("gyro_ready"), 1.0);
+    if let Ok(mut promtool) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write;
+        promtool
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = promtool.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let (status, _, api) = server.call("GET", "/v1/openapi.json", None);
+    assert_eq!(status, 200);
+    for path in [
+        "/v1/accounts",
+        "/v1/accounts/{subscriber}",
+        "/v1/accounts/{subscriber}/top-ups",
+        "/v1/sessions",
+        "/v1/peers",
+        "/healthz",
+        "/readyz",
+        "/metrics",
+    ] {
+        assert!(
+            api["paths"][path].is_object(),
+            "{path} missing from the OpenAPI document"
+        );
+    }
+    let (status, _, peers) = server.call("GET", "/v1/peers", None);
+    assert_eq!((status, &peers["open_connections"]), (200, &json!(1)));
+    drop(pgw);
+    server.stop();
+}
+
+#[test]
+fn a_token_is_required_when_configured_and_an_open_address_needs_one() {
+    let dir = scratch("admin-token");
+    let data = dir.join("data");
+    let port = free_port();
+    let token_file = dir.join("token");
+    std::fs::write(&token_file, "s3cret-token\n").unwrap();
+    let server = Server::start(&data, &config(&dir, port, Some(&token_file)), port);
+
+    let url = |p: &str| format!("{}{p}", server.admin);
+    for path in ["/v1/accounts/46700000001", "/metrics", "/v1/openapi.json"] {
+        is_problem(&http(&url(path), "GET", None, None).unwrap(), 401);
+        is_problem(&http(&url(path), "GET", None, Some("wrong")).unwrap(), 401);
+        let (status, _, _) = http(&url(path), "GET", None, Some("s3cret-token")).unwrap();
+        assert_eq!(status, 200, "{path} with the token");
+    }
+    let top_up = json!({"amount": 10, "idempotency_key": "x"});
+    let r = http(
+        &url("/v1/accounts/46700000001/top-ups"),
+        "POST",
+        Some(top_up),
+        None,
+    )
+    .unwrap();
+    is_problem(&r, 401);
+    // Probes need no token.
+    assert_eq!(http(&url("/healthz"), "GET", None, None).unwrap().0, 200);
+    assert_eq!(http(&url("/readyz"), "GET", None, None).unwrap().0, 200);
+    // The command line reads the address and the token from the config.
+    let cfg = dir.join("gyro.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["account", "show", "46700000001", "--json", "-c"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(shown["msisdn"], "46700000001");
+    server.stop();
+
+    // Every address, not only loopback, without a token: refused.
+    let open = dir.join("open.toml");
+    std::fs::write(&open, format!("[admin]\nlisten = \"0.0.0.0:{port}\"\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args([
+            "serve",
+            "--workers",
+            "1",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+        ])
+        .arg(&data)
+        .arg("-c")
+        .arg(&open)
+        .output()
+        .unwrap();
+    assert!(
+        !out.status.success(),
+        "an open admin address without a token starts"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("token_file"), "{stderr}");
+}
+
+#[test]
+fn the_command_line_creates_tops_up_shows_lists_and_deletes() {
+    let dir = scratch("admin-cli");
+    let data = dir.join("data");
+    let port = free_port();
+    let cfg = config(&dir, port, None);
+    let server = Server::start(&data, &cfg, port);
+    let gyro = |args: &[&str]| -> (bool, String, String) {
+        let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
+            .args(args)
+            .arg("-c")
+            .arg(&cfg)
+            .output()
+            .unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, out, err) = gyro(&["account", "create", "46709990050", "--balance", "1000"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("balance 1000"), "{out}");
+    let (ok, out, _) = gyro(&["account", "top-up", "46709990050", "250", "--key", "k"]);
+    assert!(ok && out.contains("balance 1250"), "{out}");
+    let (ok, out, _) = gyro(&["account", "top-up", "46709990050", "250", "--key", "k"]);
+    assert!(
+        ok && out.contains("nothing added") && out.contains("balance 1250"),
+        "{out}"
+    );
+    let (ok, out, _) = gyro(&["account", "list", "--json", "--limit", "100000"]);
+    assert!(ok);
+    let list: Value = serde_json::from_str(&out).unwrap();
+    let listed = list["accounts"].as_array().unwrap();
+    assert!(listed.iter().any(|a| a["msisdn"] == "46709990050"));
+    assert!(listed
+        .windows(2)
+        .all(|w| w[0]["id"].as_u64() < w[1]["id"].as_u64()));
+    let (ok, out, _) = gyro(&["session", "list"]);
+    assert!(ok && out.contains("0 open sessions"), "{out}");
+    let (ok, _, err) = gyro(&["account", "create", "46709990050"]);
+    assert!(!ok && err.contains("409"), "{err}");
+    let (ok, _, err) = gyro(&["account", "delete", "46709990050"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = gyro(&["account", "show", "46709990050"]);
+    assert!(!ok && err.contains("404"), "{err}");
+    server.stop();
+}
+
+#[test]
+fn readiness_is_503_until_every_shard_has_recovered() {
+    let dir = scratch("admin-ready");
+    let port = free_port();
+    let cfg = config(&dir, port, None);
+    // Enough accounts that building the shards takes a noticeable time.
+    let charging = dir.join("charging.toml");
+    let demo = std::fs::read_to_string(support::testdata().join("../config/example-charging.toml"))
+        .unwrap();
+    std::fs::write(
+        &charging,
+        format!(
+            "{demo}\n[[account_range]]\nfirst_id = 100000\ncount = 300000\n\
+             e164_first = \"46800000000\"\nbalance = 1000\n"
+        ),
+    )
+    .unwrap();
+    let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let child = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["serve", "--workers", "2", "--listen"])
+        .arg(diameter.to_string())
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--charging")
+        .arg(&charging)
+        .arg("-c")
+        .arg(&cfg)
+        .env("GYRO_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let server = Server {
+        child: Some(child),
+        diameter,
+        admin: format!("http://127.0.0.1:{port}"),
+    };
+    let t = std::time::Instant::now();
+    let mut seen = Vec::new();
+    loop {
+        if let Ok((status, _, body)) = server.try_call("GET", "/readyz", None, None) {
+            if seen.last() != Some(&status) {
+                seen.push(status);
+            }
+            if status == 200 {
+                break;
+            }
+            is_problem(&(status, "application/problem+json".into(), body), 503);
+            // Alive but not ready: the probe of liveness says so.
+            assert_eq!(server.call("GET", "/healthz", None).0, 200);
+            // Account operations wait for readiness too (it may have come
+            // meanwhile).
+            let r = server.call("GET", "/v1/accounts/46800000001", None);
+            if r.0 != 200 {
+                is_problem(&r, 503);
+            }
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(120),
+            "never ready: {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert_eq!(seen, [503, 200], "not ready while recovering, then ready");
+    assert!(
+        std::net::TcpStream::connect(diameter).is_ok(),
+        "listening once ready"
+    );
+    assert_eq!(server.account("46800000001")["balance"], 1000);
+    server.stop();
+}
