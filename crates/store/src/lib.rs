@@ -209,13 +209,14 @@ pub mod journal;
 mod lock;
 pub mod names;
 pub mod record;
+pub mod repair;
 mod shard;
 pub mod snapshot;
 mod writeback;
 
 pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
-pub use lock::{DataDirLock, LOCK_FILE};
+pub use lock::{DataDirLock, LockHolder, LOCK_FILE};
 pub use names::CdrFormat;
 pub use shard::{
     cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,
