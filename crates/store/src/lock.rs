@@ -256,7 +256,11 @@ mod tests {
         assert_eq!(holder.pid, Some(std::process::id()));
         assert_eq!(holder.to_string(), format!("pid {}", std::process::id()));
         drop(lock);
-        assert_eq!(DataDirLock::holder(dir.path()).unwrap(), None, "a stale file");
+        assert_eq!(
+            DataDirLock::holder(dir.path()).unwrap(),
+            None,
+            "a stale file"
+        );
         DataDirLock::acquire(dir.path()).expect("looking did not keep a lock");
     }
 

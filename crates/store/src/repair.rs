@@ -202,7 +202,8 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
 /// Whether everything from `from` to the end of the file is zero bytes.
 fn zeros_from(path: &Path, from: u64) -> Result<bool> {
     let mut f = File::open(path).map_err(io_err("open", path))?;
-    f.seek(SeekFrom::Start(from)).map_err(io_err("seek", path))?;
+    f.seek(SeekFrom::Start(from))
+        .map_err(io_err("seek", path))?;
     let mut r = std::io::BufReader::new(f);
     let mut buf = [0u8; 1 << 16];
     loop {
@@ -227,7 +228,11 @@ fn walk(path: &Path, next_cdr: &mut u64, seen_cdrs: &mut bool) -> Result<Walk> {
     let n = read_full(&mut r, &mut magic).map_err(io_err("read", path))?;
     if n < 8 || &magic != MAGIC {
         let torn = n < 8 && magic[..n] == MAGIC[..n];
-        let why = if torn { "torn file header" } else { "not a journal (bad magic)" };
+        let why = if torn {
+            "torn file header"
+        } else {
+            "not a journal (bad magic)"
+        };
         return Ok(Walk {
             keep_len: 0,
             file_len,
@@ -310,7 +315,10 @@ fn count_from(path: &Path, from: u64) -> Result<Dropped> {
         let got = read_full(&mut f, &mut h).map_err(io_err("read", path))?;
         let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
         let end = pos + FRAME_HEADER as u64 + len as u64;
-        if got < FRAME_HEADER || len > MAX_FRAME || (len as usize) < PAYLOAD_HEADER || end > file_len
+        if got < FRAME_HEADER
+            || len > MAX_FRAME
+            || (len as usize) < PAYLOAD_HEADER
+            || end > file_len
         {
             // A length that cannot be followed: the rest is one damaged
             // frame as far as anyone can tell.
@@ -564,7 +572,11 @@ pub fn write_snapshot(
     let generation = damage.last_kept_generation + 1;
     let path = ledger_dir(data_dir, damage.shard).join(snapshot_name(generation));
     if path.exists() {
-        return Err(corrupt(&path, 0, "a snapshot of this generation already exists"));
+        return Err(corrupt(
+            &path,
+            0,
+            "a snapshot of this generation already exists",
+        ));
     }
     snapshot::write(&path, generation, snapshot)?;
     Ok(path)
