@@ -581,3 +581,61 @@ pub fn write_snapshot(
     snapshot::write(&path, generation, snapshot)?;
     Ok(path)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::encode_frame;
+
+    /// A shard whose only journal holds `n` frames of one answer record
+    /// each; returns the journal's path and its frames' offsets.
+    fn journal(data: &Path, n: u64) -> (PathBuf, Vec<usize>) {
+        let dir = ledger_dir(data, 0);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("journal-0000000000000000.log");
+        let mut bytes = MAGIC.to_vec();
+        let mut at = Vec::new();
+        for i in 0..n {
+            at.push(bytes.len());
+            let f = encode_frame((&[], 0), (&[], 0, 0), (b"answer", 1, i + 1)).unwrap();
+            bytes.extend_from_slice(&f);
+        }
+        std::fs::write(&path, &bytes).unwrap();
+        (path, at)
+    }
+
+    #[test]
+    fn damage_in_the_middle_is_cut_at_the_last_consistent_frame() {
+        let data = tempfile::tempdir().unwrap();
+        let (path, at) = journal(data.path(), 5);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[at[2] + 12] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+        let d = inspect(data.path(), 0).unwrap();
+        assert!(d.is_damaged());
+        let j = &d.journals[0];
+        assert_eq!((j.keep_len, j.file_len), (at[2] as u64, bytes.len() as u64));
+        assert_eq!(j.reason.as_deref(), Some("checksum mismatch"));
+        let dropped = d.dropped();
+        assert_eq!((dropped.frames, dropped.unreadable_frames), (3, 1));
+        assert_eq!(dropped.answers, 2, "the readable frames after it");
+        assert_eq!(dropped.bytes, (bytes.len() - at[2]) as u64);
+
+        let backup = data.path().join("backup");
+        let applied = apply(data.path(), &d, &backup).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), &bytes[..at[2]]);
+        assert_eq!(std::fs::read(&applied.backed_up[0]).unwrap(), bytes);
+        assert!(!inspect(data.path(), 0).unwrap().is_damaged());
+    }
+
+    #[test]
+    fn a_torn_last_frame_is_no_damage() {
+        let data = tempfile::tempdir().unwrap();
+        let (path, at) = journal(data.path(), 3);
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &bytes[..at[2] + 10]).unwrap();
+        let d = inspect(data.path(), 0).unwrap();
+        assert!(!d.is_damaged());
+        assert_eq!(d.torn_tail, 10);
+    }
+}
