@@ -26,7 +26,9 @@ fuzz_target!(|data: &[u8]| {
     if ranged.saturating_add(config.accounts.len() as u64) > MAX_ACCOUNTS {
         return;
     }
-    let _ = config.catalog().expect("a configuration taken has a catalog");
+    let _ = config
+        .catalog()
+        .expect("a configuration taken has a catalog");
     let _ = config.accounts();
     let _ = config.directory();
     for shards in [1, 3] {

@@ -21,7 +21,11 @@ fuzz_target!(|data: &[u8]| {
     };
     let digits: String = text
         .split(|c: char| c.is_ascii_whitespace() || c == ':')
-        .map(|w| w.strip_prefix("0x").or_else(|| w.strip_prefix("0X")).unwrap_or(w))
+        .map(|w| {
+            w.strip_prefix("0x")
+                .or_else(|| w.strip_prefix("0X"))
+                .unwrap_or(w)
+        })
         .collect();
     assert_eq!(hex::decode(digits).ok(), Some(bytes.clone()));
     let mut at = 0;
