@@ -1,5 +1,10 @@
 //! `gyro cdr`: list, print, follow and convert the charging data records
 //! a server writes under `<data-dir>/cdr/shard-<i>/`.
+//!
+//! It only reads: nothing in the data directory is written, and a line
+//! still being written is left out, so it works on a full or read-only
+//! disk and beside a running server (it then says on standard error that
+//! what it prints is a snapshot).
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -58,9 +63,15 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     let dir_or = |file: &Option<PathBuf>| file.clone().unwrap_or_else(|| cdr_dir.clone());
     let ctx = || format!("reading CDRs under {}", cdr_dir.display());
+    let following = matches!(args.action, Action::Tail { follow: true, .. });
+    if !following {
+        if let Some((note, _)) = crate::ledger::live_note(&args.data_dir)? {
+            eprintln!("gyro cdr: {note}");
+        }
+    }
     match &args.action {
         Action::List => {
-            let files = cdr_tool::list(&cdr_dir).with_context(ctx)?;
+            let files = list(&cdr_dir).with_context(ctx)?;
             cdr_tool::write_list(&files, &mut out)?;
         }
         Action::Print { file } => {
@@ -88,4 +99,23 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     out.flush()?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// [`cdr_tool::list`], listing again when a running server closed (renamed)
+/// a file between the listing and its reading.
+fn list(dir: &std::path::Path) -> gyro_store::Result<Vec<cdr_tool::CdrFileInfo>> {
+    let mut attempt = 1;
+    loop {
+        match cdr_tool::list(dir) {
+            Err(gyro_store::Error::Io { source, .. })
+                if attempt < 10
+                    && source.kind() == std::io::ErrorKind::NotFound
+                    && dir.is_dir() =>
+            {
+                attempt += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r => return r,
+        }
+    }
 }

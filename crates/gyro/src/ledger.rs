@@ -1,8 +1,17 @@
-//! `gyro ledger`: open a stopped server's data directory the way `gyro
-//! serve` does at start (snapshot plus journal) and check the books: for
-//! every account, initial balance + top-ups = balance + reserved + debited.
+//! `gyro ledger`: read a server's data directory the way `gyro serve`
+//! does at start (snapshot plus journal) and check the books: for every
+//! account, initial balance + top-ups = balance + reserved + debited.
+//!
+//! It only reads: nothing in the data directory is created, cut, renamed
+//! or removed (a torn last frame is left out in memory), so it works on a
+//! full or read-only disk and beside a running server, whose books it then
+//! reads as a snapshot of a moving state (and says so). `gyro ledger
+//! repair` ([`repair`]) is the one that writes, and only into a directory
+//! no server holds.
 
-use std::path::PathBuf;
+mod repair;
+
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
@@ -14,12 +23,16 @@ use crate::serve;
 /// Options of `gyro ledger`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
-    /// The server's data directory (the server must be stopped).
-    #[arg(long, default_value = "gyro-data", value_name = "DIR")]
+    /// Something else than checking the books.
+    #[command(subcommand)]
+    pub action: Option<Action>,
+    /// The server's data directory (read only; a running server may hold
+    /// it).
+    #[arg(long, global = true, default_value = "gyro-data", value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Charging configuration the server runs with (default: the embedded
     /// demo); it seeds shards that have no snapshot yet.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, global = true, value_name = "FILE")]
     pub charging: Option<PathBuf>,
     /// First close every session as its supervision timer (Tcc) would,
     /// releasing the reservations of sessions whose client is gone. Nothing
@@ -29,6 +42,15 @@ pub struct Args {
     /// Print every account as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `gyro ledger` actions.
+#[derive(Debug, Clone, clap::Subcommand)]
+pub enum Action {
+    /// Repair a journal damaged in the middle: keep a copy of the damaged
+    /// files, cut the journal to its last consistent frame and report
+    /// exactly what was dropped. Refuses a directory a server holds.
+    Repair(repair::Args),
 }
 
 /// One account's books.
@@ -53,12 +75,18 @@ struct Report {
     reserved: i64,
     debited: i64,
     violations: usize,
+    /// The pid of the running server holding the directory, when one does
+    /// (the figures are then a snapshot of a moving state).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    live_holder_pid: Option<u32>,
+    /// Bytes of torn last frames left out (a server cuts them at start).
+    torn_journal_bytes: u64,
     books: Vec<AccountBooks>,
 }
 
-/// Runs `gyro ledger`.
-pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
-    let ledger_root = args.data_dir.join("ledger");
+/// The shard indexes of a data directory (`ledger/shard-<i>`), sorted.
+pub fn shards(data_dir: &Path) -> anyhow::Result<Vec<usize>> {
+    let ledger_root = data_dir.join("ledger");
     let mut shards: Vec<usize> = std::fs::read_dir(&ledger_root)
         .with_context(|| format!("reading {}", ledger_root.display()))?
         .filter_map(|e| e.ok())
@@ -66,8 +94,28 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         .collect();
     shards.sort_unstable();
     anyhow::ensure!(!shards.is_empty(), "no shard in {}", ledger_root.display());
-    // A running server owns the directory; its books are read once it stops.
-    let _lock = gyro_store::DataDirLock::acquire(&args.data_dir)?;
+    Ok(shards)
+}
+
+/// The line that says a running server holds `data_dir`, if one does.
+pub fn live_note(data_dir: &Path) -> anyhow::Result<Option<(String, Option<u32>)>> {
+    let holder = gyro_store::DataDirLock::holder(data_dir)
+        .with_context(|| format!("checking whether a server holds {}", data_dir.display()))?;
+    Ok(holder.map(|h| {
+        (
+            format!("live directory held by {h}: figures are a snapshot"),
+            h.pid,
+        )
+    }))
+}
+
+/// Runs `gyro ledger`.
+pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
+    if let Some(Action::Repair(r)) = &args.action {
+        return repair::run(args, r);
+    }
+    let shards = shards(&args.data_dir)?;
+    let live = live_note(&args.data_dir)?;
     let mut config = gyro_server::Config::default();
     config.server.charging = args.charging.clone();
     let (charging, _) = serve::load_charging(&config)?;
@@ -85,11 +133,19 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         reserved: 0,
         debited: 0,
         violations: 0,
+        live_holder_pid: live.as_ref().and_then(|l| l.1),
+        torn_journal_bytes: 0,
         books: Vec::new(),
     };
     for &shard in &shards {
-        let mut engine = gyro_ocs::recover_engine(&charging, &args.data_dir, shard, count, now)
-            .with_context(|| format!("opening the ledger of shard {shard}"))?;
+        let (mut engine, found) = gyro_ocs::recover_engine(&charging, &args.data_dir, shard, count)
+            .with_context(|| match live {
+                Some(_) => format!("reading the ledger of shard {shard}"),
+                None => format!(
+                    "reading the ledger of shard {shard} (a journal damaged in the middle: see `gyro ledger repair`)"
+                ),
+            })?;
+        report.torn_journal_bytes += found.torn_journal_bytes;
         if args.expire_sessions {
             let later = Timestamp(now.0 + (charging.engine.supervision_secs + 1) * 1000);
             engine.tick(later, &mut Output::default());
@@ -120,8 +176,20 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     report.books.sort_by_key(|b| b.account);
     if args.json {
+        if let Some((note, _)) = &live {
+            eprintln!("gyro ledger: {note}");
+        }
         println!("{}", serde_json::to_string_pretty(&report)?);
     } else {
+        if let Some((note, _)) = &live {
+            println!("{note}");
+        }
+        if report.torn_journal_bytes > 0 {
+            println!(
+                "a torn last frame ({} bytes) was left out; the server cuts it at start",
+                report.torn_journal_bytes
+            );
+        }
         println!(
             "{} shards, {} accounts, {} open sessions: balance {}, reserved {}, debited {} (minor units)",
             report.shards,

@@ -27,6 +27,7 @@ mod cdr;
 mod decode;
 mod demo;
 mod ledger;
+mod output;
 mod serve;
 
 /// gyro: a Diameter credit-control server (OCS), load generator and tools.
@@ -52,7 +53,8 @@ enum Command {
     Demo(demo::Args),
     /// List, print, follow or convert the CDR files of a data directory.
     Cdr(cdr::Args),
-    /// Check the books of a stopped server's data directory.
+    /// Check the books of a data directory (read only: also beside a
+    /// running server, as a snapshot), or repair a damaged journal.
     Ledger(ledger::Args),
     /// Create, show, top up, list and delete accounts of a running server.
     Account(account::AccountArgs),
@@ -62,14 +64,18 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if !matches!(
+    let tool = matches!(
         cli.command,
         Command::Decode(_)
             | Command::Cdr(_)
             | Command::Ledger(_)
             | Command::Account(_)
             | Command::Session(_)
-    ) {
+    );
+    if tool {
+        // `gyro ledger | head -1` ends quietly instead of panicking.
+        output::quiet_on_closed_pipe();
+    } else {
         let filter = tracing_subscriber::EnvFilter::try_from_env("GYRO_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
         tracing_subscriber::fmt()

@@ -220,6 +220,57 @@ pub fn decode_ccr(msg: &Message<'_>, req: &mut CcRequest) -> Result<()> {
     }
     req.request_type = kind.ok_or_else(|| missing(416))?;
     req.request_number = number.ok_or_else(|| missing(415))?;
+    check_mscc_list(&req.mscc)
+}
+
+/// Most Multiple-Services-Credit-Control AVPs gyro takes in one CCR. Each
+/// becomes an MSCC of the answer (up to about 150 bytes, more with a
+/// Final-Unit-Indication), so the answer to the largest request taken stays
+/// well within [`MAX_ANSWER_LEN`]. Gateways send a few; a request with more
+/// is answered 5009.
+pub const MAX_MSCC: usize = 128;
+
+/// Largest answer gyro sends: 64 KiB, its own default limit on a message
+/// (`limits.max_message_size`), which peers commonly share. An answer that
+/// would be larger is not sent; the request gets 5012 instead.
+pub const MAX_ANSWER_LEN: usize = 65_536;
+
+/// Refuses an MSCC list gyro cannot answer within [`MAX_ANSWER_LEN`] (more
+/// than [`MAX_MSCC`]) and one that names the same quota twice, both with
+/// 5009 DIAMETER_AVP_OCCURS_TOO_MANY_TIMES (RFC 6733 section 7.1.5: an AVP
+/// appeared more often than permitted; Failed-AVP: a
+/// Multiple-Services-Credit-Control of the request).
+///
+/// RFC 8506 gives no Result-Code of its own for a duplicate: section 5.1.2
+/// makes each quota, identified by its Service-Identifier and/or
+/// Rating-Group, an independent object with its own result code and
+/// validity time, and section 8.16 says each MSCC instance carries the
+/// units of one or more services or of a single rating group; the one
+/// case of two instances for one rating group (a tariff time change,
+/// sections 5.1.2 and 8.16) is in the answer, and the client reports the
+/// usage before and after it inside one instance (Tariff-Change-Usage). A
+/// second instance with the same (Service-Identifier, Rating-Group) key in
+/// a request thus occurs more often than the command permits: answering
+/// it would grant and charge one quota twice and repeat it in the answer.
+fn check_mscc_list(list: &[Mscc]) -> Result<()> {
+    let too_many = || {
+        invalid(
+            gyro_diameter::codes::result::AVP_OCCURS_TOO_MANY_TIMES,
+            avp::MULTIPLE_SERVICES_CREDIT_CONTROL.code,
+        )
+    };
+    if list.len() > MAX_MSCC {
+        return Err(too_many());
+    }
+    for (i, m) in list.iter().enumerate() {
+        let key = (m.service_id, m.rating_group);
+        if list[..i]
+            .iter()
+            .any(|o| (o.service_id, o.rating_group) == key)
+        {
+            return Err(too_many());
+        }
+    }
     Ok(())
 }
 
@@ -313,6 +364,7 @@ pub fn encode_cca(
     answer: &CcAnswer,
     local: &LocalIdentity,
 ) -> Result<usize> {
+    let start = buf.len();
     let mut e = Encoder::answer(buf, request, false);
     e.u32(avp::RESULT_CODE, answer.result_code);
     e.str(avp::ORIGIN_HOST, &local.origin_host);
@@ -369,7 +421,14 @@ pub fn encode_cca(
     if let Some(f) = answer.failed_avp {
         put_failed(&mut e, request, f);
     }
-    e.finish().map_err(|err| Error::Encode(err.to_string()))
+    let len = e.finish().map_err(|err| Error::Encode(err.to_string()))?;
+    if len > MAX_ANSWER_LEN {
+        buf.truncate(start);
+        return Err(Error::Encode(format!(
+            "a {len}-byte answer is larger than {MAX_ANSWER_LEN} bytes"
+        )));
+    }
+    Ok(len)
 }
 
 /// Writes a CCR for `req` at the end of `buf` (the T flag from

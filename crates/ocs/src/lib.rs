@@ -59,19 +59,19 @@ use gyro_charging::ChargingConfig;
 pub const DEMO_CHARGING: &str = include_str!("../../../config/example-charging.toml");
 
 /// Rebuilds the engine of shard `shard` of `count` from the data directory
-/// (as `gyro serve` does at start; repairs what a crash left behind), for
-/// tools that inspect a stopped server's books. Hold the directory's
-/// [`gyro_store::DataDirLock`] while doing so.
+/// (the snapshot plus the journal after it, as `gyro serve` does at start),
+/// for tools that inspect a server's books. It writes nothing into the
+/// directory (a torn last frame is left out in memory, not cut), so it
+/// works on a read-only or full disk and beside a running server, whose
+/// books it then reads as a snapshot of a moving state. Also returns what
+/// was found on disk.
 pub fn recover_engine(
     charging: &ChargingConfig,
     data_dir: &std::path::Path,
     shard: usize,
     count: usize,
-    now: gyro_charging::Timestamp,
-) -> Result<gyro_charging::Engine> {
-    let storage = Storage::on_disk(data_dir, gyro_store::StoreOptions::default());
-    let (ledger, _) = recovery::open_ledger(charging, &storage, shard, count, now)?;
-    Ok(ledger.engine)
+) -> Result<(gyro_charging::Engine, gyro_store::RecoveryReport)> {
+    recovery::read_engine(charging, data_dir, shard, count)
 }
 
 /// The demo charging configuration, parsed.

@@ -1,7 +1,8 @@
 //! Opening a shard's ledger: the latest snapshot, the journal's effects
 //! after it and the answers every retained journal remembers (or the
-//! configured accounts on the very first start); and building later
-//! snapshots off the event loop from the journal.
+//! configured accounts on the very first start); reading one without
+//! writing anything (tools); and building later snapshots off the event
+//! loop from the journal.
 
 use gyro_charging::answer_log::{self, RecordKey};
 use gyro_charging::{ChargingConfig, Engine, Snapshot, Timestamp};
@@ -88,6 +89,71 @@ pub(crate) fn open_ledger(
         },
         Some(report),
     ))
+}
+
+/// How often [`read_engine`] starts over when a running server's snapshot
+/// removed a file it was reading.
+const READ_ATTEMPTS: usize = 20;
+
+/// Rebuilds the engine of shard `index` of `count` from `data_dir` without
+/// writing anything there (see [`ShardStore::read_only`]): the snapshot
+/// plus the journal's effects, a torn last frame left out in memory, the
+/// configured accounts where the shard has no snapshot yet. Beside a
+/// running server it reads again from the start when the server's next
+/// snapshot removes a file under it.
+pub(crate) fn read_engine(
+    charging: &ChargingConfig,
+    data_dir: &std::path::Path,
+    index: usize,
+    count: usize,
+) -> Result<(Engine, RecoveryReport)> {
+    let mut attempt = 1;
+    loop {
+        match read_engine_once(charging, data_dir, index, count) {
+            Ok(r) => return Ok(r),
+            Err(Failure::Store(e)) if attempt < READ_ATTEMPTS && is_gone(&e) => {
+                attempt += 1;
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            Err(Failure::Store(e)) => return Err(config(e)),
+            Err(Failure::Other(e)) => return Err(e),
+        }
+    }
+}
+
+/// Why one attempt of [`read_engine`] failed.
+enum Failure {
+    Store(gyro_store::Error),
+    Other(Error),
+}
+
+fn is_gone(e: &gyro_store::Error) -> bool {
+    matches!(e, gyro_store::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
+}
+
+fn read_engine_once(
+    charging: &ChargingConfig,
+    data_dir: &std::path::Path,
+    index: usize,
+    count: usize,
+) -> std::result::Result<(Engine, RecoveryReport), Failure> {
+    let recovered = ShardStore::read_only(data_dir, index).map_err(Failure::Store)?;
+    let catalog = charging.catalog().map_err(config).map_err(Failure::Other)?;
+    let options = charging.engine.clone();
+    let snapshot = match recovered.snapshot.clone() {
+        Some(s) => s,
+        None => {
+            let fresh = charging.build_shard(index, count);
+            let mut s = fresh.map_err(config).map_err(Failure::Other)?.snapshot();
+            s.next_cdr_sequence = recovered.next_cdr_sequence;
+            s
+        }
+    };
+    let mut engine = Engine::restore(catalog, options, snapshot);
+    recovered
+        .replay_effects(|e| engine.apply(&e))
+        .map_err(Failure::Store)?;
+    Ok((engine, recovered.report))
 }
 
 /// Builds the snapshot a [`CompactionJob`] asks for, off the event loop:

@@ -258,3 +258,85 @@ fn retransmission_flag_is_read() {
     decode_ccr(&Message::parse(&bytes).unwrap(), &mut back).unwrap();
     assert!(back.retransmit);
 }
+
+fn mscc_ccr(msccs: Vec<Mscc>) -> BytesMut {
+    let req = CcRequest {
+        session_id: "pgw.example;1;mscc".into(),
+        origin_host: "pgw.example".into(),
+        request_type: RequestType::Initial,
+        service_context: "32251@3gpp.org".into(),
+        subscription_ids: vec![SubscriptionId::e164("46700000001")],
+        multiple_services: Some(true),
+        mscc: msccs,
+        ..CcRequest::default()
+    };
+    ccr_bytes(&req, 1)
+}
+
+fn rg(rating_group: u32, service_id: Option<u32>) -> Mscc {
+    Mscc {
+        rating_group: Some(rating_group),
+        service_id,
+        requested: Some(ServiceUnits::default()),
+        ..Mscc::default()
+    }
+}
+
+#[test]
+fn the_same_rating_group_twice_in_one_ccr_is_refused_with_5009() {
+    let bytes = mscc_ccr(vec![rg(10, None), rg(20, None), rg(10, None)]);
+    let err = decode_ccr(&Message::parse(&bytes).unwrap(), &mut CcRequest::default());
+    assert_eq!(
+        err,
+        Err(gyro_ocs::Error::InvalidCcr {
+            result_code: 5009,
+            avp_code: avp::MULTIPLE_SERVICES_CREDIT_CONTROL.code,
+        })
+    );
+    // One rating group with two services is two quotas, not a duplicate.
+    let bytes = mscc_ccr(vec![rg(10, Some(1)), rg(10, Some(2)), rg(10, None)]);
+    decode_ccr(&Message::parse(&bytes).unwrap(), &mut CcRequest::default())
+        .expect("distinct (Service-Identifier, Rating-Group) keys");
+}
+
+#[test]
+fn more_msccs_than_an_answer_can_carry_are_refused_with_5009() {
+    use gyro_ocs::gy::MAX_MSCC;
+    let list = |n: u32| (0..n).map(|i| rg(i, None)).collect::<Vec<_>>();
+    let bytes = mscc_ccr(list(MAX_MSCC as u32));
+    let mut req = CcRequest::default();
+    decode_ccr(&Message::parse(&bytes).unwrap(), &mut req).expect("the most taken");
+    assert_eq!(req.mscc.len(), MAX_MSCC);
+    let bytes = mscc_ccr(list(MAX_MSCC as u32 + 1));
+    let err = decode_ccr(&Message::parse(&bytes).unwrap(), &mut req).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            gyro_ocs::Error::InvalidCcr {
+                result_code: 5009,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn the_answer_to_the_largest_mscc_list_taken_fits_the_limit() {
+    use gyro_ocs::gy::{MAX_ANSWER_LEN, MAX_MSCC};
+    let config = ChargingConfig::from_toml_str(EXAMPLE).unwrap();
+    let mut engine = config.build_shard(0, 1).unwrap();
+    let list = (0..MAX_MSCC as u32)
+        .map(|i| rg(10 + (i % 2) * 10, Some(i)))
+        .collect();
+    let bytes = mscc_ccr(list);
+    let cca = exchange(&mut engine, &bytes, Timestamp(1), &mut CcRequest::default());
+    let msg = Message::parse(&cca).unwrap();
+    let n = msg
+        .avps()
+        .flatten()
+        .filter(|a| a.code() == avp::MULTIPLE_SERVICES_CREDIT_CONTROL.code)
+        .count();
+    assert_eq!(n, MAX_MSCC, "every quota answered");
+    assert!(cca.len() <= MAX_ANSWER_LEN, "{} bytes", cca.len());
+}

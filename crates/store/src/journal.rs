@@ -137,7 +137,7 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
 }
 
 /// Parses a payload header; `None` when it is inconsistent with `len`.
-fn parse_payload_header(p: &[u8], offset: u64, len: u32) -> Option<FrameInfo> {
+pub(crate) fn parse_payload_header(p: &[u8], offset: u64, len: u32) -> Option<FrameInfo> {
     if p.len() < PAYLOAD_HEADER || p[0] != FRAME_VERSION {
         return None;
     }
@@ -159,7 +159,7 @@ fn parse_payload_header(p: &[u8], offset: u64, len: u32) -> Option<FrameInfo> {
 }
 
 /// The three sections of a checked payload.
-fn sections<'a>(p: &'a [u8], f: &FrameInfo) -> (&'a [u8], &'a [u8], &'a [u8]) {
+pub(crate) fn sections<'a>(p: &'a [u8], f: &FrameInfo) -> (&'a [u8], &'a [u8], &'a [u8]) {
     let e = PAYLOAD_HEADER + f.effects_len as usize;
     let c = e + f.cdrs_len as usize;
     (&p[PAYLOAD_HEADER..e], &p[e..c], &p[c..])

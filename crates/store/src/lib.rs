@@ -129,7 +129,11 @@
 //! commit appends one frame with one `writev` and (in synchronous mode) one
 //! `fdatasync`; a crash can leave only the last frame incomplete ("torn"),
 //! recognised by its length or checksum and cut off on open; damage
-//! anywhere else is [`Error::Corrupt`] naming the file and byte offset.
+//! anywhere else is [`Error::Corrupt`] naming the file and byte offset,
+//! and [`repair`] cuts such a journal to its last consistent frame (`gyro
+//! ledger repair`, keeping a copy of what it changes).
+//! [`ShardStore::read_only`] reads a shard without writing anything (tools:
+//! a torn tail is left out in memory), also beside a running server.
 //! The commit job then queues the batch's CDR records for the CDR writer
 //! thread (in synchronous mode only once the frame is durable; the queue
 //! is bounded, so a slow CDR disk holds commits back instead of growing
@@ -209,13 +213,14 @@ pub mod journal;
 mod lock;
 pub mod names;
 pub mod record;
+pub mod repair;
 mod shard;
 pub mod snapshot;
 mod writeback;
 
 pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
-pub use lock::{DataDirLock, LOCK_FILE};
+pub use lock::{DataDirLock, LockHolder, LOCK_FILE};
 pub use names::CdrFormat;
 pub use shard::{
     cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,

@@ -23,7 +23,7 @@ mod cdr_thread;
 mod commit;
 mod compaction;
 mod disk;
-mod files;
+pub(crate) mod files;
 mod options;
 mod recovery;
 

@@ -19,6 +19,7 @@ use gyro_diameter::header::{frame_length, MAX_MESSAGE_LEN};
 
 pub mod capture;
 pub mod dictionary;
+pub mod hex_input;
 pub mod json;
 pub mod model;
 pub mod render;
@@ -152,7 +153,7 @@ pub fn decode_file(
         }
         return Ok(items);
     }
-    if looks_like_hex(data) {
+    if hex_input::looks_like_hex(data) {
         let text = String::from_utf8_lossy(data);
         return Ok(decode_bytes(&parse_hex(&text)?, strict));
     }
@@ -187,30 +188,9 @@ pub fn decode_bytes(data: &[u8], strict: bool) -> Vec<Item> {
     items
 }
 
-fn looks_like_hex(data: &[u8]) -> bool {
-    !data.is_empty()
-        && data
-            .iter()
-            .all(|c| c.is_ascii_hexdigit() || c.is_ascii_whitespace() || matches!(c, b':' | b'x'))
-}
-
 /// Parses hex, ignoring whitespace, colons and `0x` prefixes.
 pub fn parse_hex(s: &str) -> anyhow::Result<Vec<u8>> {
-    let mut digits = String::with_capacity(s.len());
-    for word in s.split(|c: char| c.is_ascii_whitespace() || c == ':') {
-        let w = word
-            .strip_prefix("0x")
-            .or_else(|| word.strip_prefix("0X"))
-            .unwrap_or(word);
-        digits.push_str(w);
-    }
-    if digits.is_empty() {
-        bail!("no hex digits given");
-    }
-    if digits.len() % 2 != 0 {
-        bail!("odd number of hex digits ({})", digits.len());
-    }
-    hex::decode(&digits).context("invalid hex")
+    hex_input::parse_hex(s).map_err(anyhow::Error::msg)
 }
 
 #[cfg(test)]

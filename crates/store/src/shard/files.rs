@@ -7,17 +7,17 @@ pub(super) fn journal_name(g: u64) -> String {
     format!("journal-{g:016}.log")
 }
 
-pub(super) fn snapshot_name(g: u64) -> String {
+pub(crate) fn snapshot_name(g: u64) -> String {
     format!("snapshot-{g:016}.snap")
 }
 
-pub(super) struct LedgerFiles {
-    pub(super) journals: Vec<(u64, PathBuf)>,
-    pub(super) snapshots: Vec<(u64, PathBuf)>,
-    pub(super) temporaries: Vec<PathBuf>,
+pub(crate) struct LedgerFiles {
+    pub(crate) journals: Vec<(u64, PathBuf)>,
+    pub(crate) snapshots: Vec<(u64, PathBuf)>,
+    pub(crate) temporaries: Vec<PathBuf>,
 }
 
-pub(super) fn list_ledger(dir: &Path) -> Result<LedgerFiles> {
+pub(crate) fn list_ledger(dir: &Path) -> Result<LedgerFiles> {
     let mut f = LedgerFiles {
         journals: Vec::new(),
         snapshots: Vec::new(),

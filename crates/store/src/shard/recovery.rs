@@ -175,6 +175,88 @@ pub(super) fn journal_cdr_lines(
     Ok((next >= to).then_some(out))
 }
 
+/// Fails unless the journals after a snapshot of generation `snap_gen`
+/// run `snap_gen`, `snap_gen + 1`, ... without a gap.
+fn check_generations(journals: &[(u64, PathBuf)], snap_gen: u64) -> Result<()> {
+    for (i, (g, p)) in journals.iter().enumerate() {
+        if *g != snap_gen + i as u64 {
+            return Err(corrupt(
+                p,
+                0,
+                format!("journal generation {} is missing", snap_gen + i as u64),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The journals after the snapshot, scanned.
+struct ReplayScan {
+    /// Every journal with its whole frames.
+    replay: Vec<(PathBuf, Vec<FrameInfo>)>,
+    /// Effects and CDRs in them.
+    records: u64,
+    /// Bytes of their whole frames.
+    bytes: u64,
+    /// The scan of the last one (the journal a writer appends to).
+    last: Option<journal::Scan>,
+}
+
+/// Scans the journals after the snapshot (only the last may end in a torn
+/// frame, which is left out, not cut), checks that their CDR sequence
+/// numbers run on from `next_cdr` and advances it past them, and counts
+/// what they hold into `report`. Reads only.
+fn scan_replay(
+    journals: &[(u64, PathBuf)],
+    next_cdr: &mut u64,
+    report: &mut RecoveryReport,
+) -> Result<ReplayScan> {
+    let mut out = ReplayScan {
+        replay: Vec::new(),
+        records: 0,
+        bytes: 0,
+        last: None,
+    };
+    let count = journals.len();
+    for (i, (_, p)) in journals.iter().enumerate() {
+        let scan = journal::scan(p)?;
+        let torn = scan.file_len - scan.valid_len.min(scan.file_len);
+        if torn > 0 && i + 1 < count {
+            return Err(corrupt(
+                p,
+                scan.valid_len,
+                "damaged frame in a journal that is not the last",
+            ));
+        }
+        report.torn_journal_bytes += torn;
+        for f in &scan.frames {
+            if f.cdrs > 0 {
+                let end = f.first_cdr.saturating_add(f.cdrs as u64);
+                if report.journal_cdrs > 0 && f.first_cdr != *next_cdr {
+                    return Err(corrupt(
+                        p,
+                        f.offset,
+                        format!("CDR sequence {} where {next_cdr} was expected", f.first_cdr),
+                    ));
+                }
+                *next_cdr = (*next_cdr).max(end);
+            }
+            report.journal_cdrs += f.cdrs as u64;
+            report.journal_effects += f.effects as u64;
+            out.records += f.effects as u64 + f.cdrs as u64;
+            out.bytes += f.len as u64 + FRAME_HEADER as u64;
+        }
+        report.journal_frames += scan.frames.len() as u64;
+        out.replay.push((p.clone(), scan.frames.clone()));
+        if i + 1 == count {
+            out.last = Some(scan);
+        }
+    }
+    report.journal_files = count;
+    report.journal_bytes = out.bytes;
+    Ok(out)
+}
+
 impl ShardStore {
     /// Opens (creating if needed) the store of shard `shard` under
     /// `data_dir`, repairs what a crash left behind (a torn journal frame,
@@ -218,15 +300,7 @@ impl ShardStore {
         }
         let (old, journals): (Vec<_>, Vec<_>) =
             files.journals.into_iter().partition(|(g, _)| *g < snap_gen);
-        for (i, (g, p)) in journals.iter().enumerate() {
-            if *g != snap_gen + i as u64 {
-                return Err(corrupt(
-                    p,
-                    0,
-                    format!("journal generation {} is missing", snap_gen + i as u64),
-                ));
-            }
-        }
+        check_generations(&journals, snap_gen)?;
         let mut answer_index = Vec::new();
         let mut retained = Vec::new();
         for (g, p) in &old {
@@ -242,48 +316,15 @@ impl ShardStore {
             retained.push((p.clone(), scan.frames));
         }
         let mut next_cdr = snap.as_ref().map_or(1, |s| s.next_cdr_sequence.max(1));
-        let mut replay = Vec::new();
-        let mut records = 0u64;
-        let mut bytes = 0u64;
-        let mut last_scan = None;
-        let count = journals.len();
-        for (i, (g, p)) in journals.iter().enumerate() {
-            let scan = journal::scan(p)?;
-            let torn = scan.file_len - scan.valid_len.min(scan.file_len);
-            if torn > 0 && i + 1 < count {
-                return Err(corrupt(
-                    p,
-                    scan.valid_len,
-                    "damaged frame in a journal that is not the last",
-                ));
-            }
-            report.torn_journal_bytes += torn;
-            for f in &scan.frames {
-                if f.cdrs > 0 {
-                    let end = f.first_cdr.saturating_add(f.cdrs as u64);
-                    if report.journal_cdrs > 0 && f.first_cdr != next_cdr {
-                        return Err(corrupt(
-                            p,
-                            f.offset,
-                            format!("CDR sequence {} where {next_cdr} was expected", f.first_cdr),
-                        ));
-                    }
-                    next_cdr = next_cdr.max(end);
-                }
-                report.journal_cdrs += f.cdrs as u64;
-                report.journal_effects += f.effects as u64;
-                records += f.effects as u64 + f.cdrs as u64;
-                bytes += f.len as u64 + FRAME_HEADER as u64;
-            }
-            index_answers(&mut answer_index, *g, &scan.frames, &mut report);
-            report.journal_frames += scan.frames.len() as u64;
-            replay.push((p.clone(), scan.frames.clone()));
-            if i + 1 == count {
-                last_scan = Some(scan);
-            }
+        let ReplayScan {
+            replay,
+            records,
+            bytes,
+            last: last_scan,
+        } = scan_replay(&journals, &mut next_cdr, &mut report)?;
+        for ((g, _), (_, frames)) in journals.iter().zip(&replay) {
+            index_answers(&mut answer_index, *g, frames, &mut report);
         }
-        report.journal_files = count;
-        report.journal_bytes = bytes;
         let (generation, journal) = match (journals.last(), last_scan) {
             (Some((g, p)), Some(scan)) => (*g, JournalWriter::open(p, &scan)?),
             _ => {
@@ -372,4 +413,65 @@ impl ShardStore {
             },
         ))
     }
+}
+
+impl ShardStore {
+    /// Reads what [`ShardStore::open`] would recover for shard `shard`
+    /// under `data_dir` without writing anything: no directory or file is
+    /// created, cut, renamed or removed, so it works on a read-only or full
+    /// disk and beside a running server that holds the directory (then
+    /// what it reads is a snapshot of a moving state). A torn last frame is
+    /// left out in memory; temporary and older snapshot files are ignored;
+    /// the CDR files are not looked at. The journals kept only for their
+    /// answers (older than the snapshot) are not read:
+    /// [`Recovered::replay_answers`] hands back the answers of the
+    /// replayed journals only.
+    ///
+    /// Beside a running server a file listed here may be removed by its
+    /// next snapshot before it is read (here or in
+    /// [`Recovered::replay_effects`]): the error is then an
+    /// [`Error::Io`] whose source is `NotFound`, and reading again from the
+    /// start finds the newer snapshot.
+    pub fn read_only(data_dir: &Path, shard: usize) -> Result<Recovered> {
+        read_shard(&ledger_dir(data_dir, shard))
+    }
+}
+
+/// [`ShardStore::read_only`] of one shard directory.
+fn read_shard(dir: &Path) -> Result<Recovered> {
+    let files = list_ledger(dir)?;
+    let mut report = RecoveryReport::default();
+    let (snap_gen, mut snap) = match files.snapshots.last() {
+        Some((g, p)) => {
+            let (gen, s) = snapshot::read(p)?;
+            if gen != *g {
+                return Err(corrupt(p, 8, "generation differs from the file name"));
+            }
+            report.snapshot_generation = Some(gen);
+            (gen, Some(s))
+        }
+        None => (0, None),
+    };
+    let journals: Vec<_> = files
+        .journals
+        .into_iter()
+        .filter(|(g, _)| *g >= snap_gen)
+        .collect();
+    check_generations(&journals, snap_gen)?;
+    let mut next_cdr = snap.as_ref().map_or(1, |s| s.next_cdr_sequence.max(1));
+    let scan = scan_replay(&journals, &mut next_cdr, &mut report)?;
+    let mut index = Vec::new();
+    for ((g, _), (_, frames)) in journals.iter().zip(&scan.replay) {
+        index_answers(&mut index, *g, frames, &mut report);
+    }
+    if let Some(s) = &mut snap {
+        s.next_cdr_sequence = next_cdr;
+    }
+    Ok(Recovered {
+        snapshot: snap,
+        next_cdr_sequence: next_cdr,
+        report,
+        answers: scan.replay.clone(),
+        replay: scan.replay,
+    })
 }
