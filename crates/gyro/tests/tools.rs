@@ -169,7 +169,17 @@ fn ledger_and_cdr_read_a_live_directory_without_writing_into_it() {
         "the lock names its holder"
     );
 
-    let before = listing(&data);
+    // The server's CDR writer appends the last lines after the answers
+    // left: wait until the server itself has stopped writing.
+    let mut before = listing(&data);
+    for _ in 0..50 {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        let now = listing(&data);
+        if now == before {
+            break;
+        }
+        before = now;
+    }
     let (code, out, err) = gyro(&["ledger"], &data);
     assert_eq!(code, 0, "{out}{err}");
     let note = format!(
