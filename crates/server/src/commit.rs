@@ -12,6 +12,8 @@
 //! unchanged.
 
 use std::cell::{Cell, RefCell};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
@@ -20,6 +22,8 @@ use gyro_diameter::codes::cmd;
 use gyro_diameter::header::frame_length;
 use gyro_diameter::Message;
 use tokio::sync::{mpsc, oneshot, Notify};
+
+use crate::telemetry::Telemetry;
 
 /// Encoded messages for one connection's writer.
 pub(crate) struct Outgoing {
@@ -32,10 +36,14 @@ pub(crate) struct Outgoing {
 /// A sync job for the sync thread and where its result goes.
 type SyncRequest = (SyncJob, oneshot::Sender<std::io::Result<()>>);
 
+/// Output waiting for a group commit: where it goes, what it is, and
+/// when the requests it answers were read ([`Telemetry`]'s clock, ns).
+type Pending = (mpsc::UnboundedSender<Outgoing>, Outgoing, u64);
+
 /// One event loop's group-commit queue.
 pub(crate) struct GroupCommit {
     /// Output waiting for the next group commit, in order.
-    pending: RefCell<Vec<(mpsc::UnboundedSender<Outgoing>, Outgoing)>>,
+    pending: RefCell<Vec<Pending>>,
     wake: Notify,
     /// True while a group commit is between flush and release.
     committing: Cell<bool>,
@@ -50,6 +58,12 @@ pub(crate) struct GroupCommit {
     syncer: std::sync::mpsc::Sender<SyncRequest>,
     /// Replies of control operations waiting for the next group commit.
     replies: RefCell<Vec<crate::control::Reply>>,
+    /// Answer latency and answers awaiting commit are counted here.
+    telemetry: Arc<Telemetry>,
+    worker: usize,
+    /// When this event loop last read from a connection (ns): the start
+    /// of the latency of the answers that connection's turn queues.
+    read_ns: Cell<u64>,
 }
 
 /// A batch with at least this many answers is committed at once; a smaller
@@ -61,7 +75,11 @@ impl GroupCommit {
     /// `gyro-sync-<worker>`.
     /// `delay`: how long a small batch that needs an fdatasync waits for
     /// more answers to share it (0: never).
-    pub(crate) fn new(worker: usize, delay: Duration) -> std::io::Result<GroupCommit> {
+    pub(crate) fn new(
+        worker: usize,
+        delay: Duration,
+        telemetry: Arc<Telemetry>,
+    ) -> std::io::Result<GroupCommit> {
         let (syncer, jobs) = std::sync::mpsc::channel::<SyncRequest>();
         std::thread::Builder::new()
             .name(format!("gyro-sync-{worker}"))
@@ -80,18 +98,48 @@ impl GroupCommit {
             delay,
             syncer,
             replies: RefCell::new(Vec::new()),
+            telemetry,
+            worker,
+            read_ns: Cell::new(0),
         })
     }
 
+    /// A connection of this event loop has just read: the answers its turn
+    /// queues were read now.
+    #[inline]
+    pub(crate) fn mark_read(&self) {
+        self.read_ns.set(self.telemetry.now_ns());
+    }
+
+    /// The clock of [`GroupCommit::release_read_at`].
+    pub(crate) fn now_ns(&self) -> u64 {
+        self.telemetry.now_ns()
+    }
+
     /// Queues output for a connection; it leaves once everything this
-    /// event loop's shard did up to now is durable.
+    /// event loop's shard did up to now is durable. Its answers answer
+    /// requests read at the last [`GroupCommit::mark_read`].
     pub(crate) fn release_after_commit(&self, tx: &mpsc::UnboundedSender<Outgoing>, out: Outgoing) {
+        self.release_read_at(tx, out, self.read_ns.get());
+    }
+
+    /// [`GroupCommit::release_after_commit`] for answers to requests read
+    /// at `read_ns` ([`GroupCommit::now_ns`]).
+    pub(crate) fn release_read_at(
+        &self,
+        tx: &mpsc::UnboundedSender<Outgoing>,
+        out: Outgoing,
+        read_ns: u64,
+    ) {
         if self.pending_since.get().is_none() {
             self.pending_since.set(Some(Instant::now()));
         }
         self.pending_answers
             .set(self.pending_answers.get() + out.answers);
-        self.pending.borrow_mut().push((tx.clone(), out));
+        self.telemetry.workers[self.worker]
+            .awaiting_commit
+            .fetch_add(out.answers as u64, Relaxed);
+        self.pending.borrow_mut().push((tx.clone(), out, read_ns));
         self.wake.notify_one();
     }
 
@@ -176,7 +224,16 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
                 r.is_ok()
             }
         };
-        for (tx, out) in batch {
+        let telemetry = &commit.telemetry.workers[commit.worker];
+        let now_ns = commit.telemetry.now_ns();
+        let mut released = 0;
+        for (tx, out, read_ns) in batch {
+            let answers = out.answers as u64;
+            if answers > 0 {
+                released += answers;
+                let latency = now_ns.saturating_sub(read_ns);
+                telemetry.answer_latency.record(latency, answers);
+            }
             let out = if durable {
                 out
             } else {
@@ -187,6 +244,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
             };
             let _ = tx.send(out);
         }
+        telemetry.awaiting_commit.fetch_sub(released, Relaxed);
         replies.into_iter().for_each(|reply| reply(durable));
         commit.committing.set(false);
     }

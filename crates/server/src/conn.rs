@@ -97,6 +97,7 @@ pub(crate) async fn serve<F: Application>(
         // Everything whole in the read buffer, one message at a time.
         let closed = c.drain(shared.unix_ms(), arrived_ms);
         c.flush();
+        worker.peer_turn(&c.conn, &inflight, remote);
         if closed.is_some() {
             break closed;
         }
@@ -117,6 +118,7 @@ pub(crate) async fn serve<F: Application>(
                     let now = shared.now_ms();
                     arrived_ms = overload::arrival(now, worker.lag_ms.get());
                     c.conn.handle_read(now);
+                    worker.commit.mark_read();
                 }
             },
             _ = written.notified(), if !can_read => {}

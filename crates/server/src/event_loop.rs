@@ -38,7 +38,8 @@ pub(crate) fn run<F: Application>(
             .enable_all()
             .build()?;
         let delay = Duration::from_micros(shared.config.storage.commit_delay_us);
-        Ok::<_, std::io::Error>((rt, GroupCommit::new(index, delay)?))
+        let telemetry = shared.telemetry.clone();
+        Ok::<_, std::io::Error>((rt, GroupCommit::new(index, delay, telemetry)?))
     })();
     let count = shared.inboxes.len();
     let mut shard = shared.factory.shard(index, count);
@@ -72,6 +73,7 @@ pub(crate) fn run<F: Application>(
         commit,
         pinner: RefCell::new(pinner),
         lag_ms: Cell::new(0),
+        peers: Default::default(),
     });
     local.block_on(&rt, async move {
         let conns = Rc::new((Cell::new(0usize), Notify::new()));
@@ -93,6 +95,7 @@ pub(crate) fn run<F: Application>(
         let tick_task = tokio::task::spawn_local(tick_loop(worker.clone()));
         let control_task = tokio::task::spawn_local(crate::control::serve(worker.clone()));
         let lag_task = tokio::task::spawn_local(lag_probe(worker.clone()));
+        let peers_task = tokio::task::spawn_local(crate::peers::serve(worker.clone()));
         let w = worker.clone();
         let commit_task =
             tokio::task::spawn_local(async move { commit::run(&w.commit, &w.shard).await });
@@ -113,6 +116,7 @@ pub(crate) fn run<F: Application>(
         tick_task.abort();
         control_task.abort();
         lag_task.abort();
+        peers_task.abort();
         inbox_task.abort();
         // Let a group commit in progress finish, then make a last one here
         // for whatever the final ticks changed.
@@ -230,6 +234,7 @@ async fn inbox_loop<F: Application>(
     let mut out = BytesMut::with_capacity(16 * 1024);
     while let Some(batch) = inbox.recv().await {
         let now = shared.unix_ms();
+        let taken_ns = worker.commit.now_ns();
         let n = batch.len();
         let mut waited = 0;
         let mut shard = worker.shard.borrow_mut();
@@ -237,12 +242,13 @@ async fn inbox_loop<F: Application>(
         for job in batch {
             if let Some((tx, count)) = &pending {
                 if !tx.same_channel(&job.reply) {
-                    worker.commit.release_after_commit(
+                    worker.commit.release_read_at(
                         tx,
                         Outgoing {
                             bytes: out.split().freeze(),
                             answers: *count,
                         },
+                        taken_ns,
                     );
                     pending = None;
                 }
@@ -267,12 +273,13 @@ async fn inbox_loop<F: Application>(
             }
         }
         if let Some((tx, count)) = pending {
-            worker.commit.release_after_commit(
+            worker.commit.release_read_at(
                 &tx,
                 Outgoing {
                     bytes: out.split().freeze(),
                     answers: count,
                 },
+                taken_ns,
             );
         }
         shared.queues[worker.index].sub(n);
@@ -280,6 +287,10 @@ async fn inbox_loop<F: Application>(
         WorkerStats::bump(&stats.requests, handled);
         WorkerStats::bump(&stats.from_other_workers, handled);
         Refusal::Waited.count(stats, waited as u64);
+        WorkerStats::bump(
+            &shared.telemetry.workers[worker.index].inbox_waited,
+            waited as u64,
+        );
     }
 }
 
@@ -308,6 +319,7 @@ async fn tick_loop<F: Application>(worker: Rc<Worker<F>>) {
         }
         pinner.release_due(directory, now);
         drop(pinner);
+        worker.prune_peers();
         worker.commit.wake();
     }
 }

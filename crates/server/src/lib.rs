@@ -32,7 +32,9 @@ mod event_loop;
 pub mod fd_limit;
 pub mod metrics;
 mod overload;
+mod peers;
 pub mod rate_limit;
+pub mod telemetry;
 mod warnings;
 mod worker;
 
@@ -53,6 +55,8 @@ pub use error::Error;
 pub use fd_limit::{raise_fd_limit, FdLimit};
 pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
 pub use metrics::{StatsSnapshot, WorkerStats};
+pub use peers::PeerInfo;
+pub use telemetry::{HistogramSnapshot, Telemetry};
 
 /// A running server.
 pub struct ServerHandle {
@@ -200,7 +204,10 @@ pub fn start_controlled<F: Application>(
         config.server.cpus.clone()
     };
     let pin = config.server.pin_workers;
-    let (control, control_inboxes) = control::channels(workers, stats.clone());
+    let clock = Instant::now();
+    let queues: Arc<[overload::QueueDepth]> = (0..workers).map(|_| Default::default()).collect();
+    let telemetry = Arc::new(telemetry::Telemetry::new(clock, queues.clone()));
+    let (control, control_inboxes) = control::channels(workers, stats.clone(), telemetry.clone());
     let admission = overload::Admission {
         max_queued: config.limits.max_queued_per_worker,
         max_wait_ms: config.limits.max_queue_wait_ms,
@@ -223,12 +230,13 @@ pub fn start_controlled<F: Application>(
         stats: stats.clone(),
         inboxes,
         directory: directory::Directory::new(),
-        clock: Instant::now(),
+        clock,
         control: control_inboxes,
         admission,
-        queues: (0..workers).map(|_| Default::default()).collect(),
+        queues,
         limits,
         warnings: warnings::Warnings::new(),
+        telemetry,
     });
     let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -16,6 +16,8 @@ use crate::conn_limit::ConnectionLimits;
 use crate::directory::{Directory, Pinner};
 use crate::metrics::WorkerStats;
 use crate::overload::{Admission, QueueDepth};
+use crate::peers::Registry;
+use crate::telemetry::Telemetry;
 use crate::warnings::Warnings;
 
 /// A request handed from the event loop that read it to the one that owns
@@ -46,11 +48,13 @@ pub(crate) struct Shared<F: Application> {
     /// Overload limits of every shard.
     pub admission: Admission,
     /// Each shard's queue of requests handed over and not yet taken.
-    pub queues: Box<[QueueDepth]>,
+    pub queues: Arc<[QueueDepth]>,
     /// Connection limits, global and per peer.
     pub limits: Arc<ConnectionLimits>,
     /// Rate-limited WARN lines.
     pub warnings: Warnings,
+    /// Latency, requests in flight, peers by state.
+    pub telemetry: Arc<Telemetry>,
 }
 
 impl<F: Application> Shared<F> {
@@ -93,6 +97,8 @@ pub(crate) struct Worker<F: Application> {
     /// How late this event loop's timers fire, smoothed (ms): about how
     /// long a request waits to be read (see `overload`).
     pub lag_ms: std::cell::Cell<u64>,
+    /// This event loop's Diameter connections.
+    pub peers: Registry,
 }
 
 impl<F: Application> Worker<F> {
