@@ -44,6 +44,7 @@ mod recovery;
 mod shard;
 mod storage;
 mod subscribers;
+pub mod telemetry;
 
 pub use app::CreditControl;
 pub use error::{Error, Result};

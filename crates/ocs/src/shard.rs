@@ -8,6 +8,7 @@
 
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use gyro_charging::answer_log::AnswerArchive;
@@ -25,6 +26,7 @@ use crate::clock::unix_now;
 use crate::gy::{self, LocalIdentity};
 use crate::recovery::{self, open_ledger, Ledger};
 use crate::storage::{ShardTotals, Storage};
+use crate::telemetry;
 use crate::Error;
 
 /// How long a failed shard waits between attempts to reload from disk.
@@ -43,8 +45,8 @@ pub struct CreditShard {
     identity: LocalIdentity,
     totals: Arc<[ShardTotals]>,
     last_reopen: u64,
-    /// A snapshot being built off the event loop.
-    compacting: Option<std::thread::JoinHandle<gyro_store::Result<CompactionDone>>>,
+    /// A snapshot being built off the event loop, and how long it took.
+    compacting: Option<std::thread::JoinHandle<(gyro_store::Result<CompactionDone>, Duration)>>,
     /// Without storage: the answer records, for duplicate detection.
     archive: AnswerArchive,
     /// Sessions that a request failed to open or that a failed update
@@ -103,6 +105,7 @@ impl CreditShard {
             totals.cdrs.fetch_add(1, Relaxed);
             totals.amount.fetch_add(cdr.amount, Relaxed);
         }
+        totals.telemetry.effects(&self.output.effects);
         let r = match &mut ledger.store {
             Some(store) => store.append_output(&self.output),
             None => {
@@ -187,8 +190,15 @@ impl CreditShard {
             return;
         }
         let done = self.compacting.take().map(|h| {
-            h.join()
-                .unwrap_or(Err(gyro_store::Error::Busy("snapshot thread panicked")))
+            let (done, took) = h.join().unwrap_or((
+                Err(gyro_store::Error::Busy("snapshot thread panicked")),
+                Duration::ZERO,
+            ));
+            if done.is_ok() {
+                let ns = took.as_nanos() as u64;
+                self.totals().telemetry.snapshot.record(ns);
+            }
+            done
         });
         let Some(ledger) = &mut self.ledger else {
             return;
@@ -221,7 +231,9 @@ impl CreditShard {
             .name(format!("gyro-snapshot-{shard}"))
             .spawn(move || {
                 background_priority();
-                recovery::compact(job, &charging, shard, count, next_answer_seq)
+                let started = Instant::now();
+                let done = recovery::compact(job, &charging, shard, count, next_answer_seq);
+                (done, started.elapsed())
             });
         match spawned {
             Ok(h) => self.compacting = Some(h),
@@ -237,48 +249,32 @@ impl CreditShard {
         t.commits.fetch_add(1, Relaxed);
         t.syncs.fetch_add(u64::from(stats.syncs), Relaxed);
         t.records.fetch_add(stats.effects + stats.cdrs, Relaxed);
-    }
-}
-
-/// Copies from `msg` the AVPs every CCA carries back: Auth-Application-Id,
-/// CC-Request-Type and CC-Request-Number (those it has).
-fn echo_ids(e: &mut Encoder<'_>, msg: &Message<'_>) {
-    for id in [
-        avp::AUTH_APPLICATION_ID,
-        avp::CC_REQUEST_TYPE,
-        avp::CC_REQUEST_NUMBER,
-    ] {
-        if let Some(a) = msg.find(id) {
-            e.raw_avp(&a);
+        t.telemetry
+            .records_per_commit
+            .record(stats.effects + stats.cdrs);
+        if let Some(took) = stats.journal_sync {
+            t.telemetry.journal_sync.record(took.as_nanos() as u64);
         }
     }
-}
 
-/// Lowers the calling thread to the idle scheduling class: building a
-/// snapshot must never take CPU time from an event loop, even when both
-/// share one core. Best effort: without it the snapshot is still correct.
-fn background_priority() {
-    #[cfg(target_os = "linux")]
-    {
-        let param = libc::sched_param { sched_priority: 0 };
-        // SAFETY: sched_setscheduler with pid 0 changes only the calling
-        // thread; `param` is a valid, initialised sched_param.
-        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
-        if r != 0 {
-            warn!(
-                error = %std::io::Error::last_os_error(),
-                "cannot lower the snapshot thread's priority"
-            );
-        }
+    /// Open sessions and the money their reservations hold (minor units),
+    /// counted now (a walk over the open sessions).
+    pub fn holdings(&self) -> (u64, i64) {
+        let Some(ledger) = &self.ledger else {
+            return (0, 0);
+        };
+        let sessions = &ledger.engine.ledger().sessions;
+        let reserved = sessions.values().map(|s| s.reserved_money()).sum();
+        (sessions.len() as u64, reserved)
     }
-}
 
-impl Shard for CreditShard {
-    fn handle(&mut self, req: &Message<'_>, now_ms: u64, out: &mut BytesMut) {
+    /// Answers `req` and says what kind of request it was
+    /// ([`telemetry::REQUEST_KINDS`]) and with which Result-Code.
+    fn answer(&mut self, req: &Message<'_>, now_ms: u64, out: &mut BytesMut) -> (usize, u32) {
         if req.command_code() != cmd::CREDIT_CONTROL {
             // RAR, ASR and STR are sent by a credit-control server, not to it.
             self.reject(req, result::COMMAND_UNSUPPORTED, 0, out);
-            return;
+            return (telemetry::OTHER_COMMAND, result::COMMAND_UNSUPPORTED);
         }
         if let Err(e) = gy::decode_ccr(req, &mut self.request) {
             let (code, avp_code) = match e {
@@ -289,11 +285,12 @@ impl Shard for CreditShard {
                 _ => (result::UNABLE_TO_COMPLY, 0),
             };
             self.reject(req, code, avp_code, out);
-            return;
+            return (request_kind(req), code);
         }
+        let kind = telemetry::kind_of(self.request.request_type);
         let Some(ledger) = &mut self.ledger else {
             self.reject(req, result::TOO_BUSY, 0, out);
-            return;
+            return (kind, result::TOO_BUSY);
         };
         self.output.clear();
         let (store, archive) = (&ledger.store, &self.archive);
@@ -323,14 +320,18 @@ impl Shard for CreditShard {
         }
         if !self.record_output() {
             self.reject(req, result::TOO_BUSY, 0, out);
-            return;
+            return (kind, result::TOO_BUSY);
         }
         if gy::encode_cca(out, req, &self.answer, &self.identity).is_err() {
             self.reject(req, result::UNABLE_TO_COMPLY, 0, out);
+            return (kind, result::UNABLE_TO_COMPLY);
         }
+        (kind, self.answer.result_code)
     }
 
-    fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
+    /// The DIAMETER_TOO_BUSY answer to the request `answer` answers (or
+    /// to that request itself).
+    fn too_busy_answer(&self, answer: &Message<'_>, out: &mut BytesMut) {
         let h = answer.header();
         let mut e = Encoder::new(
             out,
@@ -354,6 +355,66 @@ impl Shard for CreditShard {
         if e.finish().is_err() {
             warn!("3004 answer too large");
         }
+    }
+}
+
+/// Copies from `msg` the AVPs every CCA carries back: Auth-Application-Id,
+/// CC-Request-Type and CC-Request-Number (those it has).
+fn echo_ids(e: &mut Encoder<'_>, msg: &Message<'_>) {
+    for id in [
+        avp::AUTH_APPLICATION_ID,
+        avp::CC_REQUEST_TYPE,
+        avp::CC_REQUEST_NUMBER,
+    ] {
+        if let Some(a) = msg.find(id) {
+            e.raw_avp(&a);
+        }
+    }
+}
+
+/// The kind ([`telemetry::REQUEST_KINDS`]) of a request, or of the
+/// request an answer answers, from its command and CC-Request-Type.
+fn request_kind(msg: &Message<'_>) -> usize {
+    if msg.command_code() != cmd::CREDIT_CONTROL {
+        return telemetry::OTHER_COMMAND;
+    }
+    telemetry::kind_of_code(msg.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()))
+}
+
+/// Lowers the calling thread to the idle scheduling class: building a
+/// snapshot must never take CPU time from an event loop, even when both
+/// share one core. Best effort: without it the snapshot is still correct.
+fn background_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        let param = libc::sched_param { sched_priority: 0 };
+        // SAFETY: sched_setscheduler with pid 0 changes only the calling
+        // thread; `param` is a valid, initialised sched_param.
+        let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_IDLE, &param) };
+        if r != 0 {
+            warn!(
+                error = %std::io::Error::last_os_error(),
+                "cannot lower the snapshot thread's priority"
+            );
+        }
+    }
+}
+
+impl Shard for CreditShard {
+    fn handle(&mut self, req: &Message<'_>, now_ms: u64, out: &mut BytesMut) {
+        let (kind, code) = self.answer(req, now_ms, out);
+        self.totals().telemetry.answered(kind, code);
+    }
+
+    fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
+        let t = &self.totals().telemetry;
+        let kind = request_kind(answer);
+        if answer.is_request() {
+            t.answered(kind, result::TOO_BUSY);
+        } else if let Some(was) = answer.find(avp::RESULT_CODE).and_then(|a| a.u32().ok()) {
+            t.answer_changed(kind, was, result::TOO_BUSY);
+        }
+        self.too_busy_answer(answer, out);
     }
 
     fn tick(&mut self, now_ms: u64, ended: &mut Vec<u64>) {
@@ -448,9 +509,10 @@ impl Shard for CreditShard {
 impl Drop for CreditShard {
     fn drop(&mut self) {
         if let Some(h) = self.compacting.take() {
-            let done = h
-                .join()
-                .unwrap_or(Err(gyro_store::Error::Busy("snapshot thread panicked")));
+            let done = h.join().map_or(
+                Err(gyro_store::Error::Busy("snapshot thread panicked")),
+                |d| d.0,
+            );
             if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
                 store.finish_compaction(&done);
             }

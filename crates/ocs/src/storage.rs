@@ -5,6 +5,8 @@ use std::sync::atomic::{AtomicI64, AtomicU64};
 
 use gyro_store::StoreOptions;
 
+use crate::telemetry::ShardTelemetry;
+
 /// Counters of one shard, for reports (`gyro demo`) and measurements.
 #[derive(Debug, Default)]
 #[repr(align(128))]
@@ -21,6 +23,9 @@ pub struct ShardTotals {
     pub records: AtomicU64,
     /// Commits that failed (their answers became 3004).
     pub failed_commits: AtomicU64,
+    /// Answers by kind and Result-Code, money moved, commit and snapshot
+    /// timings.
+    pub telemetry: ShardTelemetry,
 }
 
 /// Where and how shards keep their data.

@@ -33,6 +33,10 @@ pub struct CommitStats {
     /// when a CDR file was closed, a journal generation started, or the
     /// journal was synced in asynchronous mode).
     pub syncs: u32,
+    /// How long the batch's journal `fdatasync` took, measured on the
+    /// thread that ran it ([`Durability::Sync`](super::Durability::Sync)
+    /// only).
+    pub journal_sync: Option<std::time::Duration>,
     /// The CDR file the writer closed, if any.
     pub rotated: Option<PathBuf>,
     /// The journal generation started by this call, if any.

@@ -124,7 +124,9 @@ impl Disk {
         o.stats.journal_bytes =
             (head.len() + b.effects.len() + b.cdrs.len() + b.answers.len()) as u64;
         if self.durability == Durability::Sync {
+            let started = std::time::Instant::now();
             self.journal.sync().map_err(|e| (e, true))?;
+            o.stats.journal_sync = Some(started.elapsed());
             o.stats.syncs += 1;
         }
         o.stats.effects = b.n_effects.into();
