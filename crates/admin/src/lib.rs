@@ -19,6 +19,7 @@ mod accounts;
 mod error;
 mod health;
 mod metrics;
+mod metrics_families;
 pub mod model;
 mod openapi;
 mod peers;

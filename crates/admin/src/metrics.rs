@@ -2,205 +2,60 @@
 //! text to a client that asks for it (Prometheus does) and as the
 //! classic Prometheus text format (0.0.4) otherwise (`promtool check
 //! metrics`, curl). The runtime and the shards keep plain per-worker atomic
-//! counters on their own cache lines; they are read here, at scrape time,
-//! so scraping costs the request path nothing.
+//! counters and histogram buckets on their own cache lines; they are read
+//! here, at scrape time ([`crate::metrics_families`]), so the request path
+//! pays nothing for a scrape. What no counter holds (open sessions, money
+//! reserved) is asked of each shard's event loop once per scrape.
 
-use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
+use std::time::Duration;
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap};
 use axum::response::{IntoResponse, Response};
-use prometheus_client::collector::Collector;
-use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
-use prometheus_client::metrics::counter::ConstCounter;
-use prometheus_client::metrics::gauge::ConstGauge;
+use gyro_ocs::CreditShard;
 use prometheus_client::registry::Registry;
+use tokio::sync::oneshot;
 
+use crate::metrics_families::{Families, Holdings};
 use crate::problem::Problem;
-use crate::state::{AppState, Inner};
+use crate::state::{AppState, Backend};
 
-/// Reads the counters at each scrape.
-struct Counters(Arc<Inner>);
+/// How long a scrape waits for a shard to say what it holds.
+const HOLDINGS_TIMEOUT: Duration = Duration::from_secs(2);
 
-impl std::fmt::Debug for Counters {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Counters")
+/// Open sessions and reserved money of every shard, counted on each
+/// shard's event loop (a shard that does not answer in time is left out).
+async fn holdings(backend: &Backend) -> Holdings {
+    let mut waiting = Vec::new();
+    for shard in 0..backend.control.shards() {
+        let (tx, rx) = oneshot::channel();
+        let sent = backend.control.send(
+            shard,
+            Box::new(move |s: &mut CreditShard, _now_ms| {
+                let _ = tx.send(s.holdings());
+                Box::new(|_durable| {})
+            }),
+        );
+        waiting.push(sent.ok().map(|()| rx));
     }
+    let mut out = Vec::with_capacity(waiting.len());
+    for rx in waiting {
+        let got = match rx {
+            Some(rx) => tokio::time::timeout(HOLDINGS_TIMEOUT, rx)
+                .await
+                .ok()
+                .and_then(Result::ok),
+            None => None,
+        };
+        out.push(got);
+    }
+    out
 }
 
-/// One family: a counter or gauge per label value.
-fn family<M: EncodeMetric>(
-    encoder: &mut DescriptorEncoder,
-    name: &str,
-    help: &str,
-    label: &str,
-    values: impl IntoIterator<Item = M>,
-) -> Result<(), std::fmt::Error> {
-    let values: Vec<M> = values.into_iter().collect();
-    let Some(first) = values.first() else {
-        return Ok(());
-    };
-    let mut m = encoder.encode_descriptor(name, help, None, first.metric_type())?;
-    for (i, v) in values.iter().enumerate() {
-        let labels = [(label, i.to_string())];
-        v.encode(m.encode_family(&labels)?)?;
-    }
-    Ok(())
-}
-
-impl Collector for Counters {
-    fn encode(&self, mut e: DescriptorEncoder) -> Result<(), std::fmt::Error> {
-        let ready = ConstGauge::new(i64::from(self.0.backend.get().is_some()));
-        ready.encode(e.encode_descriptor(
-            "gyro_ready",
-            "1 once every shard has recovered and the Diameter listeners are open",
-            None,
-            ready.metric_type(),
-        )?)?;
-        let Some(b) = self.0.backend.get() else {
-            return Ok(());
-        };
-        let w = b.control.worker_stats();
-        let counter = |f: fn(&gyro_server::WorkerStats) -> u64| {
-            w.iter()
-                .map(move |s| ConstCounter::new(f(s)))
-                .collect::<Vec<_>>()
-        };
-        family(
-            &mut e,
-            "gyro_requests",
-            "Application requests handled by the worker's shard",
-            "worker",
-            counter(|s| s.requests.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_requests_from_other_workers",
-            "Requests handed to the worker's shard by another worker's connection",
-            "worker",
-            counter(|s| s.from_other_workers.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_requests_forwarded",
-            "Requests the worker's connections handed to another worker",
-            "worker",
-            counter(|s| s.forwarded.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_requests_rejected",
-            "Requests answered with a protocol error by validation",
-            "worker",
-            counter(|s| s.rejected.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_connections_accepted",
-            "Diameter connections accepted",
-            "worker",
-            counter(|s| s.connections.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_connections_aborted",
-            "Connections closed for a framing error, a size limit or a timeout",
-            "worker",
-            counter(|s| s.aborted_connections.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_too_busy_queue_full",
-            "Requests answered DIAMETER_TOO_BUSY (3004) because their shard's queue was full",
-            "worker",
-            counter(|s| s.too_busy_queue_full.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_too_busy_peer_share",
-            "Requests answered 3004 because their peer was beyond its fair share",
-            "worker",
-            counter(|s| s.too_busy_peer_share.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_too_busy_waited",
-            "Requests answered 3004 because they waited too long for their shard",
-            "worker",
-            counter(|s| s.too_busy_waited.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_connections_refused",
-            "Connections refused: at accept (connection limit, no file descriptor left) or at CER (per-peer limit, 5012)",
-            "worker",
-            counter(|s| s.refused_connections.load(Relaxed) + s.refused_peers.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_connections_open",
-            "Diameter connections open now",
-            "worker",
-            w.iter()
-                .map(|s| ConstGauge::new(s.open_connections.load(Relaxed) as i64)),
-        )?;
-        let t = &b.totals;
-        let shard = |f: fn(&gyro_ocs::ShardTotals) -> u64| {
-            t.iter()
-                .map(move |s| ConstCounter::new(f(s)))
-                .collect::<Vec<_>>()
-        };
-        family(
-            &mut e,
-            "gyro_group_commits",
-            "Group commits made durable",
-            "shard",
-            shard(|s| s.commits.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_fsyncs",
-            "fsync/fdatasync calls of the shard's journal",
-            "shard",
-            shard(|s| s.syncs.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_commit_records",
-            "Effects and CDRs made durable (divide by gyro_group_commits_total for records per commit)",
-            "shard",
-            shard(|s| s.records.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_commit_failures",
-            "Group commits that failed (their answers became 3004)",
-            "shard",
-            shard(|s| s.failed_commits.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_cdrs",
-            "Charging data records produced",
-            "shard",
-            shard(|s| s.cdrs.load(Relaxed)),
-        )?;
-        family(
-            &mut e,
-            "gyro_charged_minor_units",
-            "Money debited minus refunded since start, minor units",
-            "shard",
-            t.iter().map(|s| ConstGauge::new(s.amount.load(Relaxed))),
-        )?;
-        Ok(())
-    }
-}
-
-/// The registry of the admin API's metrics.
-pub(crate) fn registry(inner: Arc<Inner>) -> Registry {
+/// The registry of one scrape.
+fn registry(families: Families) -> Registry {
     let mut r = Registry::default();
-    r.register_collector(Box::new(Counters(inner)));
+    r.register_collector(Box::new(families));
     r
 }
 
@@ -247,8 +102,16 @@ pub async fn metrics(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Response, Problem> {
+    let holdings = match state.backend.get() {
+        Some(b) => holdings(b).await,
+        None => Vec::new(),
+    };
+    let families = Families {
+        inner: state.clone(),
+        holdings,
+    };
     let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry(state.clone()))
+    prometheus_client::encoding::text::encode(&mut text, &registry(families))
         .map_err(|e| Problem::unavailable(format!("encoding metrics: {e}")))?;
     let openmetrics = headers
         .get_all(header::ACCEPT)

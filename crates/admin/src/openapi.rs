@@ -45,6 +45,7 @@ use crate::{accounts, health, metrics, model, peers, problem};
         model::Unit,
         peers::Peers,
         peers::WorkerPeers,
+        peers::Peer,
         health::Health,
     )),
     modifiers(&BearerToken),

@@ -1,0 +1,275 @@
+//! `/metrics` and `/v1/peers` of a real `gyro serve` (two workers) over
+//! real HTTP, after a known set of CCRs: the counters by command,
+//! CC-Request-Type and Result-Code equal what was sent, every answer is
+//! in the latency histogram, the money counters add up to the tariff's
+//! prices, the text passes `promtool check metrics`, and the test's
+//! connection is listed with its Origin-Host and counters.
+
+#[path = "../../server/tests/common.rs"]
+mod common;
+mod support;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use common::{result_code, Client};
+use gyro_charging::{CcRequest, Mscc, RequestType, RequestedAction, ServiceUnits, SubscriptionId};
+use gyro_ocs::gy::encode_ccr;
+use serde_json::Value;
+use support::{free_port, scratch, serve};
+
+/// 100 MiB: 1.00 (100 minor units) on the demo tariff of rating group 10.
+const HUNDRED_MIB: u64 = 104_857_600;
+/// The demo SMS tariff: 0.50 a message.
+const SMS_PRICE: f64 = 50.0;
+const ORIGIN_HOST: &str = "pgw.metrics.test";
+
+/// `gyro serve`, killed when dropped.
+struct Server {
+    child: Child,
+    diameter: SocketAddr,
+    admin: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(dir: &Path) -> Server {
+        let port = free_port();
+        let config = dir.join("gyro.toml");
+        std::fs::write(&config, format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
+        let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let child = serve(
+            diameter,
+            &dir.join("data"),
+            &["-c", &config.to_string_lossy()],
+        );
+        let server = Server {
+            child,
+            diameter,
+            admin: format!("http://127.0.0.1:{port}"),
+        };
+        let t = std::time::Instant::now();
+        while server.get("/readyz").0 != 200 {
+            assert!(t.elapsed() < Duration::from_secs(30), "never ready");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        server
+    }
+
+    /// (status, body).
+    fn get(&self, path: &str) -> (u16, String) {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .http_status_as_error(false)
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        match agent.get(format!("{}{path}", self.admin)).call() {
+            Ok(mut r) => (
+                r.status().as_u16(),
+                r.body_mut().read_to_string().unwrap_or_default(),
+            ),
+            Err(_) => (0, String::new()),
+        }
+    }
+}
+
+/// A CCR for `msisdn`: data on rating group 10 (reporting `used` octets
+/// on an Update or Terminate), or an SMS direct debit for an Event.
+fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
+    let mut req = CcRequest {
+        session_id: session.into(),
+        origin_host: ORIGIN_HOST.into(),
+        end_to_end: 0x0b00 | number,
+        request_type: kind,
+        request_number: number,
+        service_context: "32251@3gpp.org".into(),
+        subscription_ids: vec![SubscriptionId::e164(msisdn)],
+        multiple_services: Some(true),
+        mscc: vec![Mscc {
+            rating_group: Some(10),
+            requested: (kind != RequestType::Termination).then(ServiceUnits::default),
+            used: (kind != RequestType::Initial).then(|| ServiceUnits {
+                total_octets: Some(used),
+                ..ServiceUnits::default()
+            }),
+            ..Mscc::default()
+        }],
+        ..CcRequest::default()
+    };
+    if kind == RequestType::Event {
+        req.service_context = "32274@3gpp.org".into();
+        req.multiple_services = None;
+        req.mscc.clear();
+        req.requested_action = Some(RequestedAction::DirectDebiting);
+        req.requested = Some(ServiceUnits {
+            service_specific: Some(1),
+            ..ServiceUnits::default()
+        });
+    }
+    let mut b = BytesMut::new();
+    encode_ccr(&mut b, &req, 0x0b00 | number, "metrics.test", "gyro.test").expect("encode");
+    b.to_vec()
+}
+
+fn answer(c: &mut Client, request: &[u8]) -> u32 {
+    c.send(request);
+    result_code(&c.recv().expect("an answer")).expect("Result-Code")
+}
+
+/// The samples of a metric family: (labels as written, value).
+fn samples<'a>(text: &'a str, name: &str) -> Vec<(&'a str, f64)> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let (labels, value) = match rest.strip_prefix('{') {
+                Some(r) => {
+                    let (labels, value) = r.split_once("} ")?;
+                    (labels, value)
+                }
+                None => ("", rest.strip_prefix(' ')?),
+            };
+            Some((labels, value.parse().ok()?))
+        })
+        .collect()
+}
+
+/// The sum of a metric's samples.
+fn sum(text: &str, name: &str) -> f64 {
+    samples(text, name).iter().map(|(_, v)| v).sum()
+}
+
+/// The value of the one sample with exactly these labels.
+fn value(text: &str, name: &str, labels: &str) -> Option<f64> {
+    samples(text, name)
+        .into_iter()
+        .find(|(l, _)| *l == labels)
+        .map(|(_, v)| v)
+}
+
+fn promtool_check(text: &str) {
+    let Ok(mut promtool) = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+    else {
+        eprintln!("promtool not installed: the text format is not checked");
+        return;
+    };
+    use std::io::Write;
+    promtool
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = promtool.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check metrics: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn counters_by_command_type_and_result_code_equal_the_ccrs_sent_and_peers_list_the_connection() {
+    let dir = scratch("metrics");
+    let server = Server::start(&dir);
+    let mut pgw = Client::connect(server.diameter);
+    let cea = pgw.cer(ORIGIN_HOST, &[4]);
+    assert_eq!(result_code(&cea), Some(2001), "CER");
+
+    // Three data sessions on three subscribers (so on both shards): each
+    // opened and updated once with 100 MiB; two terminated with 100 MiB
+    // more, one left open. An Update of an unknown session; two SMS.
+    let msisdns = ["46700000010", "46700000011", "46700000012"];
+    let sid = |i: usize| format!("{ORIGIN_HOST};1;{i}");
+    for (i, m) in msisdns.iter().enumerate() {
+        let r = answer(&mut pgw, &ccr(&sid(i), m, RequestType::Initial, 0, 0));
+        assert_eq!(r, 2001);
+    }
+    for (i, m) in msisdns.iter().enumerate() {
+        let r = answer(
+            &mut pgw,
+            &ccr(&sid(i), m, RequestType::Update, 1, HUNDRED_MIB),
+        );
+        assert_eq!(r, 2001);
+    }
+    for (i, m) in msisdns.iter().enumerate().take(2) {
+        let t = ccr(&sid(i), m, RequestType::Termination, 2, HUNDRED_MIB);
+        assert_eq!(answer(&mut pgw, &t), 2001);
+    }
+    let unknown = ccr("no-such-session", msisdns[0], RequestType::Update, 1, 0);
+    assert_eq!(answer(&mut pgw, &unknown), 5002);
+    for i in 0..2 {
+        let sms = ccr(&format!("sms;{i}"), msisdns[0], RequestType::Event, 0, 0);
+        assert_eq!(answer(&mut pgw, &sms), 2001);
+    }
+    let sent = 3 + 3 + 2 + 1 + 2;
+
+    let (status, text) = server.get("/metrics");
+    assert_eq!(status, 200);
+    let requests = "gyro_diameter_requests_total";
+    for (request_type, code, n) in [
+        ("INITIAL", 2001, 3.0),
+        ("UPDATE", 2001, 3.0),
+        ("UPDATE", 5002, 1.0),
+        ("TERMINATION", 2001, 2.0),
+        ("EVENT", 2001, 2.0),
+    ] {
+        let labels =
+            format!("command=\"CCR\",request_type=\"{request_type}\",result_code=\"{code}\"");
+        assert_eq!(value(&text, requests, &labels), Some(n), "{labels}\n{text}");
+    }
+    assert_eq!(sum(&text, requests), f64::from(sent), "{text}");
+
+    // Every answer went through a group commit and is in the histogram.
+    let latency = "gyro_answer_latency_seconds";
+    assert_eq!(sum(&text, &format!("{latency}_count")), f64::from(sent));
+    let all = value(&text, &format!("{latency}_bucket"), "le=\"+Inf\"");
+    assert_eq!(all, Some(f64::from(sent)), "{text}");
+    assert!(sum(&text, &format!("{latency}_sum")) > 0.0);
+    assert_eq!(sum(&text, "gyro_requests_in_flight"), 0.0);
+    let commits = sum(&text, "gyro_group_commits_total");
+    assert!(commits >= 1.0);
+    assert_eq!(sum(&text, "gyro_records_per_commit_count"), commits);
+    let syncs = sum(&text, "gyro_fsync_duration_seconds_count");
+    assert!(syncs >= 1.0 && syncs <= commits, "{text}");
+
+    // Money: 100 MiB per Update and per Terminate at 1.00, two SMS.
+    let debited = 5.0 * 100.0 + 2.0 * SMS_PRICE;
+    assert_eq!(sum(&text, "gyro_money_debited_minor_units_total"), debited);
+    assert_eq!(sum(&text, "gyro_open_sessions"), 1.0, "{text}");
+    assert!(sum(&text, "gyro_money_reserved_minor_units") > 0.0);
+    assert_eq!(value(&text, "gyro_peers", "state=\"open\""), Some(1.0));
+    assert_eq!(sum(&text, "gyro_peers"), 1.0);
+    promtool_check(&text);
+
+    let (status, body) = server.get("/v1/peers");
+    assert_eq!(status, 200, "{body}");
+    let peers: Value = serde_json::from_str(&body).unwrap();
+    let list = peers["peers"].as_array().expect("peers");
+    assert_eq!(list.len(), 1, "{peers}");
+    let p = &list[0];
+    assert_eq!(p["origin_host"], ORIGIN_HOST, "{p}");
+    assert_eq!(p["origin_realm"], "test");
+    assert_eq!(p["state"], "open");
+    let local = pgw.stream.local_addr().unwrap().to_string();
+    assert_eq!(p["remote_address"], local.as_str());
+    assert_eq!(p["requests"], sent);
+    assert_eq!(p["answers"], sent);
+    assert!(p["connected_since"].as_u64().unwrap() > 1_600_000_000_000);
+    drop(pgw);
+}
