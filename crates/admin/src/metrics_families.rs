@@ -37,6 +37,9 @@ impl std::fmt::Debug for Families {
 
 type Result = std::result::Result<(), std::fmt::Error>;
 
+/// Reads one of a worker's counters.
+type StatFn = fn(&WorkerStats) -> u64;
+
 /// One family of counters or gauges, a sample per label set.
 fn family<M: EncodeMetric, const L: usize>(
     e: &mut DescriptorEncoder,
@@ -66,7 +69,7 @@ fn per_worker(
     workers: &[WorkerStats],
     name: &str,
     help: &str,
-    f: fn(&WorkerStats) -> u64,
+    f: StatFn,
 ) -> Result {
     family(
         e,
@@ -211,7 +214,7 @@ impl Families {
             ConstGauge::new(t.in_flight() as i64),
         )?;
         let w = b.control.worker_stats();
-        let reasons: [(&str, fn(&WorkerStats) -> u64); 3] = [
+        let reasons: [(&str, StatFn); 3] = [
             ("queue_full", |s| s.too_busy_queue_full.load(Relaxed)),
             ("peer_share", |s| s.too_busy_peer_share.load(Relaxed)),
             ("waited", |s| s.too_busy_waited.load(Relaxed)),
