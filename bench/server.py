@@ -13,6 +13,10 @@ server), and prints ONE Markdown table (or JSON with --json):
     bench/server.py --servers gyro-sync --connections 1 --duration 60s \\
         --config-extra storage.snapshot_every_records=200000 storage.cdr_max_bytes=8000000
     bench/server.py --servers gyro-sync gyro-none --allocations       # heap allocations
+    bench/server.py --servers gyro-sync --workers 1 --connections 50 \
+        --scrape-metrics 1                  # the cost of scraping /metrics every second
+    bench/server.py --servers gyro-sync --workers 1 --connections 50 \
+        --top-ups 50                        # admin API top-up latency under CCR load
 
 Servers:
   gyro-sync, gyro-async, gyro-none   gyro with that [storage] durability
@@ -41,11 +45,20 @@ of --load-cpus while the server used less than 85 % of --server-cpus) is
 not reported: the row says so instead of showing numbers that measure the
 generator.
 
+Each gyro server gets its own free admin API port (admin.listen). With
+--scrape-metrics SECONDS a thread (on --load-cpus) fetches /metrics from it
+that often during the load; the server CPU per answer then includes what
+the scrapes cost the server. With --top-ups RATE a thread (on --load-cpus)
+tops up demo accounts over the admin API at that rate during the load
+(one keep-alive HTTP connection, a new idempotency key each time) and the
+row gets the top-ups' latency percentiles (request sent to answer read).
+
 Builds the tree's gyro first (cargo build --release -p gyro) unless --gyro
 names a binary; that binary also runs the load for every row.
 """
 
 import argparse
+import http.client
 import json
 import os
 import resource
@@ -54,6 +67,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -144,10 +158,13 @@ def toml_value(value):
         return json.dumps(v)
 
 
-def config_toml(durability, extras):
-    """A gyro config: the durability and each `section.key=value` override
-    (value in TOML syntax; a bare word is taken as a string)."""
+def config_toml(durability, extras, admin_port=None):
+    """A gyro config: the durability, the admin API's port and each
+    `section.key=value` override (value in TOML syntax; a bare word is
+    taken as a string)."""
     sections = {}
+    if admin_port:
+        sections.setdefault("admin", []).append(f'listen = "127.0.0.1:{admin_port}"')
     if durability:
         sections.setdefault("storage", []).append(f'durability = "{durability}"')
     for e in extras:
@@ -159,11 +176,11 @@ def config_toml(durability, extras):
     return "".join(f"[{s}]\n" + "\n".join(lines) + "\n" for s, lines in sections.items())
 
 
-def start_server(server, binary, workers, port, cpus, data_dir, extras):
+def start_server(server, binary, workers, port, cpus, data_dir, extras, admin_port=None):
     if server["kind"] == "gyro":
         cmd = [binary, "serve", "--workers", str(workers), "--listen", f"127.0.0.1:{port}",
                "--data-dir", os.path.join(data_dir, "data")]
-        toml = config_toml(server["durability"], extras)
+        toml = config_toml(server["durability"], extras, admin_port)
         if toml:
             cfg = os.path.join(data_dir, "bench.toml")
             with open(cfg, "w") as f:
@@ -205,6 +222,97 @@ def run_load(gyro, port, args, connections, count=None):
     return json.loads(out.stdout), cpu, wall
 
 
+def percentile(values, p):
+    """The p-th percentile (nearest rank) of `values`, or None."""
+    if not values:
+        return None
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, int(round(p / 100 * len(v))) - 1))]
+
+
+class AdminLoad:
+    """Work on a gyro's admin API in a thread while the CCR load runs:
+    scraping /metrics every `scrape_every` seconds and/or topping up at
+    `top_up_rate` per second. The thread runs on `cpus` (a taskset list)."""
+
+    def __init__(self, port, cpus, scrape_every=None, top_up_rate=None, subscribers=1000):
+        self.port, self.cpus = port, cpus
+        self.scrape_every, self.top_up_rate = scrape_every, top_up_rate
+        self.subscribers = subscribers
+        self.scrapes, self.scrape_ms, self.scrape_bytes = 0, [], 0
+        self.top_up_ms, self.top_up_errors = [], 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def __enter__(self):
+        if self.scrape_every or self.top_up_rate:
+            self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        if self.thread.is_alive():
+            self.thread.join(timeout=30)
+
+    def run(self):
+        if self.cpus:
+            cpus = set()
+            for part in self.cpus.split(","):
+                a, _, b = part.partition("-")
+                cpus.update(range(int(a), int(b or a) + 1))
+            os.sched_setaffinity(0, cpus)  # this thread only
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=30)
+        now = time.monotonic()
+        next_scrape = now + (self.scrape_every or 0)
+        next_top_up = now
+        n = 0
+        while not self.stop.is_set():
+            now = time.monotonic()
+            if self.scrape_every and now >= next_scrape:
+                next_scrape += self.scrape_every
+                t = time.monotonic()
+                status, body = self.call(conn, "GET", "/metrics")
+                if status == 200:
+                    self.scrapes += 1
+                    self.scrape_bytes += len(body)
+                    self.scrape_ms.append((time.monotonic() - t) * 1000)
+            if self.top_up_rate and now >= next_top_up:
+                next_top_up += 1 / self.top_up_rate
+                msisdn = 46700000000 + n % self.subscribers
+                body = json.dumps({"amount": 1, "idempotency_key": f"bench-{os.getpid()}-{n}"})
+                n += 1
+                t = time.monotonic()
+                status, _ = self.call(conn, "POST", f"/v1/accounts/{msisdn}/top-ups", body)
+                if status == 200:
+                    self.top_up_ms.append((time.monotonic() - t) * 1000)
+                else:
+                    self.top_up_errors += 1
+            due = min(x for x in (next_scrape if self.scrape_every else None,
+                                  next_top_up if self.top_up_rate else None) if x is not None)
+            self.stop.wait(max(0.0, due - time.monotonic()))
+
+    @staticmethod
+    def call(conn, method, path, body=None):
+        try:
+            headers = {"Content-Type": "application/json"} if body else {}
+            conn.request(method, path, body=body, headers=headers)
+            r = conn.getresponse()
+            return r.status, r.read()
+        except (OSError, http.client.HTTPException) as e:
+            conn.close()
+            return 0, str(e).encode()
+
+    def fields(self):
+        return {
+            "scrapes": self.scrapes,
+            "scrape_ms_mean": sum(self.scrape_ms) / len(self.scrape_ms) if self.scrape_ms else None,
+            "scrape_bytes": self.scrape_bytes // self.scrapes if self.scrapes else None,
+            "top_ups": len(self.top_up_ms), "top_up_errors": self.top_up_errors,
+            "top_up_p50_ms": percentile(self.top_up_ms, 50),
+            "top_up_p99_ms": percentile(self.top_up_ms, 99),
+        }
+
+
 def log_fields(log_path, marker):
     """The key=value fields of the last log line containing `marker`."""
     fields = {}
@@ -221,18 +329,23 @@ def ccr_u_answered(report):
 
 def measure(args, server, binary, load_gyro, workers, connections, count=None):
     port = free_port()
+    gyro = server["kind"] == "gyro"
+    admin_port = free_port() if gyro else None
     tmp = tempfile.mkdtemp(prefix="gyro-bench-")
     try:
-        proc = start_server(server, binary, workers, port, args.server_cpus, tmp, args.config_extra)
+        proc = start_server(server, binary, workers, port, args.server_cpus, tmp, args.config_extra,
+                            admin_port)
         data = os.path.join(tmp, "data")
+        admin = AdminLoad(admin_port, args.load_cpus, args.scrape_metrics if gyro else None,
+                          args.top_ups if gyro else None)
         cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
-        report, load_cpu, wall = run_load(load_gyro, port, args, connections, count)
-        cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
+        with admin:
+            report, load_cpu, wall = run_load(load_gyro, port, args, connections, count)
+            cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         alive = proc.poll() is None
         proc.terminate()
         proc.wait(timeout=120)
         log = os.path.join(tmp, "server.log")
-        gyro = server["kind"] == "gyro"
         allocs = log_fields(log, "heap allocations since start").get("allocations") if gyro else None
         dur = log_fields(log, "durability totals") if gyro else {}
     finally:
@@ -270,7 +383,7 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None):
         "allocations": int(allocs) if allocs is not None else None,
         "fsyncs": int(dur["syncs"]) if "syncs" in dur else None,
         "records_per_commit": float(dur["records_per_commit"]) if "records_per_commit" in dur else None,
-        "send_lag_us": lag, "notes": notes,
+        "send_lag_us": lag, "notes": notes, **admin.fields(),
     }
 
 
@@ -304,6 +417,10 @@ def print_table(args, rows):
             "max", "disk B/CCR-U (write_bytes)", "file B/CCR-U (data dir growth)"]
     if args.allocations:
         cols.append("allocs/request")
+    if args.scrape_metrics:
+        cols.append("scrapes")
+    if args.top_ups:
+        cols += ["top-ups", "top-up p50", "top-up p99"]
     cols.append("notes")
     print("| " + " | ".join(cols) + " |")
     print("|" + "---|" * len(cols))
@@ -320,6 +437,11 @@ def print_table(args, rows):
             if args.allocations:
                 a = r.get("allocations_per_request")
                 cells.append(f"{a:.2f}" if a is not None else "-")
+            if args.scrape_metrics:
+                cells.append(str(r["scrapes"]))
+            if args.top_ups:
+                ms = lambda v: f"{v:.2f} ms" if v is not None else "-"
+                cells += [str(r["top_ups"]), ms(r["top_up_p50_ms"]), ms(r["top_up_p99_ms"])]
         cells.append("; ".join(r["notes"]))
         print("| " + " | ".join(cells) + " |")
 
@@ -348,6 +470,11 @@ def main():
                          "count-allocations; NAME@PATH: PATH must be such a build)")
     ap.add_argument("--alloc-requests", type=int, default=200_000,
                     help="requests of the long allocation run (the short one has a tenth)")
+    ap.add_argument("--scrape-metrics", type=float, metavar="SECONDS",
+                    help="fetch gyro's /metrics this often during each run")
+    ap.add_argument("--top-ups", type=float, metavar="RATE",
+                    help="top up demo accounts over gyro's admin API at this many per second "
+                         "during each run, and report their latency")
     ap.add_argument("--json", action="store_true", help="print the rows as JSON after the table")
     args = ap.parse_args()
 
