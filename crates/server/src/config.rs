@@ -135,8 +135,10 @@ pub struct LimitsSection {
     /// Largest message accepted, in bytes; a peer that declares a larger one
     /// is disconnected. Default 65536.
     pub max_message_size: usize,
-    /// Requests in flight per connection; beyond it gyro stops reading the
-    /// connection (TCP backpressure). Default 1024.
+    /// Requests in flight (unanswered) per connection; past it the
+    /// connection is no longer read (TCP backpressure), or, while the event
+    /// loop is overloaded, its requests past it are answered
+    /// DIAMETER_TOO_BUSY at once. Default 1024.
     pub max_inflight_per_connection: usize,
     /// A message that has started but not completed within this many
     /// milliseconds closes the connection. Default 10000.

@@ -101,7 +101,17 @@ pub(crate) async fn serve<F: Application>(
             break closed;
         }
         let now = shared.now_ms();
-        let can_read = inflight.get() < max_inflight && c.conn.read_buffer().len() < read_cap;
+        // Past its window a connection is no longer read, unless the loop
+        // is overloaded: then its requests are answered 3004 at once (see
+        // `admit`) and reading goes on, so nothing waits unseen in the
+        // socket's buffers; only a peer that does not read those answers
+        // either (twice the window unwritten) is held back.
+        let window = if shared.admission.overloaded(worker.lag_ms.get()) {
+            2 * max_inflight
+        } else {
+            max_inflight
+        };
+        let can_read = inflight.get() < window && c.conn.read_buffer().len() < read_cap;
         c.conn.set_reading(can_read, now);
         let deadline = c.conn.poll_timeout().unwrap_or(now + 60_000);
         let sleep = tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now)));
@@ -236,6 +246,11 @@ impl<F: Application> Conn<F> {
     fn admit(&self, shard: usize, arrived_ms: u64) -> Result<(), Refusal> {
         let shared = &self.worker.shared;
         let admission = &shared.admission;
+        let unanswered = self.inflight.get() + self.local_answers + self.busy_answers;
+        let window = shared.config.limits.max_inflight_per_connection;
+        if admission.beyond_window(unanswered, window, self.worker.lag_ms.get()) {
+            return Err(Refusal::PeerShare);
+        }
         let queued = shared.queues[shard].get() + self.batches[shard].len();
         admission.admit(queued, || (self.inflight.get(), shared.limits.open()))?;
         if shard == self.worker.index && admission.waited_too_long(arrived_ms, shared.now_ms()) {
