@@ -455,10 +455,24 @@ impl Drop for CreditShard {
                 store.finish_compaction(&done);
             }
         }
-        if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
-            if let Err(e) = store.close_cdr_file(unix_now()) {
-                warn!(shard = self.index, error = %e, "cannot close the CDR file");
+        match self.ledger.as_mut().map(|l| l.store.as_mut()) {
+            Some(Some(store)) => {
+                if let Err(e) = store.close_cdr_file(unix_now()) {
+                    warn!(
+                        shard = self.index,
+                        error = %e,
+                        "cannot close the CDR file: the CDRs it lacks are in the journal \
+                         and are written to a CDR file at the next start"
+                    );
+                }
             }
+            // Without storage (durability "none"): nothing to close.
+            Some(None) => {}
+            None => warn!(
+                shard = self.index,
+                "stopping with the ledger unavailable (see the errors above): CDRs journaled \
+                 but not yet in a CDR file are written to one at the next start"
+            ),
         }
     }
 }
