@@ -194,7 +194,7 @@ impl<F: Application> Conn<F> {
                 }
                 // gyro sends no application requests yet; an answer matches
                 // nothing pending and is dropped (RFC 6733 section 3).
-                Event::Answer(_) => {}
+                Event::Answer(_) | Event::AnswerTimeout { .. } | Event::UnexpectedAnswer { .. } => {}
                 Event::Closed(r) => return Some(r),
             }
         }

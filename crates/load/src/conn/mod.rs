@@ -398,6 +398,10 @@ impl<'p> Conn<'p> {
                 // Answered by the connection with the prescribed error.
                 Event::Rejected { .. } => self.stats.server_requests += 1,
                 Event::Opened { .. } => {}
+                // The client sends no request through send_request.
+                Event::AnswerTimeout { .. } | Event::UnexpectedAnswer { .. } => {
+                    self.stats.unmatched_answers += 1
+                }
                 Event::Closed(r) if r.is_abort() => {
                     self.stats.protocol_errors += 1;
                     return Err(format!("answer stream cannot be framed: {r:?}"));
