@@ -440,8 +440,7 @@ impl Connection {
         } else {
             header[4] &= !flags::RETRANSMIT;
         }
-        self.outstanding
-            .insert(hbh, now.saturating_add(timeout_ms));
+        self.outstanding.insert(hbh, now.saturating_add(timeout_ms));
         Some(hbh)
     }
 
