@@ -157,6 +157,25 @@ impl CreditShard {
         }
     }
 
+    /// Encodes the request for `target` to the peer `peer_host` /
+    /// `peer_realm` that holds the session (see [`encode_request`]).
+    pub fn encode_server_request(
+        &self,
+        target: &Target,
+        peer_host: &str,
+        peer_realm: &str,
+        end_to_end: u32,
+    ) -> Bytes {
+        encode_request(
+            target.kind,
+            &target.session_id,
+            self.identity(),
+            peer_host,
+            peer_realm,
+            end_to_end,
+        )
+    }
+
     /// Whether this shard holds the open session `session_id` (for an
     /// operator's abort).
     pub fn holds_session(&self, session_id: &str) -> bool {

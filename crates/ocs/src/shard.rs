@@ -96,6 +96,11 @@ impl CreditShard {
         Some((&mut ledger.engine, &mut self.output))
     }
 
+    /// Who this shard answers as.
+    pub(crate) fn identity(&self) -> &LocalIdentity {
+        &self.identity
+    }
+
     /// The engine, unless the shard has failed.
     pub(crate) fn engine(&self) -> Option<&gyro_charging::Engine> {
         self.ledger.as_ref().map(|l| &l.engine)
