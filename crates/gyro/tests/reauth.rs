@@ -91,6 +91,20 @@ impl Server {
         body
     }
 
+    /// `gyro session abort <sid> --json` on another thread (it waits for
+    /// the ASA): (exit success, its JSON output).
+    fn abort_with_cli(&self, sid: &str) -> std::thread::JoinHandle<(bool, Value)> {
+        let (admin, sid) = (self.admin.clone(), sid.to_string());
+        std::thread::spawn(move || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+                .args(["session", "abort", &sid, "--json", "--admin", &admin])
+                .output()
+                .expect("gyro session abort");
+            let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+            (out.status.success(), json)
+        })
+    }
+
     /// `DELETE /v1/sessions/{sid}` on another thread (it waits for the
     /// ASA).
     fn abort_later(&self, sid: &str) -> std::thread::JoinHandle<(u16, Value)> {
@@ -294,16 +308,18 @@ fn deleting_a_session_sends_an_abort_and_its_terminate_releases_the_reservation(
     assert_eq!(status, 404, "{body}");
     assert!(body["detail"].as_str().is_some());
 
-    let deleting = server.abort_later(sid);
+    let deleting = server.abort_with_cli(sid);
     let asr = server_request(&mut pgw);
     let m = parse(&asr);
     assert_eq!(m.command_code(), cmd::ABORT_SESSION);
     assert_eq!(str_avp(&asr, avp::SESSION_ID), sid);
     assert_eq!(str_avp(&asr, avp::DESTINATION_HOST), PGW);
     assert_eq!(m.find(avp::AUTH_APPLICATION_ID).unwrap().u32().unwrap(), 4);
+    assert!(m.find(avp::RE_AUTH_REQUEST_TYPE).is_none());
     answer_with(&mut pgw, &asr, 2001);
-    let (status, body) = deleting.join().unwrap();
-    assert_eq!(status, 200, "{body}");
+    let (ok, body) = deleting.join().unwrap();
+    assert!(ok, "gyro session abort: {body}");
+    assert_eq!(body["session_id"], sid);
     assert_eq!(body["asr_sent"], true);
     assert_eq!(body["result_code"], 2001);
     assert_eq!(body["peer"], PGW);
