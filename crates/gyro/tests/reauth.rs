@@ -414,3 +414,69 @@ fn an_abort_unanswered_on_a_closed_connection_is_retransmitted_on_another_of_the
     assert_eq!(status, 502, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("gone"), "{body}");
 }
+
+#[test]
+fn gyro_load_answers_re_auth_and_abort_and_counts_them() {
+    let server = Server::start("reauth-load");
+    let msisdn = "46708889000";
+    server.create(msisdn, 10_000_000);
+    let load = {
+        let target = server.diameter.to_string();
+        std::thread::spawn(move || {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+                .args(["load", "--json", "--quiet", "--threads", "1", "--target"])
+                .arg(target)
+                .args(["--connections", "1", "--window", "4", "--rate", "100"])
+                .args(["--subscriber-start", "46708889000", "--subscribers", "1"])
+                .args(["--updates", "1000000", "--duration", "4s"])
+                .args(["--max-error-ratio", "1"])
+                .env("GYRO_LOG", "error")
+                .output()
+                .expect("run gyro load");
+            let text = String::from_utf8_lossy(&out.stdout).into_owned();
+            serde_json::from_str::<Value>(&text).unwrap_or_else(|e| panic!("report ({e}): {text}"))
+        })
+    };
+    // Wait for the load's sessions, then change the account (RAR to each)
+    // and delete one session (ASR).
+    let t = Instant::now();
+    let sessions = loop {
+        let (_, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
+        let list = listed["sessions"].as_array().cloned().unwrap_or_default();
+        if list.len() >= 2 {
+            break list;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(10),
+            "no sessions: {listed}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let (status, body) = server.call(
+        "PATCH",
+        &format!("/v1/accounts/{msisdn}"),
+        Some(json!({"credit_limit": 1})),
+    );
+    assert_eq!(status, 200, "{body}");
+    let sid = sessions[0]["session_id"].as_str().unwrap();
+    let (status, body) = server.call("DELETE", &format!("/v1/sessions/{sid}"), None);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["result_code"], 2001, "{body}");
+
+    let report = load.join().unwrap();
+    assert!(
+        report["re_auth_requests"].as_u64().unwrap_or(0) >= 2,
+        "{report}"
+    );
+    assert_eq!(report["abort_requests"], 1, "{report}");
+    assert_eq!(report["server_requests"], 0, "none refused: {report}");
+    // The aborted session ended with its CCR-Terminate: no longer open.
+    let (_, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
+    let open: Vec<&str> = listed["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|s| s["session_id"].as_str())
+        .collect();
+    assert!(!open.contains(&sid), "{listed}");
+}
