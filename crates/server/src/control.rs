@@ -19,6 +19,7 @@ use gyro_diameter::app::Application;
 use tokio::sync::mpsc;
 
 use crate::metrics::WorkerStats;
+use crate::outbound::Outbound;
 use crate::worker::Worker;
 
 /// What an operation leaves to do once the group commit after it is
@@ -34,6 +35,7 @@ pub type Operation<S> = Box<dyn FnOnce(&mut S, u64) -> Reply + Send>;
 pub struct Control<S> {
     inboxes: Arc<[mpsc::UnboundedSender<Operation<S>>]>,
     stats: Arc<[WorkerStats]>,
+    outbound: Outbound,
 }
 
 impl<S> Clone for Control<S> {
@@ -41,6 +43,7 @@ impl<S> Clone for Control<S> {
         Control {
             inboxes: self.inboxes.clone(),
             stats: self.stats.clone(),
+            outbound: self.outbound.clone(),
         }
     }
 }
@@ -69,6 +72,11 @@ impl<S> Control<S> {
     pub fn worker_stats(&self) -> &[WorkerStats] {
         &self.stats
     }
+
+    /// Sends requests the server starts (RAR, ASR) to sessions' peers.
+    pub fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
 }
 
 /// The receiving sides, one per event loop, each taken once by its loop.
@@ -77,7 +85,11 @@ pub(crate) struct Inboxes<S> {
 }
 
 /// A channel per shard.
-pub(crate) fn channels<S>(shards: usize, stats: Arc<[WorkerStats]>) -> (Control<S>, Inboxes<S>) {
+pub(crate) fn channels<S>(
+    shards: usize,
+    stats: Arc<[WorkerStats]>,
+    outbound: Outbound,
+) -> (Control<S>, Inboxes<S>) {
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..shards)
         .map(|_| {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -88,6 +100,7 @@ pub(crate) fn channels<S>(shards: usize, stats: Arc<[WorkerStats]>) -> (Control<
         Control {
             inboxes: senders.into(),
             stats,
+            outbound,
         },
         Inboxes { receivers },
     )

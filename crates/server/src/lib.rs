@@ -31,6 +31,7 @@ mod error;
 mod event_loop;
 pub mod fd_limit;
 pub mod metrics;
+pub mod outbound;
 mod overload;
 pub mod rate_limit;
 mod warnings;
@@ -53,6 +54,7 @@ pub use error::Error;
 pub use fd_limit::{raise_fd_limit, FdLimit};
 pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
 pub use metrics::{StatsSnapshot, WorkerStats};
+pub use outbound::{Outbound, OutboundError, PeerIdentity};
 
 /// A running server.
 pub struct ServerHandle {
@@ -200,7 +202,14 @@ pub fn start_controlled<F: Application>(
         config.server.cpus.clone()
     };
     let pin = config.server.pin_workers;
-    let (control, control_inboxes) = control::channels(workers, stats.clone());
+    let outbound = Arc::new(outbound::Registry::new(
+        (config.peers.answer_timeout_secs * 1000.0) as u64,
+    ));
+    let (control, control_inboxes) = control::channels(
+        workers,
+        stats.clone(),
+        outbound::Outbound::new(outbound.clone()),
+    );
     let admission = overload::Admission {
         max_queued: config.limits.max_queued_per_worker,
         max_wait_ms: config.limits.max_queue_wait_ms,
@@ -229,6 +238,7 @@ pub fn start_controlled<F: Application>(
         queues: (0..workers).map(|_| Default::default()).collect(),
         limits,
         warnings: warnings::Warnings::new(),
+        outbound,
     });
     let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -51,6 +51,8 @@ pub(crate) struct Shared<F: Application> {
     pub limits: Arc<ConnectionLimits>,
     /// Rate-limited WARN lines.
     pub warnings: Warnings,
+    /// Connections and session owners for requests the server starts.
+    pub outbound: Arc<crate::outbound::Registry>,
 }
 
 impl<F: Application> Shared<F> {
