@@ -157,7 +157,10 @@ pub async fn update(
         status: change.status.map(Into::into),
         credit_limit: change.credit_limit,
     };
-    let mut view = account(backend.call(backend.shard_of(id), op).await?)?;
+    let outcome = backend
+        .call_and_notify(backend.shard_of(id), op, crate::sessions::after_change)
+        .await?;
+    let mut view = account(outcome)?;
     view.replayed = None;
     Ok(Json(view))
 }
@@ -222,9 +225,10 @@ pub async fn top_up(
         amount: request.amount,
         key: request.idempotency_key,
     };
-    Ok(Json(account(
-        backend.call(backend.shard_of(id), op).await?,
-    )?))
+    let outcome = backend
+        .call_and_notify(backend.shard_of(id), op, crate::sessions::after_top_up)
+        .await?;
+    Ok(Json(account(outcome)?))
 }
 
 /// `GET /v1/accounts` query.

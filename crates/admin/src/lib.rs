@@ -5,7 +5,11 @@
 //!   and the Diameter listeners are open), `GET /metrics` (Prometheus).
 //! * `POST /v1/accounts`, `GET|PATCH|DELETE /v1/accounts/{subscriber}`,
 //!   `POST /v1/accounts/{subscriber}/top-ups`, `GET /v1/sessions`,
+//!   `DELETE /v1/sessions/{session-id}` (Abort-Session-Request),
 //!   `GET /v1/peers`, `GET /v1/openapi.json`.
+//! * A top-up sends a Re-Auth-Request to the account's sessions waiting
+//!   for credit, a change of the account (PATCH) to all its sessions, or
+//!   an Abort-Session-Request when it blocks the account (`sessions`).
 //!
 //! Every account operation goes to the shard that owns the account as a
 //! control operation ([`gyro_server::control`]): the shard's event loop
@@ -24,6 +28,7 @@ pub mod model;
 mod openapi;
 mod peers;
 mod problem;
+mod sessions;
 mod state;
 
 use std::net::SocketAddr;
@@ -185,6 +190,10 @@ fn router(inner: AppState) -> Router {
         )
         .route("/v1/accounts/{subscriber}/top-ups", post(accounts::top_up))
         .route("/v1/sessions", get(accounts::sessions))
+        .route(
+            "/v1/sessions/{session_id}",
+            axum::routing::delete(sessions::abort),
+        )
         .route("/v1/peers", get(peers::peers))
         .route("/v1/openapi.json", get(openapi::openapi))
         .route_layer(axum::middleware::from_fn_with_state(inner.clone(), auth));

@@ -5,7 +5,7 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::{accounts, health, metrics, model, peers, problem};
+use crate::{accounts, health, metrics, model, peers, problem, sessions};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
@@ -27,6 +27,7 @@ use crate::{accounts, health, metrics, model, peers, problem};
         accounts::delete,
         accounts::top_up,
         accounts::sessions,
+        sessions::abort,
         peers::peers,
         openapi,
     ),
@@ -41,6 +42,7 @@ use crate::{accounts, health, metrics, model, peers, problem};
         model::NewBundle,
         model::SessionView,
         model::SessionList,
+        sessions::AbortView,
         model::Status,
         model::Unit,
         peers::Peers,

@@ -122,6 +122,26 @@ enum SessionCommand {
         #[arg(long, default_value_t = 1000)]
         limit: usize,
     },
+    /// End a session: gyro sends an Abort-Session-Request to the client
+    /// holding it, whose CCR-Terminate then releases its reservation.
+    Abort {
+        /// The Diameter Session-Id.
+        session_id: String,
+    },
+}
+
+/// `text` as one URL path segment (RFC 3986: everything but the
+/// characters a segment may hold is percent-encoded).
+fn path_segment(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~;:@!$&'()*+,=".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// A client of one admin API.
@@ -410,5 +430,32 @@ pub fn run_session(args: &SessionArgs) -> anyhow::Result<ExitCode> {
                 }
             })
         }
+        SessionCommand::Abort { session_id } => {
+            let path = format!("/v1/sessions/{}", path_segment(session_id));
+            c.answer(c.call("DELETE", &path, None)?, |v| {
+                let sid = v["session_id"].as_str().unwrap_or("");
+                let peer = v["peer"].as_str().unwrap_or("");
+                if v["released"] == true {
+                    println!("{sid}: the client did not know it (5002); released");
+                } else {
+                    println!(
+                        "{sid}: Abort-Session-Request sent to {peer}, answered {}; \
+                         its CCR-Terminate releases the reservation",
+                        v["result_code"]
+                    );
+                }
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::path_segment;
+
+    #[test]
+    fn a_session_id_is_one_path_segment() {
+        assert_eq!(path_segment("pgw.example;1;2"), "pgw.example;1;2");
+        assert_eq!(path_segment("a/b c?%#"), "a%2Fb%20c%3F%25%23");
     }
 }

@@ -7,6 +7,13 @@
 //! it (after the last start the whole books are compared too). At the end
 //! the books are checked against what the load generator was told.
 //!
+//! Besides plain kills, one round kills the server during overload (an
+//! open-loop load far beyond what it can answer, with tight queue bounds,
+//! so that it answers DIAMETER_TOO_BUSY): a request answered 3004 must not
+//! have been charged. Two rounds kill it while it writes a ledger snapshot
+//! (the snapshot threshold lowered so that snapshots follow each other).
+//! After every kill the books balance.
+//!
 //! Set GYRO_CRASH_SEED to replay a run (the seed is printed).
 
 #[path = "../../server/tests/common.rs"]
@@ -34,12 +41,55 @@ fn gyro() -> Command {
     c
 }
 
+/// How a round drives the server before killing it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Round {
+    /// A closed-loop load, killed at a random moment.
+    Plain,
+    /// An open-loop load far beyond capacity, with tight queue bounds so
+    /// that some requests are answered 3004; killed at a random moment.
+    Overload,
+    /// Snapshots every few hundred records; killed while one is written.
+    Snapshot,
+}
+
+impl Round {
+    /// The configuration file text of the server for this round.
+    fn config(self) -> &'static str {
+        match self {
+            Round::Plain => "",
+            Round::Overload => "[limits]\nmax_queued_per_worker = 8\nmax_queue_wait_ms = 5\n",
+            Round::Snapshot => "[storage]\nsnapshot_every_records = 300\n",
+        }
+    }
+
+    /// `gyro load` options of this round.
+    fn load_args(self) -> &'static [&'static str] {
+        match self {
+            Round::Plain | Round::Snapshot => &["--connections", "4"],
+            Round::Overload => &["--connections", "8", "--window", "1024", "--rate", "200000"],
+        }
+    }
+}
+
 /// A running `gyro serve`, killed if the test fails while it runs.
 struct Server(Option<Child>);
 
 impl Server {
     fn start(addr: SocketAddr, data: &Path) -> Server {
-        Server(Some(serve(addr, data, &[])))
+        Server::start_with(addr, data, Round::Plain)
+    }
+
+    /// Starts the server with the configuration of `round`.
+    fn start_with(addr: SocketAddr, data: &Path, round: Round) -> Server {
+        let config = data.with_extension("toml");
+        std::fs::write(&config, round.config()).unwrap();
+        let config = config.to_str().unwrap().to_string();
+        Server(Some(serve(addr, data, &["--config", &config])))
+    }
+
+    fn pid(&self) -> u32 {
+        self.0.as_ref().map_or(0, Child::id)
     }
 
     /// SIGKILL.
@@ -220,6 +270,37 @@ fn read_json_lines(path: &Path) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The temporary files of snapshots being written in `data`.
+fn snapshot_writes(data: &Path) -> HashSet<std::path::PathBuf> {
+    std::fs::read_dir(data.join("ledger"))
+        .into_iter()
+        .flatten()
+        .flat_map(|shard| {
+            std::fs::read_dir(shard.unwrap().path())
+                .into_iter()
+                .flatten()
+        })
+        .map(|f| f.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "tmp"))
+        .collect()
+}
+
+/// Waits until a shard of `data` is writing a ledger snapshot (a
+/// temporary file not among `stale` exists), at least `min_ms` and at
+/// most 5 s; says when it returned.
+fn kill_during_snapshot(data: &Path, stale: &HashSet<std::path::PathBuf>, min_ms: u64) -> String {
+    std::thread::sleep(Duration::from_millis(min_ms));
+    let t = std::time::Instant::now();
+    while t.elapsed() < Duration::from_secs(5) {
+        if snapshot_writes(data).difference(stale).next().is_some() {
+            let ms = min_ms + t.elapsed().as_millis() as u64;
+            return format!("after {ms} ms, while a snapshot was written");
+        }
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    format!("after {} ms, no snapshot write seen", min_ms + 5000)
+}
+
 #[test]
 fn sigkill_loses_no_acknowledged_charging() {
     let seed = std::env::var("GYRO_CRASH_SEED")
@@ -241,17 +322,33 @@ fn sigkill_loses_no_acknowledged_charging() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let data = dir.join("data");
-    let rounds = 4;
+    let rounds = [
+        Round::Plain,
+        Round::Overload,
+        Round::Plain,
+        Round::Snapshot,
+        Round::Plain,
+        Round::Snapshot,
+    ];
     // Every answer 2001 the clients were told, in every round.
     let mut answered: Vec<serde_json::Value> = Vec::new();
+    // Every request answered DIAMETER_TOO_BUSY: never charged.
+    let mut refused: Vec<(String, u64)> = Vec::new();
     let mut retransmitted = 0;
-    for round in 0..rounds {
+    for (i, round) in rounds.into_iter().enumerate() {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let server = Server::start(addr, &data);
-        retransmitted += retransmit_sample(addr, &data, &answered, &mut pick, seed);
-        let record = dir.join(format!("answers-{round}.jsonl"));
+        // Left by an earlier kill, if recovery keeps them.
+        let stale = snapshot_writes(&data);
+        let server = Server::start_with(addr, &data, round);
+        // (Under the overload round's tight bounds a burst of
+        // retransmissions may be refused with 3004: the next start checks.)
+        if round != Round::Overload {
+            retransmitted += retransmit_sample(addr, &data, &answered, &mut pick, seed);
+        }
+        let record = dir.join(format!("answers-{i}.jsonl"));
         let mut load = gyro()
-            .args(["load", "--quiet", "--threads", "1", "--connections", "4"])
+            .args(["load", "--quiet", "--threads", "1"])
+            .args(round.load_args())
             .args(["--scenario", "mix", "--duration", "3s", "--timeout", "2s"])
             .args(["--max-error-ratio", "1", "--target"])
             .arg(addr.to_string())
@@ -262,14 +359,37 @@ fn sigkill_loses_no_acknowledged_charging() {
             .spawn()
             .expect("start gyro load");
         let wait = 300 + rng.u64(..1500);
-        std::thread::sleep(Duration::from_millis(wait));
+        let how = match round {
+            Round::Snapshot => kill_during_snapshot(&data, &stale, wait),
+            Round::Plain | Round::Overload => {
+                std::thread::sleep(Duration::from_millis(wait));
+                format!("after {wait} ms")
+            }
+        };
+        let pid = server.pid();
         server.kill();
         let status = load.wait().unwrap();
-        println!("round {round}: killed after {wait} ms; load exited with {status}");
-        answered.extend(
-            read_json_lines(&record)
-                .into_iter()
-                .filter(|a| a["result_code"] == 2001),
+        println!("round {i} ({round:?}, pid {pid}): killed {how}; load exited with {status}");
+        let told = read_json_lines(&record);
+        let busy = told.iter().filter(|a| a["result_code"] == 3004).count();
+        if round == Round::Overload {
+            assert!(
+                busy > 0,
+                "the overload round got no DIAMETER_TOO_BUSY (seed {seed})"
+            );
+        }
+        refused.extend(told.iter().filter(|a| a["result_code"] == 3004).map(|a| {
+            (
+                a["session_id"].as_str().unwrap().to_string(),
+                a["number"].as_u64().unwrap(),
+            )
+        }));
+        answered.extend(told.into_iter().filter(|a| a["result_code"] == 2001));
+        // The books balance after every kill.
+        let books = ledger(&data, false);
+        assert_eq!(
+            books["violations"], 0,
+            "books after round {i} ({round:?}, seed {seed}): {books}"
         );
     }
     // A last start answers retransmissions too, recovers (and closes the
@@ -359,6 +479,14 @@ fn sigkill_loses_no_acknowledged_charging() {
         );
     }
     println!("{acknowledged} acknowledged debits checked against {total_cdrs} CDRs");
+    // What the clients were refused: nothing charged for it.
+    for key in &refused {
+        assert!(
+            !cdr_keys.contains(key),
+            "{key:?} was answered 3004 but charged (seed {seed})"
+        );
+    }
+    println!("{} requests answered 3004, none charged", refused.len());
     assert!(
         acknowledged > 100,
         "the load made too little progress to prove anything"

@@ -127,6 +127,8 @@ pub(crate) struct ConnStats {
     pub connection_errors: u64,
     pub opened: bool,
     pub server_requests: u64,
+    pub re_auth_requests: u64,
+    pub abort_requests: u64,
     pub sessions_started: u64,
     pub sessions_completed: u64,
     pub sessions_failed: u64,
@@ -149,6 +151,8 @@ impl ConnStats {
             connection_errors: 0,
             opened: false,
             server_requests: 0,
+            re_auth_requests: 0,
+            abort_requests: 0,
             sessions_started: 0,
             sessions_completed: 0,
             sessions_failed: 0,
@@ -279,8 +283,17 @@ pub struct Report {
     pub unmatched_answers: u64,
     /// Connections that failed to open or broke during the run.
     pub connection_errors: u64,
-    /// Requests from the server other than DWR/DPR (answered with 3001).
+    /// Requests from the server other than DWR/DPR, RAR and ASR (answered
+    /// with 3001).
     pub server_requests: u64,
+    /// Re-Auth-Requests received (answered 2001, followed at once by the
+    /// session's CCR-Update).
+    #[serde(default)]
+    pub re_auth_requests: u64,
+    /// Abort-Session-Requests received (answered 2001, followed by the
+    /// session's CCR-Terminate).
+    #[serde(default)]
+    pub abort_requests: u64,
     /// The first connection error, if any.
     pub first_connection_error: Option<String>,
     /// Latency over all request types, in microseconds.
@@ -372,6 +385,8 @@ impl Report {
             r.abandoned += c.abandoned;
             r.connection_errors += c.connection_errors;
             r.server_requests += c.server_requests;
+            r.re_auth_requests += c.re_auth_requests;
+            r.abort_requests += c.abort_requests;
             r.connections_opened += u32::from(c.opened);
             r.sessions.started += c.sessions_started;
             r.sessions.completed += c.sessions_completed;
@@ -465,6 +480,13 @@ impl Report {
                 s,
                 "  unmatched answers {}, abandoned at stop {}, server requests {}",
                 self.unmatched_answers, self.abandoned, self.server_requests
+            );
+        }
+        if self.re_auth_requests + self.abort_requests > 0 {
+            let _ = writeln!(
+                s,
+                "  server-initiated: RAR received {} (each followed by a CCR-Update), ASR received {} (each followed by a CCR-Terminate)",
+                self.re_auth_requests, self.abort_requests
             );
         }
         if let Some(l) = &self.send_lag_us {

@@ -40,6 +40,7 @@ mod clock;
 mod error;
 pub mod gy;
 pub mod operations;
+pub mod reauth;
 mod recovery;
 mod shard;
 mod storage;

@@ -52,6 +52,8 @@ pub struct CreditShard {
     /// Sessions that a request failed to open or that a failed update
     /// closed, reported at the next tick so the runtime can release them.
     ended: Vec<u64>,
+    /// Sessions waiting for credit, re-authorized by a top-up.
+    waiting: crate::reauth::Waiting,
 }
 
 impl CreditShard {
@@ -79,6 +81,7 @@ impl CreditShard {
             compacting: None,
             archive: AnswerArchive::new(),
             ended: Vec::new(),
+            waiting: Default::default(),
         }
     }
 
@@ -93,6 +96,29 @@ impl CreditShard {
     ) -> Option<(&mut gyro_charging::Engine, &mut Output)> {
         let ledger = self.ledger.as_mut()?;
         Some((&mut ledger.engine, &mut self.output))
+    }
+
+    /// Who this shard answers as.
+    pub(crate) fn identity(&self) -> &LocalIdentity {
+        &self.identity
+    }
+
+    /// The engine, unless the shard has failed.
+    pub(crate) fn engine(&self) -> Option<&gyro_charging::Engine> {
+        self.ledger.as_ref().map(|l| &l.engine)
+    }
+
+    /// The engine and the sessions waiting for credit.
+    pub(crate) fn engine_and_waiting(
+        &mut self,
+    ) -> Option<(&gyro_charging::Engine, &mut crate::reauth::Waiting)> {
+        let ledger = self.ledger.as_ref()?;
+        Some((&ledger.engine, &mut self.waiting))
+    }
+
+    /// A session closed outside a request: it waits for nothing.
+    pub(crate) fn forget_waiting(&mut self, session_id: &str) {
+        self.waiting.forget(session_id);
     }
 
     /// Journals what the engine just did (and counts it).
@@ -307,6 +333,11 @@ impl CreditShard {
                 None => archive.read(seq).map(<[u8]>::to_vec),
             },
         );
+        self.waiting.note(
+            &self.request,
+            &self.answer,
+            ledger.engine.session_account(&self.request.session_id),
+        );
         if self.answer.result_code != result::SUCCESS
             && self.request.request_type != RequestType::Event
             && ledger
@@ -430,6 +461,7 @@ impl Shard for CreditShard {
                 && c.closing_cause == Some(ClosingCause::SupervisionExpired)
             {
                 ended.push(session_key(c.session_id.as_bytes()));
+                self.waiting.forget(&c.session_id);
             }
         }
         if !self.record_output() {
@@ -517,10 +549,24 @@ impl Drop for CreditShard {
                 store.finish_compaction(&done);
             }
         }
-        if let Some(store) = self.ledger.as_mut().and_then(|l| l.store.as_mut()) {
-            if let Err(e) = store.close_cdr_file(unix_now()) {
-                warn!(shard = self.index, error = %e, "cannot close the CDR file");
+        match self.ledger.as_mut().map(|l| l.store.as_mut()) {
+            Some(Some(store)) => {
+                if let Err(e) = store.close_cdr_file(unix_now()) {
+                    warn!(
+                        shard = self.index,
+                        error = %e,
+                        "cannot close the CDR file: the CDRs it lacks are in the journal \
+                         and are written to a CDR file at the next start"
+                    );
+                }
             }
+            // Without storage (durability "none"): nothing to close.
+            Some(None) => {}
+            None => warn!(
+                shard = self.index,
+                "stopping with the ledger unavailable (see the errors above): CDRs journaled \
+                 but not yet in a CDR file are written to one at the next start"
+            ),
         }
     }
 }

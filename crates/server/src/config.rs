@@ -126,6 +126,9 @@ pub struct PeersSection {
     pub watchdog_jitter_secs: f64,
     /// Time allowed for CER after connect, and for DPA after DPR. Default 10.
     pub handshake_timeout_secs: f64,
+    /// How long a request the server sends (RAR, ASR) waits for its
+    /// answer before it is given up, in seconds. Default 5.
+    pub answer_timeout_secs: f64,
 }
 
 /// `[limits]`.
@@ -135,8 +138,10 @@ pub struct LimitsSection {
     /// Largest message accepted, in bytes; a peer that declares a larger one
     /// is disconnected. Default 65536.
     pub max_message_size: usize,
-    /// Requests in flight per connection; beyond it gyro stops reading the
-    /// connection (TCP backpressure). Default 1024.
+    /// Requests in flight (unanswered) per connection; past it the
+    /// connection is no longer read (TCP backpressure), or, while the event
+    /// loop is overloaded, its requests past it are answered
+    /// DIAMETER_TOO_BUSY at once. Default 1024.
     pub max_inflight_per_connection: usize,
     /// A message that has started but not completed within this many
     /// milliseconds closes the connection. Default 10000.
@@ -240,6 +245,7 @@ impl Default for PeersSection {
             watchdog_secs: 30.0,
             watchdog_jitter_secs: 2.0,
             handshake_timeout_secs: 10.0,
+            answer_timeout_secs: 5.0,
         }
     }
 }
@@ -308,6 +314,9 @@ impl Config {
         }
         if self.peers.watchdog_secs <= 0.0 || self.peers.handshake_timeout_secs <= 0.0 {
             return bad("peers.watchdog_secs and peers.handshake_timeout_secs must be positive");
+        }
+        if self.peers.answer_timeout_secs.is_nan() || self.peers.answer_timeout_secs <= 0.0 {
+            return bad("peers.answer_timeout_secs must be positive");
         }
         if self.peers.watchdog_jitter_secs < 0.0
             || self.peers.watchdog_jitter_secs * 2.0 >= self.peers.watchdog_secs

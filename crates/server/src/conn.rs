@@ -14,6 +14,8 @@
 
 use std::cell::Cell;
 use std::rc::Rc;
+
+use rustc_hash::FxHashMap;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -31,6 +33,7 @@ use tracing::{debug, info, warn};
 use crate::commit::Outgoing;
 use crate::conn_limit::{Accepted, PeerSlot};
 use crate::metrics::WorkerStats;
+use crate::outbound::{Job as OutboundJob, OutboundError, Registration};
 use crate::overload::{self, Refusal};
 use crate::worker::{Job, Worker};
 
@@ -48,6 +51,10 @@ struct Conn<F: Application> {
     peer_slot: Option<PeerSlot>,
     /// Refused at the CER by the per-peer connection limit.
     peer_refused: bool,
+    /// Where requests the server starts come from, once open.
+    outbound: Option<Registration>,
+    /// Those requests sent and not answered, by Hop-by-Hop Identifier.
+    pending: FxHashMap<u32, OutboundJob>,
 }
 
 /// Serves one accepted connection until it closes; `_slot` is its place
@@ -84,6 +91,8 @@ pub(crate) async fn serve<F: Application>(
         busy_answers: 0,
         peer_slot: None,
         peer_refused: false,
+        outbound: None,
+        pending: FxHashMap::default(),
     };
     let max_inflight = cfg.limits.max_inflight_per_connection;
     let read_cap = cfg.limits.read_buffer_size;
@@ -102,7 +111,17 @@ pub(crate) async fn serve<F: Application>(
             break closed;
         }
         let now = shared.now_ms();
-        let can_read = inflight.get() < max_inflight && c.conn.read_buffer().len() < read_cap;
+        // Past its window a connection is no longer read, unless the loop
+        // is overloaded: then its requests are answered 3004 at once (see
+        // `admit`) and reading goes on, so nothing waits unseen in the
+        // socket's buffers; only a peer that does not read those answers
+        // either (twice the window unwritten) is held back.
+        let window = if shared.admission.overloaded(worker.lag_ms.get()) {
+            2 * max_inflight
+        } else {
+            max_inflight
+        };
+        let can_read = inflight.get() < window && c.conn.read_buffer().len() < read_cap;
         c.conn.set_reading(can_read, now);
         let deadline = c.conn.poll_timeout().unwrap_or(now + 60_000);
         let sleep = tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now)));
@@ -123,6 +142,7 @@ pub(crate) async fn serve<F: Application>(
             },
             _ = written.notified(), if !can_read => {}
             _ = sleep => c.conn.handle_timeout(shared.now_ms()),
+            Some(job) = next_job(&mut c.outbound) => c.send_job(job),
             r = shutdown.changed(), if !stopping => {
                 stopping = true;
                 if r.is_err() { break None; }
@@ -153,6 +173,7 @@ pub(crate) async fn serve<F: Application>(
         None => debug!(?remote, "connection closed"),
     }
     drop(rd);
+    c.fail_over();
     let Conn { tx, .. } = c;
     drop(tx);
     // The writer ends once everything queued (a 5011 answer included) and
@@ -188,15 +209,26 @@ impl<F: Application> Conn<F> {
         while let Some(ev) = self.conn.poll_event() {
             match ev {
                 Event::Request(frame) => self.request(frame, unix_now, arrived_ms),
-                Event::Opened { origin_host, .. } => self.opened(&origin_host),
+                Event::Opened {
+                    origin_host,
+                    origin_realm,
+                } => self.opened(&origin_host, &origin_realm),
                 Event::Rejected { .. } => {
                     // The error answer is already queued.
                     WorkerStats::bump(&self.worker.stats().rejected, 1);
                     self.local_answers += 1;
                 }
-                // gyro sends no application requests yet; an answer matches
-                // nothing pending and is dropped (RFC 6733 section 3).
-                Event::Answer(_) => {}
+                Event::Answer(frame) => self.answered(frame),
+                Event::AnswerTimeout { hop_by_hop } => self.timed_out(hop_by_hop),
+                Event::UnexpectedAnswer {
+                    hop_by_hop,
+                    command_code,
+                } => info!(
+                    host = self.conn.peer().remote_host(),
+                    hop_by_hop,
+                    command_code,
+                    "answer matching no request of ours dropped (RFC 6733 section 6.2.1)"
+                ),
                 Event::Closed(r) => return Some(r),
             }
         }
@@ -238,6 +270,11 @@ impl<F: Application> Conn<F> {
     fn admit(&self, shard: usize, arrived_ms: u64) -> Result<(), Refusal> {
         let shared = &self.worker.shared;
         let admission = &shared.admission;
+        let unanswered = self.inflight.get() + self.local_answers + self.busy_answers;
+        let window = shared.config.limits.max_inflight_per_connection;
+        if admission.beyond_window(unanswered, window, self.worker.lag_ms.get()) {
+            return Err(Refusal::PeerShare);
+        }
         let queued = shared.queues[shard].get() + self.batches[shard].len();
         admission.admit(queued, || (self.inflight.get(), shared.limits.open()))?;
         if shard == self.worker.index && admission.waited_too_long(arrived_ms, shared.now_ms()) {
@@ -257,10 +294,13 @@ impl<F: Application> Conn<F> {
     /// The capabilities exchange succeeded: take a place among the peer's
     /// connections, or refuse the CER (DIAMETER_UNABLE_TO_COMPLY, as RFC
     /// 6733 has a refusal by local policy) when it has no place left.
-    fn opened(&mut self, origin_host: &str) {
+    fn opened(&mut self, origin_host: &str, origin_realm: &str) {
         let shared = &self.worker.shared;
         match shared.limits.open_peer(origin_host) {
-            Ok(slot) => self.peer_slot = Some(slot),
+            Ok(slot) => {
+                self.peer_slot = Some(slot);
+                self.outbound = Some(shared.outbound.open(origin_host, origin_realm));
+            }
             Err(limit) => {
                 let text = format!("too many connections from this peer (at most {limit})");
                 if self.conn.refuse_opened(result::UNABLE_TO_COMPLY, &text) {
@@ -280,9 +320,6 @@ impl<F: Application> Conn<F> {
     /// event loop's. Pins and releases the session as the application says.
     fn route(&mut self, msg: &Message<'_>, unix_now: u64) -> usize {
         let shared = &self.worker.shared;
-        if !shared.routes() {
-            return self.worker.index;
-        }
         let n = self.batches.len();
         let route = shared.factory.route(msg, n);
         let named = route.shard.filter(|s| *s < n);
@@ -293,6 +330,14 @@ impl<F: Application> Conn<F> {
             return named.unwrap_or(self.worker.index);
         };
         let key = session_key(sid.data());
+        if let Some(r) = &self.outbound {
+            // The session's owner, for requests the server starts.
+            let ends = route.session == SessionStep::End;
+            shared.outbound.note(key, r.id, r.peer, ends);
+        }
+        if !shared.routes() {
+            return self.worker.index;
+        }
         let directory = &shared.directory;
         match (route.session, named) {
             (SessionStep::Open, Some(shard)) => {
@@ -316,6 +361,66 @@ impl<F: Application> Conn<F> {
             (_, None) => directory
                 .lookup(key)
                 .map_or(self.worker.index, |p| p.shard()),
+        }
+    }
+
+    /// Sends a request the server starts; one this connection cannot send
+    /// goes to another connection of the peer.
+    fn send_job(&mut self, mut job: OutboundJob) {
+        let shared = &self.worker.shared;
+        let timeout = shared.outbound.timeout_ms;
+        match self
+            .conn
+            .send_request(&job.request, job.sent, shared.now_ms(), timeout)
+        {
+            Some(hbh) => {
+                job.sent = true;
+                self.pending.insert(hbh, job);
+            }
+            None => shared.outbound.failover(job),
+        }
+    }
+
+    /// The answer to a request the server started.
+    fn answered(&mut self, frame: Bytes) {
+        let Ok(msg) = Message::parse(&frame) else {
+            return;
+        };
+        if let Some(job) = self.pending.remove(&msg.header().hop_by_hop) {
+            let _ = job.reply.send(Ok(frame));
+        }
+    }
+
+    /// A request the server started got no answer in time.
+    fn timed_out(&mut self, hop_by_hop: u32) {
+        if let Some(job) = self.pending.remove(&hop_by_hop) {
+            let ms = self.worker.shared.outbound.timeout_ms;
+            let command_code = Message::parse(&job.request).map_or(0, |m| m.command_code());
+            warn!(
+                host = self.conn.peer().remote_host(),
+                hop_by_hop,
+                command_code,
+                timeout_ms = ms,
+                "no answer to a request of ours in time; given up"
+            );
+            let _ = job.reply.send(Err(OutboundError::Timeout(ms)));
+        }
+    }
+
+    /// The connection closed: what it had to send, or sent without an
+    /// answer, goes to another connection of the peer.
+    fn fail_over(&mut self) {
+        let Some(mut r) = self.outbound.take() else {
+            return;
+        };
+        let outbound = &self.worker.shared.outbound;
+        outbound.close(r.id);
+        r.rx.close();
+        while let Ok(job) = r.rx.try_recv() {
+            outbound.failover(job);
+        }
+        for (_, job) in self.pending.drain() {
+            outbound.failover(job);
         }
     }
 
@@ -357,6 +462,15 @@ impl<F: Application> Conn<F> {
                 }
             }
         }
+    }
+}
+
+/// The next request the server starts for this connection (never, before
+/// it is open).
+async fn next_job(outbound: &mut Option<Registration>) -> Option<OutboundJob> {
+    match outbound {
+        Some(r) => r.rx.recv().await,
+        None => std::future::pending().await,
     }
 }
 

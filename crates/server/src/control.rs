@@ -19,6 +19,7 @@ use gyro_diameter::app::Application;
 use tokio::sync::mpsc;
 
 use crate::metrics::WorkerStats;
+use crate::outbound::Outbound;
 use crate::telemetry::Telemetry;
 use crate::worker::Worker;
 
@@ -36,6 +37,7 @@ pub struct Control<S> {
     inboxes: Arc<[mpsc::UnboundedSender<Operation<S>>]>,
     stats: Arc<[WorkerStats]>,
     telemetry: Arc<Telemetry>,
+    outbound: Outbound,
 }
 
 impl<S> Clone for Control<S> {
@@ -44,6 +46,7 @@ impl<S> Clone for Control<S> {
             inboxes: self.inboxes.clone(),
             stats: self.stats.clone(),
             telemetry: self.telemetry.clone(),
+            outbound: self.outbound.clone(),
         }
     }
 }
@@ -77,6 +80,11 @@ impl<S> Control<S> {
     pub fn telemetry(&self) -> &Telemetry {
         &self.telemetry
     }
+
+    /// Sends requests the server starts (RAR, ASR) to sessions' peers.
+    pub fn outbound(&self) -> &Outbound {
+        &self.outbound
+    }
 }
 
 /// The receiving sides, one per event loop, each taken once by its loop.
@@ -89,6 +97,7 @@ pub(crate) fn channels<S>(
     shards: usize,
     stats: Arc<[WorkerStats]>,
     telemetry: Arc<Telemetry>,
+    outbound: Outbound,
 ) -> (Control<S>, Inboxes<S>) {
     let (senders, receivers): (Vec<_>, Vec<_>) = (0..shards)
         .map(|_| {
@@ -101,6 +110,7 @@ pub(crate) fn channels<S>(
             inboxes: senders.into(),
             stats,
             telemetry,
+            outbound,
         },
         Inboxes { receivers },
     )

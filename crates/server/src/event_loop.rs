@@ -308,6 +308,9 @@ async fn tick_loop<F: Application>(worker: Rc<Worker<F>>) {
         report_overload(&worker.shared, worker.stats(), &mut too_busy);
         let now = worker.shared.unix_ms();
         worker.shard.borrow_mut().tick(now, &mut ended);
+        for key in &ended {
+            worker.shared.outbound.forget(*key);
+        }
         if !worker.shared.routes() {
             ended.clear();
         }

@@ -31,6 +31,7 @@ mod error;
 mod event_loop;
 pub mod fd_limit;
 pub mod metrics;
+pub mod outbound;
 mod overload;
 mod peers;
 pub mod rate_limit;
@@ -55,6 +56,7 @@ pub use error::Error;
 pub use fd_limit::{raise_fd_limit, FdLimit};
 pub use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard, SyncJob};
 pub use metrics::{StatsSnapshot, WorkerStats};
+pub use outbound::{Outbound, OutboundError, PeerIdentity};
 pub use peers::PeerInfo;
 pub use telemetry::{HistogramSnapshot, Telemetry};
 
@@ -207,7 +209,15 @@ pub fn start_controlled<F: Application>(
     let clock = Instant::now();
     let queues: Arc<[overload::QueueDepth]> = (0..workers).map(|_| Default::default()).collect();
     let telemetry = Arc::new(telemetry::Telemetry::new(clock, queues.clone()));
-    let (control, control_inboxes) = control::channels(workers, stats.clone(), telemetry.clone());
+    let outbound = Arc::new(outbound::Registry::new(
+        (config.peers.answer_timeout_secs * 1000.0) as u64,
+    ));
+    let (control, control_inboxes) = control::channels(
+        workers,
+        stats.clone(),
+        telemetry.clone(),
+        outbound::Outbound::new(outbound.clone()),
+    );
     let admission = overload::Admission {
         max_queued: config.limits.max_queued_per_worker,
         max_wait_ms: config.limits.max_queue_wait_ms,
@@ -237,6 +247,7 @@ pub fn start_controlled<F: Application>(
         limits,
         warnings: warnings::Warnings::new(),
         telemetry,
+        outbound,
     });
     let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);

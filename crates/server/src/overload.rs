@@ -57,7 +57,8 @@ impl QueueDepth {
 pub(crate) enum Refusal {
     /// The shard's queue was full.
     QueueFull,
-    /// The request's connection had more than its share of a busy queue.
+    /// The request's connection had more than its share of a busy queue,
+    /// or more than `max_inflight_per_connection` requests unanswered.
     PeerShare,
     /// The request waited too long before its shard got to it.
     Waited,
@@ -138,11 +139,37 @@ impl Admission {
     pub(crate) fn waited_too_long(&self, arrived_ms: u64, now_ms: u64) -> bool {
         now_ms.saturating_sub(arrived_ms) > self.max_wait_ms
     }
+
+    /// Whether the event loop is late enough (a quarter of the wait
+    /// bound) that a connection past its window is shed rather than left
+    /// unread: unread, its requests would wait in the socket's buffers
+    /// where no bound can see them. A loop that keeps up only stops
+    /// reading (a burst larger than the window is served, later).
+    pub(crate) fn overloaded(&self, lag_ms: u64) -> bool {
+        lag_ms.saturating_mul(4) >= self.max_wait_ms
+    }
+
+    /// Whether a request of a connection with `unanswered` requests in
+    /// flight, past a window of `window`, is answered 3004 now.
+    pub(crate) fn beyond_window(&self, unanswered: usize, window: usize, lag_ms: u64) -> bool {
+        unanswered >= window && self.overloaded(lag_ms)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn past_its_window_a_connection_is_shed_only_by_a_late_loop() {
+        let a = LIMITS;
+        // A loop that keeps up: the burst waits for reading, not refused.
+        assert!(!a.beyond_window(5000, 1024, 0));
+        assert!(!a.beyond_window(5000, 1024, a.max_wait_ms.div_ceil(4) - 1));
+        // A loop late by a quarter of the wait bound sheds past the window.
+        assert!(a.beyond_window(1024, 1024, a.max_wait_ms.div_ceil(4)));
+        assert!(!a.beyond_window(1023, 1024, a.max_wait_ms));
+    }
 
     const LIMITS: Admission = Admission {
         max_queued: 100,

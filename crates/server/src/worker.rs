@@ -55,6 +55,8 @@ pub(crate) struct Shared<F: Application> {
     pub warnings: Warnings,
     /// Latency, requests in flight, peers by state.
     pub telemetry: Arc<Telemetry>,
+    /// Connections and session owners for requests the server starts.
+    pub outbound: Arc<crate::outbound::Registry>,
 }
 
 impl<F: Application> Shared<F> {

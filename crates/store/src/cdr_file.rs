@@ -268,7 +268,12 @@ impl CdrWriter {
                     ),
                 ));
             };
-            file.write_all(&lines).map_err(io_err("write", &path))?;
+            if let Err(e) = file.write_all(&lines) {
+                // No torn line is left behind (a full disk): the records
+                // stay in the journal for the next try.
+                let _ = file.set_len(len);
+                return Err(io_err("write", &path)(e));
+            }
             repair.rewritten = journal_next - next;
             len += lines.len() as u64;
             next = journal_next;

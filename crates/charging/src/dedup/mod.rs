@@ -18,22 +18,33 @@
 //!
 //! # Layout and memory
 //!
-//! * A FIFO ring of 24-byte slots, one per answer, in `seq` order (time to
+//! * A FIFO ring of 12-byte slots, one per answer, in `seq` order (time to
 //!   live expiry is FIFO): the 64-bit hash of (Session-Id,
-//!   CC-Request-Number), the 64-bit hash of (Origin-Host, End-to-End
-//!   Identifier, Session-Id) and the answer time. A slot's `seq` is implied
-//!   by its position, so it is not stored. The ring is a queue of 96 KiB
-//!   chunks: one is allocated when the newest answer enters it and freed
-//!   when the oldest leaves it (one drained chunk is kept for reuse), so no
-//!   slot is ever copied.
+//!   CC-Request-Number) and a 32-bit hash of (Origin-Host, End-to-End
+//!   Identifier, Session-Id). A slot's `seq` is implied by its position,
+//!   so it is not stored; nor is its time: times only grow along the ring,
+//!   which keeps one 16-byte *time mark* per run of answers given in the
+//!   same millisecond (a fraction of a byte per answer at any real load).
+//!   The ring is a queue of 48 KiB chunks: one is allocated when the
+//!   newest answer enters it and freed when the oldest leaves it (one
+//!   drained chunk is kept for reuse), so no slot is ever copied.
 //! * Two open-addressing hash tables (linear probing, backward-shift
-//!   deletion, load at most 1/2) of 4-byte slot identifiers, one per
-//!   duplicate rule: 8 to 16 bytes per answer each. A table's buckets are
-//!   64 KiB chunks allocated on first use.
+//!   deletion, load at most 3/4) of 4-byte buckets, one per duplicate
+//!   rule: 5.3 to 10.7 bytes per answer each. A bucket holds the slot's
+//!   identifier and, in the bits the identifier leaves free, a tag of the
+//!   hash, so probing reads the ring only for likely matches. A table's
+//!   buckets are 64 KiB chunks allocated on first use.
 //!
-//! That is 40 to 56 bytes per remembered answer whatever the sizes of the
-//! Session-Id and the answer, up to 72 while the tables grow. A warm index
-//! allocates nothing per request.
+//! That is 23 to 34 bytes per remembered answer whatever the sizes of the
+//! Session-Id and the answer (up to 16 more at one answer a millisecond
+//! or fewer, for the time marks), up to 46 while the tables grow. A warm
+//! index allocates nothing per request.
+//!
+//! Two answers whose End-to-End hashes (32 bits) collide keep only the
+//! newer in that table; the older is still found by its number, and a
+//! request that matches only by a colliding End-to-End hash fails the
+//! record check below and is processed as new (a retransmission keeps its
+//! CC-Request-Number, so its number finds it).
 //!
 //! # No pauses
 //!
@@ -63,7 +74,7 @@
 //! kept, oldest evicted first: the capacity is a memory safety bound, not
 //! a tuning knob; size it for the time to live at the peak rate (the
 //! default, 2^25, covers 300 s at 100,000 answers per second: about
-//! 1.5 GiB at that load; an idle index takes almost nothing).
+//! 1 GiB at that load; an idle index takes almost nothing).
 
 mod ring;
 mod table;
@@ -86,18 +97,15 @@ const MIGRATE_PER_INSERT: u64 = 8;
 const EXPIRE_BUDGET: u32 = 128;
 const EXPIRE_ENTRY_COST: u32 = 16;
 
-/// A table slot identifier: the low 31 bits of `seq`, with the top bit set
-/// so that it is never 0. The ring holds at most 2^31 slots, so the
-/// identifier names one slot of it.
-fn id_of(seq: u64) -> u32 {
-    (seq as u32 & ID_MASK) | !ID_MASK
+/// A table slot identifier: the low bits of `seq` (`mask`: as many as
+/// the ring can hold slots, at most 31). It names one slot of the ring.
+fn id_of(seq: u64, mask: u64) -> u32 {
+    (seq & mask) as u32
 }
 
-const ID_MASK: u32 = (1 << 31) - 1;
-
-/// The `seq` in `tail..tail + 2^31` that `id` names.
-fn seq_of(tail: u64, id: u32) -> u64 {
-    tail + (u64::from(id & ID_MASK).wrapping_sub(tail) & u64::from(ID_MASK))
+/// The `seq` in `tail..=tail + mask` that `id` names.
+fn seq_of(tail: u64, id: u32, mask: u64) -> u64 {
+    tail + (u64::from(id).wrapping_sub(tail) & mask)
 }
 
 /// Which duplicate rule (and hash of a slot) a table is keyed by.
@@ -110,8 +118,8 @@ enum Rule {
 impl Rule {
     fn hash(self, s: &Slot) -> u64 {
         match self {
-            Rule::Number => s.number_hash,
-            Rule::EndToEnd => s.e2e_hash,
+            Rule::Number => s.number_hash(),
+            Rule::EndToEnd => s.e2e_hash(),
         }
     }
 }
@@ -133,6 +141,8 @@ pub struct AnswerIndex {
     ttl_ms: u64,
     capacity: usize,
     max_ring: u64,
+    /// `max_ring - 1`: the bits of a slot identifier.
+    id_mask: u64,
     ring: Ring,
     /// Answers held (expired ones not yet removed included).
     live: usize,
@@ -154,10 +164,12 @@ impl AnswerIndex {
     /// An index keeping answers `ttl_secs` seconds, at most `capacity`.
     pub fn new(ttl_secs: u64, capacity: usize) -> Self {
         let capacity = capacity.clamp(1, 1 << 31);
+        let max_ring = capacity.next_power_of_two().max(MIN_RING) as u64;
         AnswerIndex {
             ttl_ms: ttl_secs.saturating_mul(1000),
             capacity,
-            max_ring: capacity.next_power_of_two().max(MIN_RING) as u64,
+            max_ring,
+            id_mask: max_ring - 1,
             ring: Ring::default(),
             live: 0,
             vacant: 0,
@@ -224,7 +236,8 @@ impl AnswerIndex {
         let mut h = self.hasher.build_hasher();
         h.write(session_id.as_bytes());
         h.write_u32(request_number);
-        let number = h.finish();
+        // 0 marks a gap in the ring.
+        let number = h.finish().max(1);
         let mut h = self.hasher.build_hasher();
         // DiameterIdentity compares case-insensitively.
         for b in origin_host.bytes() {
@@ -232,7 +245,8 @@ impl AnswerIndex {
         }
         h.write_u32(end_to_end);
         h.write(session_id.as_bytes());
-        (number, h.finish())
+        let e2e = h.finish();
+        (number, (e2e >> 32 ^ e2e) & u64::from(u32::MAX))
     }
 
     /// Whether an answer given at `at` (milliseconds) is past its time to
@@ -243,8 +257,7 @@ impl AnswerIndex {
 
     /// The first `seq` whose answer is live at `now` (the head when none).
     fn first_live(&self, now: u64) -> u64 {
-        self.ring
-            .partition_point(0, |s| self.expired(s.time(), now))
+        self.ring.partition_point_by_time(|t| self.expired(t, now))
     }
 
     /// The `seq` of the remembered answer that `req` repeats, if any.
@@ -264,9 +277,10 @@ impl AnswerIndex {
         };
         let tail = self.ring.tail();
         let head = self.ring.head();
+        let mask = self.id_mask;
         // The old table may still name slots since removed: pass over them.
         let hash_of = |id| {
-            let seq = seq_of(tail, id);
+            let seq = seq_of(tail, id, mask);
             if seq >= head {
                 return None;
             }
@@ -276,13 +290,13 @@ impl AnswerIndex {
         // While tables move, the newest answer with this hash may be in
         // either: an older one with the same hash can have moved first.
         let seq = match (table.find(h, hash_of), old.and_then(|t| t.find(h, hash_of))) {
-            (Some(a), Some(b)) => seq_of(tail, a).max(seq_of(tail, b)),
-            (Some(id), None) | (None, Some(id)) => seq_of(tail, id),
+            (Some(a), Some(b)) => seq_of(tail, a, mask).max(seq_of(tail, b, mask)),
+            (Some(id), None) | (None, Some(id)) => seq_of(tail, id, mask),
             (None, None) => return None,
         };
         // The newest answer with this hash: if it has expired, so have
         // older ones.
-        (!self.expired(self.ring.get(seq).time(), self.clock)).then_some(seq)
+        (!self.expired(self.ring.time(seq), self.clock)).then_some(seq)
     }
 
     /// `seq` after the newest entry (where the next one goes).
@@ -299,8 +313,9 @@ impl AnswerIndex {
         while !self.ring.is_empty() {
             let s = *self.ring.get(self.ring.tail());
             let cost = if s.is_vacant() { 1 } else { EXPIRE_ENTRY_COST };
-            let expired =
-                s.is_vacant() || self.expired(s.time(), self.clock) || self.live > self.capacity;
+            let expired = s.is_vacant()
+                || self.expired(self.ring.tail_time(), self.clock)
+                || self.live > self.capacity;
             if !expired || budget < cost {
                 break;
             }
@@ -321,12 +336,12 @@ impl AnswerIndex {
                 .as_ref()
                 .is_some_and(|r| r.next <= seq && seq < r.end);
             if !in_old {
-                let (ring, id) = (&self.ring, id_of(seq));
-                let tail = ring.tail();
+                let (ring, mask) = (&self.ring, self.id_mask);
+                let (tail, id) = (ring.tail(), id_of(seq, mask));
+                let slot = |v| ring.get(seq_of(tail, v, mask));
                 self.numbers
-                    .remove(s.number_hash, id, |v| ring.get(seq_of(tail, v)).number_hash);
-                self.e2es
-                    .remove(s.e2e_hash, id, |v| ring.get(seq_of(tail, v)).e2e_hash);
+                    .remove(s.number_hash(), id, |v| slot(v).number_hash());
+                self.e2es.remove(s.e2e_hash(), id, |v| slot(v).e2e_hash());
             }
         }
         self.ring.pop();
@@ -381,13 +396,13 @@ impl AnswerIndex {
         }
         // Fill a gap (records missing from a replayed journal).
         while self.ring.head() < seq {
-            self.push(Slot::vacant(self.latest));
+            self.push(Slot::VACANT);
         }
         while self.live >= self.capacity {
             self.pop_tail();
         }
-        self.latest = self.latest.max(at.as_millis().min(Slot::MAX_TIME));
-        self.push(Slot::new(number, e2e, self.latest));
+        self.latest = self.latest.max(at.as_millis());
+        self.push(Slot::new(number, e2e as u32));
     }
 
     /// Forgets everything (replay only: the one call whose work grows with
@@ -407,29 +422,22 @@ impl AnswerIndex {
             self.pop_tail();
         }
         if s.is_vacant() {
-            self.ring.push(s);
+            self.ring.push(s, self.latest);
             self.vacant += 1;
             return;
         }
         self.grow_step();
         let seq = self.ring.head();
-        self.ring.push(s);
+        self.ring.push(s, self.latest);
         self.live += 1;
-        let (ring, id) = (&self.ring, id_of(seq));
-        let tail = ring.tail();
+        let (ring, mask) = (&self.ring, self.id_mask);
+        let (tail, id) = (ring.tail(), id_of(seq, mask));
+        let slot = |v| ring.get(seq_of(tail, v, mask));
         let never = |_| false;
-        self.numbers.insert(
-            s.number_hash,
-            id,
-            |v| ring.get(seq_of(tail, v)).number_hash,
-            never,
-        );
-        self.e2es.insert(
-            s.e2e_hash,
-            id,
-            |v| ring.get(seq_of(tail, v)).e2e_hash,
-            never,
-        );
+        self.numbers
+            .insert(s.number_hash(), id, |v| slot(v).number_hash(), never);
+        self.e2es
+            .insert(s.e2e_hash(), id, |v| slot(v).e2e_hash(), never);
     }
 
     /// Before an insert: frees a chunk of a retired table, moves a few
@@ -444,19 +452,20 @@ impl AnswerIndex {
         self.migrate(MIGRATE_PER_INSERT);
         let buckets = self.numbers.buckets();
         let max_buckets = 2 * self.max_ring as usize;
-        if buckets >= max_buckets || (self.live + 1) * 2 <= buckets {
+        if buckets >= max_buckets || (self.live + 1) * 4 <= buckets * 3 {
             return;
         }
         let grown = (buckets * 2).max(2 * MIN_RING);
         if buckets == 0 {
-            self.numbers = Table::with_buckets(grown);
-            self.e2es = Table::with_buckets(grown);
+            self.numbers = Table::with_buckets(grown, self.id_bits());
+            self.e2es = Table::with_buckets(grown, self.id_bits());
             return;
         }
         // Not expected: the previous move ends long before this.
         self.migrate(u64::MAX);
-        let numbers = std::mem::replace(&mut self.numbers, Table::with_buckets(grown));
-        let e2es = std::mem::replace(&mut self.e2es, Table::with_buckets(grown));
+        let id_bits = self.id_bits();
+        let numbers = std::mem::replace(&mut self.numbers, Table::with_buckets(grown, id_bits));
+        let e2es = std::mem::replace(&mut self.e2es, Table::with_buckets(grown, id_bits));
         self.resize = Some(Resize {
             numbers,
             e2es,
@@ -465,13 +474,19 @@ impl AnswerIndex {
         });
     }
 
+    /// Bits of a slot identifier.
+    fn id_bits(&self) -> u32 {
+        self.max_ring.trailing_zeros()
+    }
+
     /// Moves up to `budget` slots from the old tables to the new ones.
     fn migrate(&mut self, mut budget: u64) {
         let Some(r) = &mut self.resize else {
             return;
         };
-        let ring = &self.ring;
+        let (ring, mask) = (&self.ring, self.id_mask);
         let tail = ring.tail();
+        let slot = |v| ring.get(seq_of(tail, v, mask));
         r.next = r.next.max(tail);
         while r.next < r.end && budget > 0 {
             let seq = r.next;
@@ -483,19 +498,12 @@ impl AnswerIndex {
             }
             // Slots move in `seq` order; an answer with the same hash
             // already in the new table is newer unless it moved earlier.
-            let keep = |v| seq_of(tail, v) > seq;
-            self.numbers.insert(
-                s.number_hash,
-                id_of(seq),
-                |v| ring.get(seq_of(tail, v)).number_hash,
-                keep,
-            );
-            self.e2es.insert(
-                s.e2e_hash,
-                id_of(seq),
-                |v| ring.get(seq_of(tail, v)).e2e_hash,
-                keep,
-            );
+            let keep = |v| seq_of(tail, v, mask) > seq;
+            let id = id_of(seq, mask);
+            self.numbers
+                .insert(s.number_hash(), id, |v| slot(v).number_hash(), keep);
+            self.e2es
+                .insert(s.e2e_hash(), id, |v| slot(v).e2e_hash(), keep);
         }
         if r.next >= r.end {
             self.retire_resize();

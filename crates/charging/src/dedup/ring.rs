@@ -2,67 +2,70 @@
 //! the head enters it and freed (or kept as the one spare) when the tail
 //! leaves it, so the ring never moves a slot and never allocates more than
 //! one chunk at a time.
+//!
+//! Answer times are not stored per slot: they only ever grow along the
+//! ring, so the ring keeps a list of *time marks*, one for each run of
+//! slots with the same time (the first `seq` of the run and the time). At
+//! any load above one answer per millisecond that is a fraction of a byte
+//! per answer.
 
 use std::collections::VecDeque;
 
-/// Slots per chunk (96 KiB of 24-byte slots).
+/// Slots per chunk (48 KiB of 12-byte slots).
 const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const CHUNK_MASK: u64 = CHUNK as u64 - 1;
 
-/// Bit of [`Slot::at`] marking a `seq` with no entry (a gap in a replayed
-/// journal).
-const VACANT_BIT: u64 = 1 << 63;
-
-/// One remembered answer. Its `seq` is its position in the ring.
-#[derive(Clone, Copy, Debug)]
+/// One remembered answer (12 bytes). Its `seq` is its position in the
+/// ring, its time the time mark it falls under.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Slot {
-    /// Hash of (Session-Id, CC-Request-Number).
-    pub number_hash: u64,
-    /// Hash of (Origin-Host, End-to-End Identifier, Session-Id).
-    pub e2e_hash: u64,
-    /// Answer time in milliseconds, never below an earlier slot's, with
-    /// [`VACANT_BIT`] set for a gap.
-    at: u64,
+    /// Hash of (Session-Id, CC-Request-Number), as two halves (so that the
+    /// slot needs 4-byte alignment only); 0 for a gap.
+    number: [u32; 2],
+    /// Hash of (Origin-Host, End-to-End Identifier, Session-Id), folded to
+    /// 32 bits.
+    e2e: u32,
 }
 
 impl Slot {
-    /// The latest time a slot can carry.
-    pub const MAX_TIME: u64 = VACANT_BIT - 1;
-
-    const PADDING: Slot = Slot {
-        number_hash: 0,
-        e2e_hash: 0,
-        at: VACANT_BIT,
+    /// A slot with no answer: a gap in a replayed journal, or the unused
+    /// start of a chunk.
+    pub const VACANT: Slot = Slot {
+        number: [0, 0],
+        e2e: 0,
     };
 
-    /// An answer given at `at` (at most [`Slot::MAX_TIME`]).
-    pub fn new(number_hash: u64, e2e_hash: u64, at: u64) -> Slot {
-        debug_assert!(at <= Self::MAX_TIME);
+    /// An answer (`number_hash` must not be 0, the mark of a gap).
+    pub fn new(number_hash: u64, e2e_hash: u32) -> Slot {
+        debug_assert!(number_hash != 0);
         Slot {
-            number_hash,
-            e2e_hash,
-            at,
-        }
-    }
-
-    /// A gap, timed `at` so that times stay ordered along the ring.
-    pub fn vacant(at: u64) -> Slot {
-        Slot {
-            at: at | VACANT_BIT,
-            ..Self::PADDING
+            number: [number_hash as u32, (number_hash >> 32) as u32],
+            e2e: e2e_hash,
         }
     }
 
     /// Whether the slot is a gap.
     pub fn is_vacant(&self) -> bool {
-        self.at & VACANT_BIT != 0
+        self.number == [0, 0]
     }
 
-    /// The answer time (a gap's: the time of the answer before it).
-    pub fn time(&self) -> u64 {
-        self.at & !VACANT_BIT
+    /// Hash of (Session-Id, CC-Request-Number).
+    pub fn number_hash(&self) -> u64 {
+        u64::from(self.number[0]) | u64::from(self.number[1]) << 32
     }
+
+    /// Hash of (Origin-Host, End-to-End Identifier, Session-Id).
+    pub fn e2e_hash(&self) -> u64 {
+        u64::from(self.e2e)
+    }
+}
+
+/// A run of slots with one answer time: from `seq` to the next mark.
+#[derive(Clone, Copy, Debug)]
+struct Mark {
+    seq: u64,
+    at: u64,
 }
 
 /// Slots numbered `tail..head`, chunk `first_chunk + i` of `chunks`
@@ -75,6 +78,8 @@ pub(super) struct Ring {
     head: u64,
     /// A drained chunk kept for the next one the head needs.
     spare: Option<Vec<Slot>>,
+    /// Time marks, `seq` and time ascending; the first covers the tail.
+    marks: VecDeque<Mark>,
 }
 
 impl Ring {
@@ -106,8 +111,26 @@ impl Ring {
         &self.chunks[chunk][(seq & CHUNK_MASK) as usize]
     }
 
-    /// Appends `s`, numbered [`Ring::head`].
-    pub fn push(&mut self, s: Slot) {
+    /// The time of slot `seq`, which must be held.
+    pub fn time(&self, seq: u64) -> u64 {
+        debug_assert!(self.tail <= seq && seq < self.head);
+        let i = self.marks.partition_point(|m| m.seq <= seq);
+        self.marks[i - 1].at
+    }
+
+    /// The time of the oldest slot (there must be one).
+    pub fn tail_time(&self) -> u64 {
+        self.marks[0].at
+    }
+
+    /// Appends `s` at time `at` (never before the newest slot's time),
+    /// numbered [`Ring::head`].
+    pub fn push(&mut self, s: Slot, at: u64) {
+        debug_assert!(self.marks.back().is_none_or(|m| m.at <= at));
+        if self.marks.back().is_none_or(|m| m.at != at) {
+            self.marks.push_back(Mark { seq: self.head, at });
+            self.trim_marks();
+        }
         if self.chunks.back().is_none_or(|c| c.len() == CHUNK) {
             let mut chunk = self
                 .spare
@@ -115,7 +138,7 @@ impl Ring {
                 .unwrap_or_else(|| Vec::with_capacity(CHUNK));
             // A ring started inside a chunk: the slots before it are never
             // read.
-            chunk.resize((self.head & CHUNK_MASK) as usize, Slot::PADDING);
+            chunk.resize((self.head & CHUNK_MASK) as usize, Slot::VACANT);
             self.chunks.push_back(chunk);
         }
         if let Some(chunk) = self.chunks.back_mut() {
@@ -134,6 +157,19 @@ impl Ring {
             }
             self.first_chunk += 1;
         }
+        self.trim_marks();
+    }
+
+    /// Drops the marks before the one covering the tail.
+    fn trim_marks(&mut self) {
+        while self.marks.get(1).is_some_and(|m| m.seq <= self.tail) {
+            self.marks.pop_front();
+            // Give back what a burst of marks left (amortised: the copy
+            // is paid for by the pops since the list was 3 times larger).
+            if self.marks.capacity() > 64 && self.marks.capacity() > 3 * self.marks.len() {
+                self.marks.shrink_to(self.marks.len() * 3 / 2);
+            }
+        }
     }
 
     /// Empties the ring (its chunks are freed: this is the one call whose
@@ -145,6 +181,7 @@ impl Ring {
         self.first_chunk = seq >> CHUNK_BITS;
         self.tail = seq;
         self.head = seq;
+        self.marks.clear();
     }
 
     fn recycle(&mut self, mut chunk: Vec<Slot>) {
@@ -154,19 +191,17 @@ impl Ring {
         }
     }
 
-    /// The first `seq` in `from..head` whose slot fails `pred`, all those
-    /// before it passing (`pred` must hold for a prefix of the ring only).
-    pub fn partition_point(&self, from: u64, pred: impl Fn(&Slot) -> bool) -> u64 {
-        let (mut lo, mut hi) = (from.max(self.tail), self.head);
-        while lo < hi {
-            let mid = lo + (hi - lo) / 2;
-            if pred(self.get(mid)) {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
+    /// The first `seq` in the ring whose time fails `pred`, all those
+    /// before it passing (`pred` must hold for a prefix of the times
+    /// only); the head when all pass.
+    pub fn partition_point_by_time(&self, pred: impl Fn(u64) -> bool) -> u64 {
+        if self.is_empty() {
+            return self.head;
         }
-        lo
+        let i = self.marks.partition_point(|m| pred(m.at));
+        self.marks
+            .get(i)
+            .map_or(self.head, |m| m.seq.max(self.tail))
     }
 
     /// Heap bytes held.
@@ -174,6 +209,7 @@ impl Ring {
         let chunks = self.chunks.len() + usize::from(self.spare.is_some());
         chunks * CHUNK * std::mem::size_of::<Slot>()
             + self.chunks.capacity() * std::mem::size_of::<Vec<Slot>>()
+            + self.marks.capacity() * std::mem::size_of::<Mark>()
     }
 }
 
@@ -182,29 +218,42 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_keep_their_numbers_across_chunks_and_drained_chunks_are_reused() {
+    fn a_slot_takes_12_bytes() {
+        assert_eq!(std::mem::size_of::<Slot>(), 12);
+    }
+
+    #[test]
+    fn slots_keep_their_numbers_and_times_across_chunks_and_drained_chunks_are_reused() {
         let mut ring = Ring::default();
         ring.restart(3 * CHUNK as u64 - 5);
         for i in 0..3 * CHUNK as u64 {
-            ring.push(Slot::new(i, i, i));
+            ring.push(Slot::new(i + 1, i as u32), i / 3);
         }
         for _ in 0..CHUNK + 10 {
             ring.pop();
         }
-        let tail = ring.tail();
+        let (tail, first) = (ring.tail(), 3 * CHUNK as u64 - 5);
         for seq in tail..ring.head() {
-            assert_eq!(ring.get(seq).number_hash, seq - (3 * CHUNK as u64 - 5));
+            assert_eq!(ring.get(seq).number_hash(), seq - first + 1);
+            assert_eq!(ring.time(seq), (seq - first) / 3);
         }
+        assert_eq!(ring.tail_time(), (tail - first) / 3);
         assert!(ring.spare.is_some());
         let held = ring.memory_bytes();
+        let last = ring.time(ring.head() - 1);
         for i in 0..CHUNK as u64 {
             ring.pop();
-            ring.push(Slot::new(i, i, i));
+            ring.push(Slot::new(i + 1, 0), last + 1);
         }
-        assert_eq!(ring.memory_bytes(), held);
         assert_eq!(
-            ring.partition_point(0, |s| s.time() < 7),
-            ring.head() - CHUNK as u64 + 7
+            ring.partition_point_by_time(|t| t <= last),
+            ring.head() - CHUNK as u64
         );
+        assert!(ring.memory_bytes() <= held);
+        while ring.len() > CHUNK as u64 {
+            ring.pop();
+        }
+        assert_eq!(ring.marks.len(), 1, "one time, one mark");
+        assert_eq!(ring.tail_time(), last + 1);
     }
 }

@@ -3,12 +3,26 @@
 //! allocated, zeroed, on the first write into them and can be freed one at
 //! a time: creating a table costs nothing and dropping a big one never
 //! frees it all in one call.
+//!
+//! A bucket is 4 bytes: the slot identifier, and in the bits it leaves
+//! free a few bits of the hash (a tag), so that probing passes over most
+//! other hashes without reading their slots. That keeps probing cheap at a
+//! load of up to 3/4.
 
 /// Buckets per chunk (64 KiB).
 const CHUNK_BITS: u32 = 14;
 
-/// A table of non-zero `u32` identifiers (0 marks an empty bucket), each
-/// standing for a ring slot whose 64-bit hash the caller looks up.
+/// The bit set in every used bucket (0 marks an empty one).
+const USED: u32 = 1 << 31;
+
+/// The 32 bits of a hash that place it: the low ones give its home
+/// bucket, the high ones its tag.
+fn mix(h: u64) -> u32 {
+    (h >> 32 ^ h) as u32
+}
+
+/// A table of identifiers of `id_bits` bits, each standing for a ring slot
+/// whose 64-bit hash the caller looks up.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Table {
     chunks: Vec<Option<Box<[u32]>>>,
@@ -17,19 +31,42 @@ pub(super) struct Table {
     mask: usize,
     /// Buckets in use.
     count: usize,
+    /// Bits of an identifier (at most 31); the rest below [`USED`] hold
+    /// the tag.
+    id_bits: u32,
 }
 
 impl Table {
-    /// A table of `buckets` (a power of two) empty buckets.
-    pub fn with_buckets(buckets: usize) -> Table {
-        debug_assert!(buckets.is_power_of_two());
+    /// A table of `buckets` (a power of two) empty buckets, for
+    /// identifiers below `2^id_bits` (`id_bits` at most 31).
+    pub fn with_buckets(buckets: usize, id_bits: u32) -> Table {
+        debug_assert!(buckets.is_power_of_two() && id_bits <= 31);
         let chunk_bits = CHUNK_BITS.min(buckets.trailing_zeros());
         Table {
             chunks: vec![None; buckets >> chunk_bits],
             chunk_bits,
             mask: buckets - 1,
             count: 0,
+            id_bits,
         }
+    }
+
+    fn id_mask(&self) -> u32 {
+        ((1u64 << self.id_bits) - 1) as u32
+    }
+
+    /// The tag of hash `h`, in place (above the identifier bits).
+    fn tag(&self, h: u64) -> u32 {
+        let tag_bits = 31 - self.id_bits;
+        if tag_bits == 0 {
+            return 0;
+        }
+        (mix(h) >> (32 - tag_bits)) << self.id_bits
+    }
+
+    /// The bucket value storing `id` under hash `h`.
+    fn entry(&self, h: u64, id: u32) -> u32 {
+        USED | self.tag(h) | id
     }
 
     /// Number of buckets.
@@ -48,8 +85,7 @@ impl Table {
     }
 
     fn home(&self, h: u64) -> usize {
-        // The high bits mixed in: the index is the low bits.
-        (h >> 32 ^ h) as usize & self.mask
+        mix(h) as usize & self.mask
     }
 
     #[inline]
@@ -74,14 +110,15 @@ impl Table {
         if self.chunks.is_empty() {
             return None;
         }
+        let (tag, ids) = (USED | self.tag(h), self.id_mask());
         let mut i = self.home(h);
         loop {
             let v = self.get(i);
             if v == 0 {
                 return None;
             }
-            if hash_of(v) == Some(h) {
-                return Some(v);
+            if v & !ids == tag && hash_of(v & ids) == Some(h) {
+                return Some(v & ids);
             }
             i = (i + 1) & self.mask;
         }
@@ -96,18 +133,19 @@ impl Table {
         hash_of: impl Fn(u32) -> u64,
         keep: impl Fn(u32) -> bool,
     ) {
-        debug_assert!(id != 0 && self.count < self.buckets());
+        debug_assert!(id <= self.id_mask() && self.count < self.buckets());
+        let (entry, ids) = (self.entry(h, id), self.id_mask());
         let mut i = self.home(h);
         loop {
             let v = self.get(i);
             if v == 0 {
-                self.set(i, id);
+                self.set(i, entry);
                 self.count += 1;
                 return;
             }
-            if hash_of(v) == h {
-                if !keep(v) {
-                    self.set(i, id);
+            if v & !ids == entry & !ids && hash_of(v & ids) == h {
+                if !keep(v & ids) {
+                    self.set(i, entry);
                 }
                 return;
             }
@@ -120,13 +158,14 @@ impl Table {
         if self.chunks.is_empty() {
             return;
         }
+        let (entry, ids) = (self.entry(h, id), self.id_mask());
         let mut i = self.home(h);
         loop {
             let v = self.get(i);
             if v == 0 {
                 return;
             }
-            if v == id {
+            if v == entry {
                 break;
             }
             i = (i + 1) & self.mask;
@@ -142,7 +181,7 @@ impl Table {
             if v == 0 {
                 break;
             }
-            let home = self.home(hash_of(v));
+            let home = self.home(hash_of(v & ids));
             if (j.wrapping_sub(home) & mask) >= (j.wrapping_sub(hole) & mask) {
                 self.set(hole, v);
                 hole = j;

@@ -63,7 +63,10 @@ fn gaps_in_the_numbering_are_skipped() {
 fn every_answer_stays_findable_while_the_tables_grow() {
     let mut ix = AnswerIndex::new(300, 1 << 20);
     let mut resizes = 0;
-    for i in 0..200_000u32 {
+    let mut n = 200_000u32;
+    let mut i = 0;
+    // Until the last move is over.
+    while i < n || ix.resize.is_some() {
         ix.insert(u64::from(i), &req("g", i, i), Timestamp(0));
         if ix.resize.is_some() {
             resizes += 1;
@@ -72,12 +75,16 @@ fn every_answer_stays_findable_while_the_tables_grow() {
                 assert_eq!(ix.lookup(&req("g", j, 0)), Some(u64::from(j)));
             }
         }
+        i += 1;
+        n = n.max(i);
     }
     assert!(resizes > 0);
-    assert!(ix.resize.is_none(), "the last move is over");
-    assert_eq!(ix.numbers.count(), 200_000);
-    assert_eq!(ix.e2es.count(), 200_000);
-    for i in 0..200_000u32 {
+    assert_eq!(ix.numbers.count(), n as usize);
+    // End-to-End hashes have 32 bits: of two that collide only the newer
+    // stays in that table (about n^2 / 2^33 pairs, 6 here), the older
+    // still found by its number.
+    assert!(ix.e2es.count() + 64 >= n as usize);
+    for i in 0..n {
         assert_eq!(ix.lookup(&req("g", i, i)), Some(u64::from(i)));
     }
 }
@@ -110,16 +117,37 @@ fn an_expired_answer_not_yet_removed_is_never_returned() {
     assert_eq!(ix.lookup(&req("x", 49_999, 0)), Some(49_999));
 }
 
-#[test]
-fn memory_per_answer_stays_at_most_80_bytes() {
+/// The most and the settled (no table moving) bytes per answer while
+/// `n` answers arrive, `per_ms` a millisecond.
+fn bytes_per_answer(n: u64, per_ms: u64) -> (f64, f64) {
     let mut ix = AnswerIndex::new(300, 1 << 22);
-    for i in 0..(3 << 19) {
-        ix.insert(i, &req("m", i as u32, i as u32), Timestamp(0));
+    let (mut worst, mut settled) = (0f64, 0f64);
+    for i in 0..n {
+        ix.insert(i, &req("m", i as u32, i as u32), Timestamp(i / per_ms));
         if i >= 1 << 16 && i % 4099 == 0 {
             let per = ix.memory_bytes() as f64 / ix.len() as f64;
-            assert!(per <= 80.0, "{per} bytes at {i}");
+            worst = worst.max(per);
+            if ix.resize.is_none() && ix.retired.is_empty() {
+                settled = settled.max(per);
+            }
         }
     }
+    (worst, settled)
+}
+
+#[test]
+fn memory_per_answer_is_12_bytes_of_slot_plus_the_tables() {
+    // 12-byte slots and two tables of 4-byte buckets at a load of 3/8 to
+    // 3/4 (10.7 to 21.3 bytes); while tables move the old ones count too.
+    let (worst, settled) = bytes_per_answer(3 << 19, 20);
+    println!("20 a ms: {settled:.1} bytes per answer settled, {worst:.1} at most");
+    assert!(settled <= 34.0, "{settled} bytes per answer");
+    assert!(worst <= 48.0, "{worst} bytes per answer");
+    // At one answer a millisecond or fewer each has a time mark too.
+    let (worst, settled) = bytes_per_answer(3 << 19, 1);
+    println!("1 a ms: {settled:.1} bytes per answer settled, {worst:.1} at most");
+    assert!(settled <= 66.0, "{settled} bytes per answer");
+    assert!(worst <= 80.0, "{worst} bytes per answer");
 }
 
 #[test]
@@ -199,8 +227,8 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        8 => (0..3000u64, 0..3000u64, 0..3u64).prop_map(|(n, e, dt)| Op::Insert { n, e, dt }),
-        4 => (0..3000u64, 0..3000u64).prop_map(|(n, e)| Op::Lookup { n, e }),
+        8 => (1..3000u64, 0..3000u64, 0..3u64).prop_map(|(n, e, dt)| Op::Insert { n, e, dt }),
+        4 => (1..3000u64, 0..3000u64).prop_map(|(n, e)| Op::Lookup { n, e }),
         3 => (0..4u64).prop_map(|dt| Op::Expire { dt }),
         1 => (0..3000u64).prop_map(|dt| Op::Expire { dt }),
     ]

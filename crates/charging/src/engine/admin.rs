@@ -189,6 +189,26 @@ impl Engine {
         ))
     }
 
+    /// Closes a session the client no longer knows (it answered a
+    /// Re-Auth-Request with DIAMETER_UNKNOWN_SESSION_ID): releases what it
+    /// holds and writes its session-end CDR with cause
+    /// [`ClosingCause::Rejected`] and Result-Code 5002. Returns false when
+    /// the session is not open.
+    pub fn release_session(&mut self, session_id: &str, now: Timestamp, out: &mut Output) -> bool {
+        let Some(key) = self.ledger.session_key(session_id) else {
+            return false;
+        };
+        let number = self
+            .ledger
+            .sessions
+            .get(&key)
+            .map_or(0, |s| s.last_request_number);
+        let mut answer = CcAnswer::default();
+        let mut cx = self.cx(now, &mut answer, out);
+        cx.close_session(key, ClosingCause::Rejected, 5002, None, number);
+        true
+    }
+
     /// The open sessions of an account.
     pub fn account_sessions(&self, account: AccountId) -> impl Iterator<Item = &Session> {
         self.ledger

@@ -63,10 +63,10 @@ pub struct EngineOptions {
     pub dedup_ttl_secs: u64,
     /// Memory safety bound of the duplicate index: at most this many
     /// answers are remembered (the oldest are forgotten first, even within
-    /// their time to live). Each takes 40 to 80 bytes ([`crate::dedup`]);
+    /// their time to live). Each takes 23 to 46 bytes ([`crate::dedup`]);
     /// the default, 2^25, covers 300 s at 100,000 answers per second per
-    /// shard (1.25 GiB at that load; the index grows with the load, not to
-    /// its bound).
+    /// shard (about 1 GiB at that load; the index grows with the load, not
+    /// to its bound).
     pub dedup_capacity: usize,
     /// Lenient mode (checklist D.11): accept Requested-Action in session
     /// requests and MSCC without Multiple-Services-Indicator.

@@ -20,6 +20,10 @@
 //! * [`Connection::poll_timeout`] says when [`Connection::handle_timeout`]
 //!   must run next (the watchdog, the handshake and disconnection limits,
 //!   the incomplete-message limit);
+//! * [`Connection::send_request`] queues a request this endpoint starts
+//!   (a server's RAR or ASR): it gets a fresh Hop-by-Hop Identifier, and
+//!   its answer comes back as [`Event::Answer`], or
+//!   [`Event::AnswerTimeout`] when none arrives in time;
 //! * [`Connection::close`] starts a disconnection (DPR);
 //! * [`Connection::set_reading`] tells the connection whether the runtime
 //!   reads at all (it stops for backpressure): the time a partial message
@@ -33,13 +37,15 @@
 //! Frames are slices of the read buffer ([`Bytes`], refcounted): a request
 //! handed to the application is never copied.
 
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 use bytes::{Bytes, BytesMut};
+use rustc_hash::FxHashMap;
 
 use crate::dict::Dictionary;
 use crate::error::Error;
-use crate::header::{frame_length, HEADER_LEN};
+use crate::header::{flags, frame_length, HEADER_LEN};
 use crate::message::Message;
 use crate::peer::{self, CloseReason, Peer, PeerConfig, Role, State};
 use crate::validate::{encode_error_answer, validate_request, Options, Problem};
@@ -129,9 +135,27 @@ pub enum Event {
         /// The Result-Code it was answered with.
         result_code: u32,
     },
-    /// An application answer (not validated): match it to a request by its
-    /// Hop-by-Hop Identifier.
+    /// An application answer (not validated). On a connection we accepted
+    /// it answers a request sent with [`Connection::send_request`] (its
+    /// Hop-by-Hop Identifier matched); on one we opened, any answer, which
+    /// the client matches to its requests by Hop-by-Hop Identifier.
     Answer(Bytes),
+    /// No answer came in time for the request sent with
+    /// [`Connection::send_request`] under this Hop-by-Hop Identifier; a
+    /// late answer is dropped as unexpected.
+    AnswerTimeout {
+        /// The request's Hop-by-Hop Identifier.
+        hop_by_hop: u32,
+    },
+    /// An answer whose Hop-by-Hop Identifier matches no outstanding
+    /// request (on a connection we accepted): dropped, as RFC 6733
+    /// section 6.2.1 says; reported so the runtime can log it.
+    UnexpectedAnswer {
+        /// Its Hop-by-Hop Identifier.
+        hop_by_hop: u32,
+        /// Its Command Code.
+        command_code: u32,
+    },
     /// The connection is closed: write what [`Connection::poll_transmit`]
     /// still returns, then close the transport. Reported once.
     Closed(Close),
@@ -164,6 +188,11 @@ pub struct Connection {
     /// Where the CEA of an open just reported starts in `tx`, until the
     /// next message is handled (see [`Connection::refuse_opened`]).
     cea_at: Option<usize>,
+    /// Requests sent with [`Connection::send_request`] and not yet
+    /// answered: Hop-by-Hop Identifier -> when to give up (ms).
+    outstanding: FxHashMap<u32, u64>,
+    /// Outstanding requests given up on, to report.
+    timed_out: VecDeque<u32>,
 }
 
 impl Connection {
@@ -194,6 +223,8 @@ impl Connection {
             closed: None,
             reported: false,
             cea_at: None,
+            outstanding: FxHashMap::default(),
+            timed_out: VecDeque::new(),
         }
     }
 
@@ -282,10 +313,8 @@ impl Connection {
         }
         let peer = self.peer.poll_timeout();
         let partial = self.partial_deadline();
-        match (peer, partial) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let answers = self.outstanding.values().min().copied();
+        [peer, partial, answers].into_iter().flatten().min()
     }
 
     fn partial_deadline(&self) -> Option<u64> {
@@ -304,6 +333,15 @@ impl Connection {
         if self.partial_deadline().is_some_and(|d| now >= d) {
             self.shut(Close::IncompleteMessage);
             return;
+        }
+        if self.outstanding.values().any(|&d| now >= d) {
+            let expired = &mut self.timed_out;
+            self.outstanding.retain(|&hbh, &mut d| {
+                if now >= d {
+                    expired.push_back(hbh);
+                }
+                d > now
+            });
         }
         match self
             .peer
@@ -369,6 +407,49 @@ impl Connection {
         true
     }
 
+    /// Queues a request this endpoint starts (a copy of `request`, a whole
+    /// encoded request) with a fresh Hop-by-Hop Identifier, unique among
+    /// this connection's requests, and the T flag when it is a
+    /// `retransmission` (RFC 6733 section 5.5.4: sent again after a
+    /// failover; its End-to-End Identifier stays the one it has). Its
+    /// answer is handed out as [`Event::Answer`]; after `timeout_ms`
+    /// without one, [`Event::AnswerTimeout`]. Returns the Hop-by-Hop
+    /// Identifier, or `None` (nothing queued) when the connection is not
+    /// usable ([`Connection::is_usable`]) or `request` is no request.
+    pub fn send_request(
+        &mut self,
+        request: &[u8],
+        retransmission: bool,
+        now: u64,
+        timeout_ms: u64,
+    ) -> Option<u32> {
+        let is_request = request.len() >= HEADER_LEN && request[4] & flags::REQUEST != 0;
+        if !self.is_usable() || !is_request {
+            return None;
+        }
+        let (mut hbh, _) = self.peer.next_ids();
+        while self.outstanding.contains_key(&hbh) {
+            hbh = self.peer.next_ids().0;
+        }
+        let at = self.tx.len();
+        self.tx.extend_from_slice(request);
+        let header = &mut self.tx[at..at + HEADER_LEN];
+        header[12..16].copy_from_slice(&hbh.to_be_bytes());
+        if retransmission {
+            header[4] |= flags::RETRANSMIT;
+        } else {
+            header[4] &= !flags::RETRANSMIT;
+        }
+        self.outstanding.insert(hbh, now.saturating_add(timeout_ms));
+        Some(hbh)
+    }
+
+    /// How many requests sent with [`Connection::send_request`] wait for
+    /// their answers.
+    pub fn outstanding(&self) -> usize {
+        self.outstanding.len()
+    }
+
     /// Queues a whole encoded message for transmission (a copy).
     pub fn send(&mut self, message: &[u8]) {
         self.tx.extend_from_slice(message);
@@ -395,6 +476,9 @@ impl Connection {
     /// input one message at a time; `None` when nothing whole is left.
     pub fn poll_event(&mut self) -> Option<Event> {
         loop {
+            if let Some(hop_by_hop) = self.timed_out.pop_front() {
+                return Some(Event::AnswerTimeout { hop_by_hop });
+            }
             if let Some(reason) = self.closed {
                 if self.reported {
                     return None;
@@ -501,7 +585,8 @@ impl Connection {
             }
         }
         if !msg.is_request() {
-            return Some(Event::Answer(frame));
+            let (hop_by_hop, command_code) = (msg.header().hop_by_hop, msg.command_code());
+            return self.answer(frame, hop_by_hop, command_code);
         }
         match validate_request(self.config.dictionary, &frame, &self.config.validation) {
             Ok(_) => Some(Event::Request(frame)),
@@ -511,6 +596,21 @@ impl Connection {
                 Some(Event::Rejected { result_code })
             }
         }
+    }
+
+    /// An application answer: handed out when it matches an outstanding
+    /// request (or, on a connection we opened, always: the client matches
+    /// its own); otherwise reported as unexpected and dropped.
+    fn answer(&mut self, frame: Bytes, hop_by_hop: u32, command_code: u32) -> Option<Event> {
+        if self.outstanding.remove(&hop_by_hop).is_some()
+            || self.peer.role() == peer::Role::Initiator
+        {
+            return Some(Event::Answer(frame));
+        }
+        Some(Event::UnexpectedAnswer {
+            hop_by_hop,
+            command_code,
+        })
     }
 
     /// Queues the prescribed error answer for a request that failed

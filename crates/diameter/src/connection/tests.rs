@@ -523,3 +523,136 @@ fn requests_from_the_server_reach_the_client_application() {
     p.drive();
     assert!(matches!(&p.client_events[..], [Event::Request(_)]));
 }
+
+/// A Re-Auth-Request from the server, with Hop-by-Hop `hbh`.
+fn rar(hbh: u32) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(&mut b, cmd::RE_AUTH, app::CREDIT_CONTROL, true, hbh, 77);
+    e.str(avp::SESSION_ID, "client.example.net;1;1")
+        .str(avp::ORIGIN_HOST, "server.example.net")
+        .str(avp::ORIGIN_REALM, "example.net")
+        .str(avp::DESTINATION_REALM, "example.net")
+        .str(avp::DESTINATION_HOST, "client.example.net")
+        .u32(avp::AUTH_APPLICATION_ID, 4)
+        .i32(avp::RE_AUTH_REQUEST_TYPE, 0);
+    e.finish().unwrap();
+    b.to_vec()
+}
+
+/// The client answers every request it got with 2001.
+fn client_answers(p: &mut Pair) {
+    for ev in std::mem::take(&mut p.client_events) {
+        if let Event::Request(frame) = ev {
+            let msg = Message::parse(&frame).unwrap();
+            p.client.send_with(|out| answer_ok(out, &msg));
+        }
+    }
+    p.drive();
+}
+
+#[test]
+fn an_answer_to_a_request_the_server_sent_is_matched_by_hop_by_hop() {
+    let mut p = Pair::open();
+    let hbh = p.server.send_request(&rar(0), false, 0, 5_000).unwrap();
+    assert_eq!(p.server.outstanding(), 1);
+    p.drive();
+    let [Event::Request(got)] = &p.client_events[..] else {
+        panic!("client got {:?}", p.client_events);
+    };
+    let got = Message::parse(got).unwrap();
+    assert_eq!(got.header().hop_by_hop, hbh);
+    assert_eq!(got.header().end_to_end, 77, "End-to-End kept");
+    assert!(!got.header().is_retransmit());
+    client_answers(&mut p);
+    let answers = answers(&p.server_events);
+    assert_eq!(answers.len(), 1);
+    let a = Message::parse(&answers[0]).unwrap();
+    assert_eq!(a.header().hop_by_hop, hbh);
+    assert_eq!(result_code(&answers[0]), Some(result::SUCCESS));
+    assert_eq!(p.server.outstanding(), 0);
+}
+
+#[test]
+fn hop_by_hop_ids_of_sent_requests_are_unique_per_connection() {
+    let mut p = Pair::open();
+    let ids: std::collections::HashSet<u32> = (0..100)
+        .map(|_| p.server.send_request(&rar(5), false, 0, 5_000).unwrap())
+        .collect();
+    assert_eq!(ids.len(), 100);
+    assert_eq!(p.server.outstanding(), 100);
+}
+
+#[test]
+fn an_answer_matching_no_outstanding_request_is_reported_and_dropped() {
+    let mut p = Pair::open();
+    let hbh = p.server.send_request(&rar(0), false, 0, 5_000).unwrap();
+    p.drive();
+    // An answer with another Hop-by-Hop: unexpected.
+    let mut forged = BytesMut::new();
+    let req = rar(hbh.wrapping_add(1000));
+    answer_ok(&mut forged, &Message::parse(&req).unwrap());
+    p.client.send(&forged);
+    p.drive();
+    assert_eq!(
+        p.server_events,
+        [Event::UnexpectedAnswer {
+            hop_by_hop: hbh.wrapping_add(1000),
+            command_code: cmd::RE_AUTH
+        }]
+    );
+    assert_eq!(p.server.outstanding(), 1, "the real request still waits");
+    // The real answer, twice: the second is unexpected.
+    client_answers(&mut p);
+    assert_eq!(answers(&p.server_events).len(), 1);
+    let mut again = BytesMut::new();
+    answer_ok(&mut again, &Message::parse(&rar(hbh)).unwrap());
+    p.client.send(&again);
+    p.server_events.clear();
+    p.drive();
+    assert!(matches!(
+        p.server_events[..],
+        [Event::UnexpectedAnswer { hop_by_hop, .. }] if hop_by_hop == hbh
+    ));
+}
+
+#[test]
+fn a_request_without_an_answer_times_out_once() {
+    let mut p = Pair::open();
+    let now = p.now;
+    let hbh = p.server.send_request(&rar(0), false, now, 2_000).unwrap();
+    p.drive();
+    assert_eq!(p.server.poll_timeout(), Some(now + 2_000));
+    p.server.handle_timeout(now + 1_999);
+    assert_eq!(p.server.poll_event(), None);
+    p.server.handle_timeout(now + 2_000);
+    assert_eq!(
+        p.server.poll_event(),
+        Some(Event::AnswerTimeout { hop_by_hop: hbh })
+    );
+    assert_eq!(p.server.poll_event(), None);
+    assert_eq!(p.server.outstanding(), 0);
+    // A late answer is unexpected.
+    client_answers(&mut p);
+    assert!(matches!(
+        p.server_events[..],
+        [Event::UnexpectedAnswer { hop_by_hop, .. }] if hop_by_hop == hbh
+    ));
+}
+
+#[test]
+fn a_retransmission_carries_the_t_flag() {
+    let mut p = Pair::open();
+    p.server.send_request(&rar(0), true, 0, 5_000).unwrap();
+    p.drive();
+    let [Event::Request(got)] = &p.client_events[..] else {
+        panic!("client got {:?}", p.client_events);
+    };
+    assert!(Message::parse(got).unwrap().header().is_retransmit());
+}
+
+#[test]
+fn no_request_is_sent_before_the_connection_is_open() {
+    let mut s = Connection::accept(config("server.example.net"), 0, 1);
+    assert_eq!(s.send_request(&rar(0), false, 0, 1_000), None);
+    assert!(!s.has_transmit());
+}

@@ -178,6 +178,7 @@ impl<'p> Conn<'p> {
                 reserved: 0,
                 sid: Vec::with_capacity(a.origin_host.len() + 40),
                 request: Vec::new(),
+                aborted: false,
             })
             .collect();
         let sid_prefix = format!(
@@ -392,12 +393,19 @@ impl<'p> Conn<'p> {
                 },
                 Event::Request(frame) => {
                     if let Ok(msg) = Message::parse(&frame) {
-                        self.refuse(&msg, conn);
+                        match msg.command_code() {
+                            cmd::RE_AUTH | cmd::ABORT_SESSION => self.server_request(&msg, conn),
+                            _ => self.refuse(&msg, conn),
+                        }
                     }
                 }
                 // Answered by the connection with the prescribed error.
                 Event::Rejected { .. } => self.stats.server_requests += 1,
                 Event::Opened { .. } => {}
+                // The client sends no request through send_request.
+                Event::AnswerTimeout { .. } | Event::UnexpectedAnswer { .. } => {
+                    self.stats.unmatched_answers += 1
+                }
                 Event::Closed(r) if r.is_abort() => {
                     self.stats.protocol_errors += 1;
                     return Err(format!("answer stream cannot be framed: {r:?}"));
@@ -408,7 +416,45 @@ impl<'p> Conn<'p> {
         Ok(())
     }
 
-    /// Answers a request the load generator does not serve (RAR, ASR, ...)
+    /// Answers a Re-Auth-Request or Abort-Session-Request as a PGW does:
+    /// 2001 for a session in progress (its next request follows at once: a
+    /// CCR-Update after an RAR, the CCR-Terminate after an ASR), 5002
+    /// (DIAMETER_UNKNOWN_SESSION_ID) for one it does not hold.
+    fn server_request(&mut self, msg: &Message<'_>, conn: &mut Connection) {
+        let abort = msg.command_code() == cmd::ABORT_SESSION;
+        if abort {
+            self.stats.abort_requests += 1;
+        } else {
+            self.stats.re_auth_requests += 1;
+        }
+        let sid = msg.find(avp::SESSION_ID);
+        let slot = sid.as_ref().and_then(|sid| {
+            self.slots
+                .iter()
+                .position(|s| s.phase != Phase::Free && s.sid == sid.data())
+        });
+        if let (true, Some(s)) = (abort, slot) {
+            self.slots[s].aborted = true;
+        }
+        let code = if slot.is_some() {
+            result::SUCCESS
+        } else {
+            result::UNKNOWN_SESSION_ID
+        };
+        let config = conn.config().clone();
+        conn.send_with(|out| {
+            let mut e = Encoder::answer(out, msg, false);
+            if let Some(sid) = &sid {
+                e.raw_avp(sid);
+            }
+            e.u32(avp::RESULT_CODE, code)
+                .str(avp::ORIGIN_HOST, &config.peer.origin_host)
+                .str(avp::ORIGIN_REALM, &config.peer.origin_realm);
+            let _ = e.finish();
+        });
+    }
+
+    /// Answers a request the load generator does not serve (STR, ...)
     /// with DIAMETER_COMMAND_UNSUPPORTED.
     fn refuse(&mut self, msg: &Message<'_>, conn: &mut Connection) {
         self.stats.server_requests += 1;

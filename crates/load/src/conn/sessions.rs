@@ -40,6 +40,9 @@ pub(super) struct Slot {
     pub(super) sid: Vec<u8>,
     /// The request in flight, whole (only with `--record-messages`).
     pub(super) request: Vec<u8>,
+    /// The server asked to end the session (ASR): its next request is the
+    /// CCR-Terminate.
+    pub(super) aborted: bool,
 }
 
 impl Conn<'_> {
@@ -138,6 +141,7 @@ impl Conn<'_> {
         slot.sid
             .extend_from_slice(ccr::decimal(self.session_seq, 0, &mut digits));
         slot.data = data;
+        slot.aborted = false;
         slot.number = 0;
         slot.offset = offset;
         slot.reserved = len;
@@ -162,7 +166,7 @@ impl Conn<'_> {
             ReqType::Event
         } else if slot.number == 0 {
             ReqType::Initial
-        } else if slot.number <= updates {
+        } else if slot.number <= updates && !slot.aborted {
             ReqType::Update
         } else {
             ReqType::Terminate

@@ -1,0 +1,285 @@
+//! Requests the server starts (for credit control: Re-Auth-Request and
+//! Abort-Session-Request): "send this request to the peer of this session
+//! and give me its answer".
+//!
+//! * Every open connection registers here with its peer's identity and a
+//!   channel its task reads requests from.
+//! * Every application request that carries a Session-Id notes the
+//!   connection it came on ([`Registry::note`]): the session's owner is the
+//!   connection that last sent a request for it. The pin is dropped when
+//!   the session ends.
+//! * [`Outbound::request`] hands the request to the owning connection's
+//!   task, which sends it with a fresh Hop-by-Hop Identifier (the sans-IO
+//!   connection matches the answer), and returns the answer.
+//! * When that connection is gone, or goes before the answer comes, the
+//!   request goes to another open connection of the same peer (same
+//!   Origin-Host), with the T flag when it had already been sent (RFC 6733
+//!   section 5.5.4). With no connection of the peer left it fails with
+//!   [`OutboundError::PeerGone`] and a WARN line.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use gyro_diameter::app::session_key;
+use rustc_hash::{FxBuildHasher, FxHashMap};
+use tokio::sync::{mpsc, oneshot};
+use tracing::{info, warn};
+
+/// Bits of an owner value that hold the connection id (the peer index is
+/// above them).
+const CONN_BITS: u32 = 40;
+
+/// The identity of a Diameter peer, from its capabilities exchange.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PeerIdentity {
+    /// Its Origin-Host.
+    pub host: String,
+    /// Its Origin-Realm.
+    pub realm: String,
+}
+
+/// Why a request the server started got no answer.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum OutboundError {
+    /// No request of the session was seen on any open connection.
+    #[error("no connection carries this session")]
+    UnknownSession,
+    /// The peer holding the session has no open connection left.
+    #[error("peer {0} is gone: no open connection to send on")]
+    PeerGone(String),
+    /// No answer came in time.
+    #[error("no answer within {0} ms")]
+    Timeout(u64),
+    /// The server is stopping.
+    #[error("the server is stopping")]
+    Stopped,
+}
+
+/// A request on its way to a connection.
+pub(crate) struct Job {
+    /// The whole request (its Hop-by-Hop Identifier is set per connection).
+    pub request: Bytes,
+    /// Whether it was sent before (on a connection that went away).
+    pub sent: bool,
+    /// The connections it was handed to, so failover never picks one twice.
+    pub tried: Vec<u64>,
+    /// Where the answer goes.
+    pub reply: oneshot::Sender<Result<Bytes, OutboundError>>,
+    /// Index of the peer it is for.
+    pub peer: u32,
+}
+
+struct ConnEntry {
+    peer: u32,
+    tx: mpsc::UnboundedSender<Job>,
+}
+
+#[derive(Default)]
+struct Peers {
+    list: Vec<Arc<PeerIdentity>>,
+    index: FxHashMap<String, u32>,
+}
+
+/// What all event loops share about connections and session owners.
+pub(crate) struct Registry {
+    owners: papaya::HashMap<u64, u64, FxBuildHasher>,
+    conns: Mutex<FxHashMap<u64, ConnEntry>>,
+    /// Peers seen, never forgotten (bounded by the peers allowed).
+    peers: Mutex<Peers>,
+    next_conn: AtomicU64,
+    /// How long a request waits for its answer, in milliseconds.
+    pub timeout_ms: u64,
+}
+
+/// An open connection's registration: its id and where its requests come
+/// from.
+pub(crate) struct Registration {
+    pub id: u64,
+    pub peer: u32,
+    pub rx: mpsc::UnboundedReceiver<Job>,
+}
+
+impl Registry {
+    pub(crate) fn new(timeout_ms: u64) -> Registry {
+        Registry {
+            owners: papaya::HashMap::builder()
+                .hasher(FxBuildHasher)
+                .capacity(1 << 12)
+                .build(),
+            conns: Mutex::new(FxHashMap::default()),
+            peers: Mutex::new(Peers::default()),
+            next_conn: AtomicU64::new(1),
+            timeout_ms,
+        }
+    }
+
+    /// A connection opened with the peer `host`/`realm`.
+    pub(crate) fn open(&self, host: &str, realm: &str) -> Registration {
+        let peer = {
+            let mut peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+            let key = host.to_ascii_lowercase();
+            match peers.index.get(&key) {
+                Some(&i) => {
+                    if peers.list[i as usize].realm != realm {
+                        peers.list[i as usize] = Arc::new(PeerIdentity {
+                            host: host.into(),
+                            realm: realm.into(),
+                        });
+                    }
+                    i
+                }
+                None => {
+                    let i = peers.list.len() as u32;
+                    peers.list.push(Arc::new(PeerIdentity {
+                        host: host.into(),
+                        realm: realm.into(),
+                    }));
+                    peers.index.insert(key, i);
+                    i
+                }
+            }
+        };
+        let id = self.next_conn.fetch_add(1, Ordering::Relaxed) & ((1 << CONN_BITS) - 1);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.conns_mut().insert(id, ConnEntry { peer, tx });
+        Registration { id, peer, rx }
+    }
+
+    /// The connection `id` closed: nothing more is sent on it.
+    pub(crate) fn close(&self, id: u64) {
+        self.conns_mut().remove(&id);
+    }
+
+    fn conns_mut(&self) -> std::sync::MutexGuard<'_, FxHashMap<u64, ConnEntry>> {
+        self.conns.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A request of session `key` came on connection `conn` of peer
+    /// `peer`; `ends`: it ends the session.
+    pub(crate) fn note(&self, key: u64, conn: u64, peer: u32, ends: bool) {
+        let value = (u64::from(peer) << CONN_BITS) | conn;
+        let owners = self.owners.pin();
+        if ends {
+            let _ = owners.remove(&key);
+        } else if owners.get(&key) != Some(&value) {
+            owners.insert(key, value);
+        }
+    }
+
+    /// The session `key` ended without a request saying so.
+    pub(crate) fn forget(&self, key: u64) {
+        let _ = self.owners.pin().remove(&key);
+    }
+
+    fn owner(&self, key: u64) -> Option<(u64, u32)> {
+        let v = *self.owners.pin().get(&key)?;
+        Some((v & ((1 << CONN_BITS) - 1), (v >> CONN_BITS) as u32))
+    }
+
+    fn peer(&self, index: u32) -> Option<Arc<PeerIdentity>> {
+        let peers = self.peers.lock().unwrap_or_else(|e| e.into_inner());
+        peers.list.get(index as usize).cloned()
+    }
+
+    /// Hands `job` to connection `preferred` when it is open and not tried
+    /// yet, else to another open connection of its peer; fails it when the
+    /// peer has none left.
+    pub(crate) fn dispatch(&self, mut job: Job, preferred: Option<u64>) {
+        let mut preferred = preferred;
+        loop {
+            let conns = self.conns_mut();
+            let pick = preferred
+                .take()
+                .filter(|id| !job.tried.contains(id) && conns.contains_key(id))
+                .or_else(|| {
+                    conns
+                        .iter()
+                        .filter(|(id, c)| c.peer == job.peer && !job.tried.contains(id))
+                        .map(|(id, _)| *id)
+                        .min()
+                });
+            let Some(id) = pick else { break };
+            job.tried.push(id);
+            match conns[&id].tx.send(job) {
+                Ok(()) => return,
+                // Its task just ended: the next one.
+                Err(e) => job = e.0,
+            }
+        }
+        let host = self
+            .peer(job.peer)
+            .map_or_else(|| "?".to_string(), |p| p.host.clone());
+        warn!(
+            peer = host,
+            "peer gone: no open connection of the peer that holds the session; request not sent"
+        );
+        let _ = job.reply.send(Err(OutboundError::PeerGone(host)));
+    }
+
+    /// A connection that had `job` closed before its answer came: send it
+    /// again on another connection of the peer.
+    pub(crate) fn failover(&self, job: Job) {
+        if let Some(p) = self.peer(job.peer) {
+            info!(
+                peer = p.host,
+                retransmission = job.sent,
+                "connection closed with a request of ours outstanding: failing over to another connection of the peer"
+            );
+        }
+        self.dispatch(job, None);
+    }
+}
+
+/// Sends requests the server starts to the peer of a session; cheap to
+/// clone, usable from any thread (see the module documentation).
+#[derive(Clone)]
+pub struct Outbound {
+    registry: Arc<Registry>,
+}
+
+impl Outbound {
+    pub(crate) fn new(registry: Arc<Registry>) -> Outbound {
+        Outbound { registry }
+    }
+
+    /// The peer that holds the session `session_id` (the one whose
+    /// connection last sent a request for it), for the request's
+    /// Destination-Host and Destination-Realm.
+    pub fn peer(&self, session_id: &[u8]) -> Option<PeerIdentity> {
+        let (_, peer) = self.registry.owner(session_key(session_id))?;
+        self.registry.peer(peer).map(|p| (*p).clone())
+    }
+
+    /// How long a request waits for its answer.
+    pub fn timeout(&self) -> Duration {
+        Duration::from_millis(self.registry.timeout_ms)
+    }
+
+    /// Sends `request` (a whole encoded request; its Hop-by-Hop Identifier
+    /// is replaced) on the connection that owns `session_id`, failing over
+    /// to another connection of the same peer, and returns the answer.
+    pub async fn request(&self, session_id: &[u8], request: Bytes) -> Result<Bytes, OutboundError> {
+        let (conn, peer) = self
+            .registry
+            .owner(session_key(session_id))
+            .ok_or(OutboundError::UnknownSession)?;
+        let (reply, answer) = oneshot::channel();
+        let job = Job {
+            request,
+            sent: false,
+            tried: Vec::new(),
+            reply,
+            peer,
+        };
+        self.registry.dispatch(job, Some(conn));
+        // Each connection times its own wait; this bounds a failover chain.
+        let bound = self.timeout() * 3 + Duration::from_secs(1);
+        match tokio::time::timeout(bound, answer).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(_)) => Err(OutboundError::Stopped),
+            Err(_) => Err(OutboundError::Timeout(bound.as_millis() as u64)),
+        }
+    }
+}
