@@ -327,17 +327,30 @@ def ccr_u_answered(report):
     return sum(t["answered"] for t in report["per_type"] if t["name"] == "CCR-U")
 
 
+_ADMIN = {}
+
+
+def has_admin(binary):
+    """Whether this gyro build has the admin API (builds from before it
+    refuse an [admin] section): it has `gyro account` then."""
+    if binary not in _ADMIN:
+        r = subprocess.run([binary, "account", "--help"], capture_output=True)
+        _ADMIN[binary] = r.returncode == 0
+    return _ADMIN[binary]
+
+
 def measure(args, server, binary, load_gyro, workers, connections, count=None):
     port = free_port()
     gyro = server["kind"] == "gyro"
-    admin_port = free_port() if gyro else None
+    admin_ok = gyro and has_admin(binary)
+    admin_port = free_port() if admin_ok else None
     tmp = tempfile.mkdtemp(prefix="gyro-bench-")
     try:
         proc = start_server(server, binary, workers, port, args.server_cpus, tmp, args.config_extra,
                             admin_port)
         data = os.path.join(tmp, "data")
-        admin = AdminLoad(admin_port, args.load_cpus, args.scrape_metrics if gyro else None,
-                          args.top_ups if gyro else None)
+        admin = AdminLoad(admin_port, args.load_cpus, args.scrape_metrics if admin_ok else None,
+                          args.top_ups if admin_ok else None)
         cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         with admin:
             report, load_cpu, wall = run_load(load_gyro, port, args, connections, count)
