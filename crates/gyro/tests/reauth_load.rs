@@ -3,7 +3,9 @@
 //! `gyro load` draining them (its sessions stay open waiting for credit),
 //! top-ups through the API while the load runs, the server's
 //! Re-Auth-Requests answered and the sessions going on to their normal
-//! end; then the books balance with nothing reserved.
+//! end, while those of accounts never topped up wait to the end of the run
+//! and close with their CCR-Terminate; then the books balance with nothing
+//! reserved.
 
 mod support;
 
@@ -22,6 +24,9 @@ const FIRST_MSISDN: u64 = 46_708_770_000;
 /// of about 1 MB costs about 1 on rating group 10 and 2 on 20).
 const SMALL_BALANCE: i64 = 5;
 const TOP_UP: i64 = 1_000_000;
+/// Accounts topped up during the run: the first ones; the rest stay
+/// drained.
+const TOPPED_UP: u64 = 10;
 
 /// A running `gyro serve` with its admin API, killed when dropped.
 struct Server {
@@ -138,7 +143,7 @@ fn per_type<'a>(report: &'a Value, name: &str) -> &'a Value {
 }
 
 #[test]
-fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_to_their_end() {
+fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_or_end_with_the_run() {
     let mut server = Server::start("reauth-load");
     for i in 0..ACCOUNTS {
         let (status, body) = server.call(
@@ -178,8 +183,9 @@ fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_to_their_end() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // Top every account up: the server sends each waiting session an RAR.
-    for i in 0..ACCOUNTS {
+    // Top most accounts up: the server sends each one's waiting session
+    // an RAR.
+    for i in 0..TOPPED_UP {
         let msisdn = FIRST_MSISDN + i;
         let (status, body) = server.call(
             "POST",
@@ -213,23 +219,23 @@ fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_to_their_end() {
         assert_eq!(report[field], 0, "{field}: {report}");
     }
 
-    // Every drained session waited, got an RAR after its top-up and went
-    // on: each wait ended with an RAR or at the end of the run.
+    // Every drained session waited; those of the topped-up accounts got
+    // an RAR and went on, the others waited to the end of the run.
     let rars = report["re_auth_requests"].as_u64().unwrap();
     let s = &report["sessions"];
     let waited = s["waited_for_credit"].as_u64().unwrap();
     let continued = s["continued_after_re_auth"].as_u64().unwrap();
     let at_end = s["waiting_at_end"].as_u64().unwrap();
-    assert!(waited >= ACCOUNTS, "every account drained a session: {report}");
-    assert!(rars > 0 && continued > 0, "{report}");
-    assert!(continued <= rars, "an RAR wakes one session at most: {report}");
-    assert_eq!(waited, continued + at_end, "{report}");
-    // After the top-ups the money lasts the run: no session waits again
-    // and nothing is refused for lack of credit, so every account's
-    // session continued after its RAR.
-    assert_eq!(at_end, 0, "{report}");
-    assert_eq!(continued, ACCOUNTS, "{report}");
-    assert_eq!(rars, ACCOUNTS, "one RAR per topped-up account: {report}");
+    assert_eq!(
+        waited,
+        continued + at_end,
+        "each wait ends one way: {report}"
+    );
+    // After a top-up the money lasts the run: those sessions never wait
+    // again, and nothing is refused for lack of credit.
+    assert_eq!(rars, TOPPED_UP, "one RAR per topped-up account: {report}");
+    assert_eq!(continued, TOPPED_UP, "{report}");
+    assert_eq!(at_end, ACCOUNTS - TOPPED_UP, "{report}");
     assert_eq!(s["failed"], 0, "{report}");
     assert_eq!(s["started"], s["completed"], "{report}");
     for name in ["CCR-I", "CCR-U", "CCR-T"] {
@@ -260,5 +266,5 @@ fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_to_their_end() {
             assert_eq!(b["initial_balance"], SMALL_BALANCE, "{b}");
         }
     }
-    assert_eq!(topped, ACCOUNTS, "{books}");
+    assert_eq!(topped, TOPPED_UP, "{books}");
 }
