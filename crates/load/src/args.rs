@@ -16,6 +16,20 @@ pub enum Scenario {
     /// Both: each new session is an SMS event with probability
     /// `--sms-ratio`, a data session otherwise.
     Mix,
+    /// Data sessions that wait for credit: a session whose answer says its
+    /// quota runs out (DIAMETER_CREDIT_LIMIT_REACHED, 4012, on a service,
+    /// or a Final-Unit-Indication) stays open, as a PGW applying a
+    /// redirect or restrict-access final unit action does, until the
+    /// server's Re-Auth-Request; it answers RAA 2001, sends its CCR-Update
+    /// at once and goes on to its normal end. Sessions still waiting when
+    /// the run stops are ended with a CCR-Terminate. Each session place
+    /// keeps one subscriber (place `n`, counted over all connections, uses
+    /// `--subscriber-start` + `n` modulo `--subscribers`), so with
+    /// `--subscribers` at least connections x window no two sessions share
+    /// an account; a CCR-Initial refused with 4012 is tried again after a
+    /// second. Meant for accounts with small balances topped up while the
+    /// run goes on (`gyro account top-up`).
+    Topup,
 }
 
 impl Scenario {
@@ -25,6 +39,7 @@ impl Scenario {
             Scenario::Data => "data",
             Scenario::Sms => "sms",
             Scenario::Mix => "mix",
+            Scenario::Topup => "topup",
         }
     }
 }
@@ -343,6 +358,9 @@ mod tests {
         let w = Wrapper::parse_from(["load", "--rating-groups", "1,2,3", "--scenario", "mix"]);
         assert_eq!(w.args.rating_groups, vec![1, 2, 3]);
         assert_eq!(w.args.scenario, Scenario::Mix);
+        let w = Wrapper::parse_from(["load", "--scenario", "topup"]);
+        assert_eq!(w.args.scenario, Scenario::Topup);
+        assert_eq!(w.args.scenario.name(), "topup");
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Building CCRs and reading CCAs.
 
 use bytes::BytesMut;
-use gyro_diameter::codes::{app, avp, cmd};
+use gyro_diameter::codes::{app, avp, cmd, result};
 use gyro_diameter::types::DiameterTime;
 use gyro_diameter::{Encoder, Message};
 
@@ -203,6 +203,9 @@ pub(crate) struct Answer {
     pub experimental: Option<u32>,
     /// The AVPs could be read and the Session-Id is the expected one.
     pub well_formed: bool,
+    /// The quota runs out: a Final-Unit-Indication (for the command or a
+    /// service) or DIAMETER_CREDIT_LIMIT_REACHED (4012) on a service.
+    pub starved: bool,
 }
 
 impl Answer {
@@ -241,6 +244,7 @@ pub(crate) fn read_answer(
         }
         match x.code() {
             263 => session_ok = Some(x.data() == session_id),
+            430 => a.starved = true,
             268 => a.result_code = a.result_code.or(x.u32().ok()),
             297 => {
                 let code = x
@@ -257,8 +261,10 @@ pub(crate) fn read_answer(
                         Ok(c) if c.code() == 268 && c.vendor_id() == 0 => {
                             if let Ok(v) = c.u32() {
                                 mscc_codes.add(v);
+                                a.starved |= v == result::CREDIT_LIMIT_REACHED;
                             }
                         }
+                        Ok(c) if c.code() == 430 && c.vendor_id() == 0 => a.starved = true,
                         Ok(_) => {}
                         Err(_) => {
                             a.well_formed = false;
@@ -487,6 +493,7 @@ mod tests {
         });
         let (a, mscc, _) = read(&ok);
         assert!(a.is_success());
+        assert!(a.starved, "4012 on a service: its quota ran out");
         assert_eq!(mscc.0, vec![(4012, 1)]);
 
         let exp = answer(|e| {
@@ -502,6 +509,36 @@ mod tests {
             (Some(5030), false, true)
         );
         assert_eq!(exp_codes.0, vec![(5030, 1)]);
+    }
+
+    #[test]
+    fn final_units_anywhere_mean_the_quota_runs_out() {
+        let granted = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;2").u32(avp::RESULT_CODE, 2001);
+            let g = e.begin_group(avp::MULTIPLE_SERVICES_CREDIT_CONTROL);
+            e.u32(avp::RESULT_CODE, 2001).u32(avp::RATING_GROUP, 10);
+            e.end_group(g);
+        });
+        assert!(!read(&granted).0.starved);
+        let in_mscc = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;2").u32(avp::RESULT_CODE, 2001);
+            let g = e.begin_group(avp::MULTIPLE_SERVICES_CREDIT_CONTROL);
+            e.u32(avp::RESULT_CODE, 2001);
+            let f = e.begin_group(avp::FINAL_UNIT_INDICATION);
+            e.i32(avp::FINAL_UNIT_ACTION, 0);
+            e.end_group(f);
+            e.end_group(g);
+        });
+        let (a, mscc, _) = read(&in_mscc);
+        assert!(a.is_success() && a.starved);
+        assert_eq!(mscc.0, vec![(2001, 1)]);
+        let at_command_level = answer(|e| {
+            e.str(avp::SESSION_ID, "s;1;2").u32(avp::RESULT_CODE, 2001);
+            let f = e.begin_group(avp::FINAL_UNIT_INDICATION);
+            e.i32(avp::FINAL_UNIT_ACTION, 1);
+            e.end_group(f);
+        });
+        assert!(read(&at_command_level).0.starved);
     }
 
     #[test]

@@ -9,7 +9,17 @@
 //!   group (MSCC with USU and a new RSU), CCR-T; a session sends its next
 //!   request only when the previous answer has arrived;
 //! * SMS events: CCR-Event with Requested-Action DIRECT_DEBITING;
-//! * a mix of both.
+//! * a mix of both;
+//! * `topup`: data sessions that wait for credit. A session whose answer
+//!   says its quota runs out (4012 on a service, or a
+//!   Final-Unit-Indication) stays open until the server's Re-Auth-Request,
+//!   then sends its CCR-Update and goes on; the report counts the waits,
+//!   the sessions that continued after an RAR and those still waiting at
+//!   the end (ended then with a CCR-Terminate).
+//!
+//! The server's Re-Auth-Request is answered with RAA 2001 and followed at
+//! once by the session's CCR-Update, its Abort-Session-Request with ASA
+//! 2001 and the session's CCR-Terminate (5002 for a session not held).
 //!
 //! Each connection announces its own Origin-Host (`load-1.gyro.test`,
 //! `load-2.gyro.test`, ... from `--origin-host`; `--same-origin-host` keeps

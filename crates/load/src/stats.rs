@@ -132,6 +132,14 @@ pub(crate) struct ConnStats {
     pub sessions_started: u64,
     pub sessions_completed: u64,
     pub sessions_failed: u64,
+    /// Topup scenario: times a session began to wait for credit.
+    pub sessions_waited: u64,
+    /// Topup scenario: times a Re-Auth-Request ended a wait.
+    pub sessions_continued: u64,
+    /// Topup scenario: sessions ended while waiting, at the end of the run.
+    pub sessions_waiting_at_end: u64,
+    /// RAR and ASR answered DIAMETER_UNKNOWN_SESSION_ID (5002).
+    pub unknown_session_requests: u64,
     pub last_answer: Option<Instant>,
     pub first_error: Option<String>,
     /// Open loop: how late each request left after its intended time.
@@ -156,6 +164,10 @@ impl ConnStats {
             sessions_started: 0,
             sessions_completed: 0,
             sessions_failed: 0,
+            sessions_waited: 0,
+            sessions_continued: 0,
+            sessions_waiting_at_end: 0,
+            unknown_session_requests: 0,
             last_answer: None,
             first_error: None,
             send_lag: new_histogram(),
@@ -244,6 +256,21 @@ pub struct Sessions {
     pub completed: u64,
     /// Ended by a failed answer or a timeout.
     pub failed: u64,
+    /// Topup scenario: times a session began to wait for credit (an answer
+    /// with 4012 on a service or a Final-Unit-Indication). Each wait ends
+    /// in one of `continued_after_re_auth`, `waiting_at_end`, an ASR or a
+    /// broken connection.
+    #[serde(default)]
+    pub waited_for_credit: u64,
+    /// Topup scenario: waits ended by a Re-Auth-Request (the session sent
+    /// its CCR-Update at once and went on). Includes an RAR that arrived
+    /// while the request whose answer began the wait was in flight.
+    #[serde(default)]
+    pub continued_after_re_auth: u64,
+    /// Topup scenario: sessions still waiting when the run stopped, ended
+    /// then with a CCR-Terminate.
+    #[serde(default)]
+    pub waiting_at_end: u64,
 }
 
 /// The result of a run.
@@ -294,6 +321,10 @@ pub struct Report {
     /// session's CCR-Terminate).
     #[serde(default)]
     pub abort_requests: u64,
+    /// Re-Auth- and Abort-Session-Requests for a session the generator
+    /// does not hold (answered 5002, DIAMETER_UNKNOWN_SESSION_ID).
+    #[serde(default)]
+    pub unknown_session_requests: u64,
     /// The first connection error, if any.
     pub first_connection_error: Option<String>,
     /// Latency over all request types, in microseconds.
@@ -391,6 +422,10 @@ impl Report {
             r.sessions.started += c.sessions_started;
             r.sessions.completed += c.sessions_completed;
             r.sessions.failed += c.sessions_failed;
+            r.sessions.waited_for_credit += c.sessions_waited;
+            r.sessions.continued_after_re_auth += c.sessions_continued;
+            r.sessions.waiting_at_end += c.sessions_waiting_at_end;
+            r.unknown_session_requests += c.unknown_session_requests;
             if r.first_connection_error.is_none() {
                 r.first_connection_error.clone_from(&c.first_error);
             }
@@ -489,6 +524,13 @@ impl Report {
                 self.re_auth_requests, self.abort_requests
             );
         }
+        if self.unknown_session_requests > 0 {
+            let _ = writeln!(
+                s,
+                "  server requests for unknown sessions (answered 5002): {}",
+                self.unknown_session_requests
+            );
+        }
         if let Some(l) = &self.send_lag_us {
             let _ = writeln!(
                 s,
@@ -504,6 +546,14 @@ impl Report {
             "  sessions: started {}, completed {}, failed {}",
             self.sessions.started, self.sessions.completed, self.sessions.failed
         );
+        let w = &self.sessions;
+        if w.waited_for_credit + w.continued_after_re_auth + w.waiting_at_end > 0 {
+            let _ = writeln!(
+                s,
+                "  waiting for credit: {} waits, {} continued after an RAR, {} still waiting at the end",
+                w.waited_for_credit, w.continued_after_re_auth, w.waiting_at_end
+            );
+        }
         let _ = writeln!(
             s,
             "\n  {:<7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",

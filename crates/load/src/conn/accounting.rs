@@ -4,9 +4,11 @@
 use std::sync::atomic::Ordering;
 use std::time::Instant;
 
+use gyro_diameter::codes::result;
 use gyro_diameter::Message;
 
 use super::{Conn, Phase};
+use crate::args::Scenario;
 use crate::ccr;
 use crate::stats::ReqType;
 
@@ -103,8 +105,15 @@ impl Conn<'_> {
             }
         }
         let slot = &mut self.slots[s];
-        if !ok || matches!(slot.req, ReqType::Terminate | ReqType::Event) {
+        let topup = self.plan.args.scenario == Scenario::Topup;
+        if topup && slot.req == ReqType::Initial && ans.code() == Some(result::CREDIT_LIMIT_REACHED)
+        {
+            self.park(s, now);
+        } else if !ok || matches!(slot.req, ReqType::Terminate | ReqType::Event) {
             self.end_session(s, ok);
+        } else if topup && ans.starved && !slot.aborted {
+            slot.number += 1;
+            self.wait_for_credit(s);
         } else {
             slot.number += 1;
             slot.phase = Phase::Ready;

@@ -91,6 +91,13 @@ struct Conn<'p> {
     gen: u32,
     e2e: u32,
     in_flight: usize,
+    /// Sessions waiting for credit (topup scenario).
+    waiting: usize,
+    /// Places waiting to try a refused CCR-Initial again (topup scenario).
+    parked: usize,
+    /// Index of this connection's first session place over all
+    /// connections (the topup scenario gives each place one subscriber).
+    place_base: u64,
     /// Requests this connection may still reserve (count mode).
     budget: Option<u64>,
     deadline: Option<Instant>,
@@ -179,6 +186,8 @@ impl<'p> Conn<'p> {
                 sid: Vec::with_capacity(a.origin_host.len() + 40),
                 request: Vec::new(),
                 aborted: false,
+                resume: false,
+                re_auth_in_flight: false,
             })
             .collect();
         let sid_prefix = format!(
@@ -202,6 +211,9 @@ impl<'p> Conn<'p> {
             gen: 0,
             e2e: (plan.seed as u32) ^ idx.rotate_left(20),
             in_flight: 0,
+            waiting: 0,
+            parked: 0,
+            place_base: u64::from(idx) * u64::from(window),
             budget,
             deadline,
             hard_stop: deadline.map(|d| d + a.timeout),
@@ -220,7 +232,25 @@ impl<'p> Conn<'p> {
     }
 
     fn done(&self) -> bool {
-        self.ready.is_empty() && self.in_flight == 0
+        self.ready.is_empty() && self.in_flight == 0 && self.waiting == 0
+    }
+
+    /// Sessions waiting for credit end (CCR-Terminate) once the run stops,
+    /// or, in count mode, once nothing else is left to do.
+    fn end_waiting_if_over(&mut self, now: Instant) {
+        if self.waiting == 0 {
+            return;
+        }
+        if self.deadline.is_some_and(|d| now >= d) {
+            self.stopping = true;
+        }
+        let idle = self.deadline.is_none()
+            && self.ready.is_empty()
+            && self.in_flight == 0
+            && self.parked == 0;
+        if self.stopping || idle {
+            self.release_waiting();
+        }
     }
 
     async fn drive(&mut self, mut stream: TcpStream, mut conn: Connection) {
@@ -254,6 +284,7 @@ impl<'p> Conn<'p> {
                     self.abandon();
                     break;
                 }
+                self.end_waiting_if_over(now);
                 let ms = now_ms(self.plan);
                 if conn.poll_timeout().is_some_and(|t| ms >= t) {
                     conn.handle_timeout(ms);
@@ -418,8 +449,9 @@ impl<'p> Conn<'p> {
 
     /// Answers a Re-Auth-Request or Abort-Session-Request as a PGW does:
     /// 2001 for a session in progress (its next request follows at once: a
-    /// CCR-Update after an RAR, the CCR-Terminate after an ASR), 5002
-    /// (DIAMETER_UNKNOWN_SESSION_ID) for one it does not hold.
+    /// CCR-Update after an RAR, the CCR-Terminate after an ASR; a session
+    /// waiting for credit sends it now), 5002 (DIAMETER_UNKNOWN_SESSION_ID)
+    /// for one it does not hold.
     fn server_request(&mut self, msg: &Message<'_>, conn: &mut Connection) {
         let abort = msg.command_code() == cmd::ABORT_SESSION;
         if abort {
@@ -429,17 +461,19 @@ impl<'p> Conn<'p> {
         }
         let sid = msg.find(avp::SESSION_ID);
         let slot = sid.as_ref().and_then(|sid| {
-            self.slots
-                .iter()
-                .position(|s| s.phase != Phase::Free && s.sid == sid.data())
+            self.slots.iter().position(|s| {
+                !matches!(s.phase, Phase::Free | Phase::Parked) && s.sid == sid.data()
+            })
         });
-        if let (true, Some(s)) = (abort, slot) {
-            self.slots[s].aborted = true;
-        }
-        let code = if slot.is_some() {
-            result::SUCCESS
-        } else {
-            result::UNKNOWN_SESSION_ID
+        let code = match slot {
+            Some(s) => {
+                self.wake(s, abort);
+                result::SUCCESS
+            }
+            None => {
+                self.stats.unknown_session_requests += 1;
+                result::UNKNOWN_SESSION_ID
+            }
         };
         let config = conn.config().clone();
         conn.send_with(|out| {

@@ -2,7 +2,7 @@
 //! next, when it may (the window, the open-loop schedule, the `--count`
 //! budget), and how the request is built.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::BytesMut;
 use gyro_diameter::types::DiameterTime;
@@ -20,7 +20,17 @@ pub(super) enum Phase {
     Ready,
     /// A request of this session is in flight.
     InFlight,
+    /// Topup scenario: the session's quota ran out; it stays open until
+    /// the server's Re-Auth-Request (or the end of the run).
+    Waiting,
+    /// Topup scenario: no session; the last CCR-Initial was refused for
+    /// lack of credit, and a new one starts after [`CREDIT_RETRY`].
+    Parked,
 }
+
+/// Topup scenario: how long a session place whose CCR-Initial was refused
+/// with DIAMETER_CREDIT_LIMIT_REACHED waits before it tries again.
+pub(super) const CREDIT_RETRY: Duration = Duration::from_secs(1);
 
 /// One session place. A connection has `window` of them, so at most
 /// `window` requests are ever in flight.
@@ -40,9 +50,16 @@ pub(super) struct Slot {
     pub(super) sid: Vec<u8>,
     /// The request in flight, whole (only with `--record-messages`).
     pub(super) request: Vec<u8>,
-    /// The server asked to end the session (ASR): its next request is the
-    /// CCR-Terminate.
+    /// The server asked to end the session (ASR), or the run ends while it
+    /// waits for credit: its next request is the CCR-Terminate.
     pub(super) aborted: bool,
+    /// A Re-Auth-Request woke the session: its next request is a
+    /// CCR-Update, even after its last planned one.
+    pub(super) resume: bool,
+    /// A Re-Auth-Request arrived while a request was in flight: if its
+    /// answer says the quota ran out, the session asks again at once
+    /// instead of waiting.
+    pub(super) re_auth_in_flight: bool,
 }
 
 impl Conn<'_> {
@@ -50,14 +67,20 @@ impl Conn<'_> {
     pub(super) fn broken(&mut self, why: String) {
         self.stats.connection_error(why);
         for s in &mut self.slots {
-            if s.phase == Phase::InFlight {
-                self.stats.lost += 1;
-                self.errors += 1;
-                self.stats.sessions_failed += 1;
+            match s.phase {
+                Phase::InFlight => {
+                    self.stats.lost += 1;
+                    self.errors += 1;
+                    self.stats.sessions_failed += 1;
+                }
+                Phase::Waiting => self.stats.sessions_failed += 1,
+                _ => {}
             }
             s.phase = Phase::Free;
         }
         self.in_flight = 0;
+        self.waiting = 0;
+        self.parked = 0;
         self.ready.clear();
     }
 
@@ -70,7 +93,76 @@ impl Conn<'_> {
             s.phase = Phase::Free;
         }
         self.in_flight = 0;
+        self.waiting = 0;
+        self.parked = 0;
         self.ready.clear();
+    }
+
+    /// Topup scenario: the answer to the session in slot `s` says its
+    /// quota ran out. It waits for the server's Re-Auth-Request, or asks
+    /// again at once when one already came while the request was in
+    /// flight.
+    pub(super) fn wait_for_credit(&mut self, s: usize) {
+        self.stats.sessions_waited += 1;
+        let slot = &mut self.slots[s];
+        if slot.re_auth_in_flight {
+            self.stats.sessions_continued += 1;
+            slot.resume = true;
+            slot.phase = Phase::Ready;
+            self.ready.push_back(s as u32);
+        } else {
+            slot.phase = Phase::Waiting;
+            self.waiting += 1;
+        }
+    }
+
+    /// A Re-Auth-Request (or, with `abort`, an Abort-Session-Request) for
+    /// the session in slot `s`: a waiting session sends its CCR-Update
+    /// (its CCR-Terminate) at once; one with a request in flight notes it.
+    pub(super) fn wake(&mut self, s: usize, abort: bool) {
+        let slot = &mut self.slots[s];
+        if abort {
+            slot.aborted = true;
+        }
+        match slot.phase {
+            Phase::Waiting => {
+                if !abort {
+                    slot.resume = true;
+                    self.stats.sessions_continued += 1;
+                }
+                slot.phase = Phase::Ready;
+                self.waiting -= 1;
+                self.ready.push_back(s as u32);
+            }
+            Phase::InFlight if !abort => slot.re_auth_in_flight = true,
+            _ => {}
+        }
+    }
+
+    /// The run ends: sessions waiting for credit send their CCR-Terminate.
+    pub(super) fn release_waiting(&mut self) {
+        for s in 0..self.slots.len() {
+            let slot = &mut self.slots[s];
+            if slot.phase == Phase::Waiting {
+                slot.aborted = true;
+                slot.phase = Phase::Ready;
+                self.stats.sessions_waiting_at_end += 1;
+                self.ready.push_back(s as u32);
+            }
+        }
+        self.waiting = 0;
+    }
+
+    /// Topup scenario: the CCR-Initial in slot `s` was refused for lack of
+    /// credit; the place starts a new session after [`CREDIT_RETRY`].
+    pub(super) fn park(&mut self, s: usize, now: Instant) {
+        self.end_session(s, false);
+        // end_session queued the place: take it back until the retry.
+        self.ready.pop_back();
+        let slot = &mut self.slots[s];
+        slot.phase = Phase::Parked;
+        slot.sent = now;
+        self.parked += 1;
     }
 
     /// Sends what the window, the schedule and the budget allow.
@@ -116,7 +208,7 @@ impl Conn<'_> {
     pub(super) fn start_session(&mut self, s: usize) -> bool {
         let a = &self.plan.args;
         let mut data = match a.scenario {
-            Scenario::Data => true,
+            Scenario::Data | Scenario::Topup => true,
             Scenario::Sms => false,
             Scenario::Mix => self.rng.f64() >= a.sms_ratio,
         };
@@ -132,7 +224,10 @@ impl Conn<'_> {
             }
             self.budget = Some(b - len);
         }
-        let offset = self.rng.u64(..a.subscribers.max(1));
+        let offset = match a.scenario {
+            Scenario::Topup => (self.place_base + s as u64) % a.subscribers.max(1),
+            _ => self.rng.u64(..a.subscribers.max(1)),
+        };
         self.session_seq += 1;
         let mut digits = [0u8; 20];
         let slot = &mut self.slots[s];
@@ -142,6 +237,8 @@ impl Conn<'_> {
             .extend_from_slice(ccr::decimal(self.session_seq, 0, &mut digits));
         slot.data = data;
         slot.aborted = false;
+        slot.resume = false;
+        slot.re_auth_in_flight = false;
         slot.number = 0;
         slot.offset = offset;
         slot.reserved = len;
@@ -166,11 +263,15 @@ impl Conn<'_> {
             ReqType::Event
         } else if slot.number == 0 {
             ReqType::Initial
-        } else if slot.number <= updates && !slot.aborted {
+        } else if slot.aborted {
+            ReqType::Terminate
+        } else if slot.number <= updates || slot.resume {
             ReqType::Update
         } else {
             ReqType::Terminate
         };
+        slot.resume = false;
+        slot.re_auth_in_flight = false;
         let start = out.len();
         self.plan.builder.write(
             out,
@@ -215,18 +316,28 @@ impl Conn<'_> {
         self.ready.push_back(s as u32);
     }
 
+    /// Ends the sessions whose request went unanswered too long, and
+    /// brings parked places back once their retry time has come.
     pub(super) fn scan_timeouts(&mut self, now: Instant) {
-        if self.in_flight == 0 {
+        if self.in_flight == 0 && self.parked == 0 {
             return;
         }
         let timeout = self.plan.args.timeout;
         for s in 0..self.slots.len() {
-            let slot = &self.slots[s];
-            if slot.phase == Phase::InFlight && now.duration_since(slot.sent) >= timeout {
-                self.stats.types[slot.req as usize].timeouts += 1;
-                self.errors += 1;
-                self.in_flight -= 1;
-                self.end_session(s, false);
+            let slot = &mut self.slots[s];
+            match slot.phase {
+                Phase::InFlight if now.duration_since(slot.sent) >= timeout => {
+                    self.stats.types[slot.req as usize].timeouts += 1;
+                    self.errors += 1;
+                    self.in_flight -= 1;
+                    self.end_session(s, false);
+                }
+                Phase::Parked if now.duration_since(slot.sent) >= CREDIT_RETRY => {
+                    slot.phase = Phase::Free;
+                    self.parked -= 1;
+                    self.ready.push_back(s as u32);
+                }
+                _ => {}
             }
         }
     }
