@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gyro_diameter::app::session_key;
-use rustc_hash::{FxBuildHasher, FxHashMap};
+use rustc_hash::FxHashMap;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
@@ -84,7 +84,11 @@ struct Peers {
 
 /// What all event loops share about connections and session owners.
 pub(crate) struct Registry {
-    owners: papaya::HashMap<u64, u64, FxBuildHasher>,
+    /// Session key -> owning connection and peer, in [`OWNER_SHARDS`]
+    /// maps picked by the key's low bits: a request's note is one
+    /// uncontended lock and a probe of an open-addressing table, with no
+    /// allocation per session (a lock-free map allocated every entry).
+    owners: Box<[Mutex<FxHashMap<u64, u64>>]>,
     conns: Mutex<FxHashMap<u64, ConnEntry>>,
     /// Peers seen, never forgotten (bounded by the peers allowed).
     peers: Mutex<Peers>,
@@ -101,13 +105,22 @@ pub(crate) struct Registration {
     pub rx: mpsc::UnboundedReceiver<Job>,
 }
 
+/// Maps the session owners are spread over (a power of two).
+const OWNER_SHARDS: usize = 64;
+
 impl Registry {
+    /// The owner map holding `key`, locked.
+    fn owners_of(&self, key: u64) -> std::sync::MutexGuard<'_, FxHashMap<u64, u64>> {
+        self.owners[(key >> 7) as usize & (OWNER_SHARDS - 1)]
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     pub(crate) fn new(timeout_ms: u64) -> Registry {
         Registry {
-            owners: papaya::HashMap::builder()
-                .hasher(FxBuildHasher)
-                .capacity(1 << 12)
-                .build(),
+            owners: (0..OWNER_SHARDS)
+                .map(|_| Mutex::new(FxHashMap::default()))
+                .collect(),
             conns: Mutex::new(FxHashMap::default()),
             peers: Mutex::new(Peers::default()),
             next_conn: AtomicU64::new(1),
@@ -160,21 +173,21 @@ impl Registry {
     /// `peer`; `ends`: it ends the session.
     pub(crate) fn note(&self, key: u64, conn: u64, peer: u32, ends: bool) {
         let value = (u64::from(peer) << CONN_BITS) | conn;
-        let owners = self.owners.pin();
+        let mut owners = self.owners_of(key);
         if ends {
-            let _ = owners.remove(&key);
-        } else if owners.get(&key) != Some(&value) {
+            owners.remove(&key);
+        } else {
             owners.insert(key, value);
         }
     }
 
     /// The session `key` ended without a request saying so.
     pub(crate) fn forget(&self, key: u64) {
-        let _ = self.owners.pin().remove(&key);
+        self.owners_of(key).remove(&key);
     }
 
     fn owner(&self, key: u64) -> Option<(u64, u32)> {
-        let v = *self.owners.pin().get(&key)?;
+        let v = *self.owners_of(key).get(&key)?;
         Some((v & ((1 << CONN_BITS) - 1), (v >> CONN_BITS) as u32))
     }
 
