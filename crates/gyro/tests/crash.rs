@@ -14,6 +14,11 @@
 //! (the snapshot threshold lowered so that snapshots follow each other).
 //! After every kill the books balance.
 //!
+//! Top-ups run over the admin API beside the load in every round: each
+//! one acknowledged (HTTP 200) is in the books after the kill, none is
+//! counted twice, and one sent again with its idempotency key after the
+//! last start adds nothing.
+//!
 //! Set GYRO_CRASH_SEED to replay a run (the seed is printed).
 
 #[path = "../../server/tests/common.rs"]
@@ -76,14 +81,15 @@ impl Round {
 struct Server(Option<Child>);
 
 impl Server {
-    fn start(addr: SocketAddr, data: &Path) -> Server {
-        Server::start_with(addr, data, Round::Plain)
-    }
-
-    /// Starts the server with the configuration of `round`.
-    fn start_with(addr: SocketAddr, data: &Path, round: Round) -> Server {
+    /// Starts the server with the configuration of `round`, its admin
+    /// API on `admin` when given.
+    fn start_admin(addr: SocketAddr, data: &Path, round: Round, admin: Option<u16>) -> Server {
         let config = data.with_extension("toml");
-        std::fs::write(&config, round.config()).unwrap();
+        let mut text = round.config().to_string();
+        if let Some(port) = admin {
+            text.push_str(&format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n"));
+        }
+        std::fs::write(&config, text).unwrap();
         let config = config.to_str().unwrap().to_string();
         Server(Some(serve(addr, data, &["--config", &config])))
     }
@@ -301,6 +307,90 @@ fn kill_during_snapshot(data: &Path, stale: &HashSet<std::path::PathBuf>, min_ms
     format!("after {} ms, no snapshot write seen", min_ms + 5000)
 }
 
+/// A top-up over the admin API: its idempotency key and amount.
+#[derive(Clone, Debug)]
+struct TopUp {
+    subscriber: String,
+    key: String,
+    amount: i64,
+}
+
+/// Sends `t` to the admin API on `port`: `Some(true)` when it was applied
+/// now, `Some(false)` when its key had been applied already, `None` when
+/// no success came (the server was killed, or refused it).
+fn top_up(port: u16, t: &TopUp) -> Option<bool> {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(5)))
+        .build()
+        .into();
+    let url = format!(
+        "http://127.0.0.1:{port}/v1/accounts/{}/top-ups",
+        t.subscriber
+    );
+    let body = serde_json::json!({"amount": t.amount, "idempotency_key": t.key});
+    let mut r = agent.post(&url).send_json(&body).ok()?;
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().ok()?;
+    // Anything but success (a 503 while the shard reloads, say) is not an
+    // acknowledgement.
+    if status != 200 && status != 201 {
+        return None;
+    }
+    let v: serde_json::Value = serde_json::from_str(&text).ok()?;
+    Some(v["replayed"] != serde_json::json!(true))
+}
+
+/// Tops up demo accounts until `stop`, every few milliseconds: returns the
+/// top-ups acknowledged and those sent without an answer.
+fn top_ups_until(
+    port: u16,
+    round: usize,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    seed: u64,
+) -> (Vec<TopUp>, Vec<TopUp>) {
+    let mut rng = fastrand::Rng::with_seed(seed);
+    let (mut acked, mut lost) = (Vec::new(), Vec::new());
+    let mut n = 0;
+    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+        let t = TopUp {
+            subscriber: format!("4670000{:04}", rng.u32(..1000)),
+            key: format!("crash-{round}-{n}"),
+            amount: rng.i64(1..=100),
+        };
+        n += 1;
+        match top_up(port, &t) {
+            Some(_) => acked.push(t),
+            None => {
+                lost.push(t);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    (acked, lost)
+}
+
+/// A free port for the admin API, not the Diameter one.
+fn other_port(addr: SocketAddr) -> u16 {
+    loop {
+        let p = free_port();
+        if p != addr.port() {
+            return p;
+        }
+    }
+}
+
+/// Money topped up, all accounts together, as the books say.
+fn topped_up(books: &serde_json::Value) -> i64 {
+    books["books"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| b["topped_up"].as_i64().unwrap_or(0))
+        .sum()
+}
+
 #[test]
 fn sigkill_loses_no_acknowledged_charging() {
     let seed = std::env::var("GYRO_CRASH_SEED")
@@ -335,11 +425,14 @@ fn sigkill_loses_no_acknowledged_charging() {
     // Every request answered DIAMETER_TOO_BUSY: never charged.
     let mut refused: Vec<(String, u64)> = Vec::new();
     let mut retransmitted = 0;
+    // Top-ups acknowledged, and sent without an answer, in every round.
+    let (mut acked, mut unanswered): (Vec<TopUp>, Vec<TopUp>) = (Vec::new(), Vec::new());
     for (i, round) in rounds.into_iter().enumerate() {
         let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+        let admin = other_port(addr);
         // Left by an earlier kill, if recovery keeps them.
         let stale = snapshot_writes(&data);
-        let server = Server::start_with(addr, &data, round);
+        let server = Server::start_admin(addr, &data, round, Some(admin));
         // (Under the overload round's tight bounds a burst of
         // retransmissions may be refused with 3004: the next start checks.)
         if round != Round::Overload {
@@ -358,6 +451,12 @@ fn sigkill_loses_no_acknowledged_charging() {
             .stdout(Stdio::null())
             .spawn()
             .expect("start gyro load");
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let top_ups = {
+            let stop = stop.clone();
+            let seed = seed ^ i as u64;
+            std::thread::spawn(move || top_ups_until(admin, i, stop, seed))
+        };
         let wait = 300 + rng.u64(..1500);
         let how = match round {
             Round::Snapshot => kill_during_snapshot(&data, &stale, wait),
@@ -368,6 +467,10 @@ fn sigkill_loses_no_acknowledged_charging() {
         };
         let pid = server.pid();
         server.kill();
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        let (a, l) = top_ups.join().expect("top-up thread");
+        acked.extend(a);
+        unanswered.extend(l);
         let status = load.wait().unwrap();
         println!("round {i} ({round:?}, pid {pid}): killed {how}; load exited with {status}");
         let told = read_json_lines(&record);
@@ -385,20 +488,40 @@ fn sigkill_loses_no_acknowledged_charging() {
             )
         }));
         answered.extend(told.into_iter().filter(|a| a["result_code"] == 2001));
-        // The books balance after every kill.
+        // The books balance after every kill, and hold every top-up
+        // acknowledged (and at most those sent).
         let books = ledger(&data, false);
         assert_eq!(
             books["violations"], 0,
             "books after round {i} ({round:?}, seed {seed}): {books}"
         );
+        let sum = |ts: &[TopUp]| ts.iter().map(|t| t.amount).sum::<i64>();
+        let total = topped_up(&books);
+        assert!(
+            total >= sum(&acked) && total <= sum(&acked) + sum(&unanswered),
+            "after round {i}: {total} topped up, {} acknowledged, {} unanswered (seed {seed})",
+            sum(&acked),
+            sum(&unanswered)
+        );
     }
+    assert!(!acked.is_empty(), "no top-up was acknowledged");
     // A last start answers retransmissions too, recovers (and closes the
     // CDR files on a clean stop); the books it leaves are the books it
     // found.
     let books = ledger(&data, false);
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = Server::start(addr, &data);
+    let admin = other_port(addr);
+    let server = Server::start_admin(addr, &data, Round::Plain, Some(admin));
     retransmitted += retransmit_sample(addr, &data, &answered, &mut pick, seed);
+    // Every acknowledged top-up sent again: its key was remembered across
+    // the kills, nothing is added.
+    for t in &acked {
+        assert_eq!(
+            top_up(admin, t),
+            Some(false),
+            "top-up {t:?} applied twice (seed {seed})"
+        );
+    }
     server.stop();
     assert_eq!(
         ledger(&data, false),
