@@ -503,7 +503,12 @@ fn a_token_is_required_when_configured_and_an_open_address_needs_one() {
     let port = free_port();
     let token_file = dir.join("token");
     std::fs::write(&token_file, "s3cret-token\n").unwrap();
-    let server = Server::start(&data, &config(&dir, port, Some(&token_file)), port);
+    // Bound to every address (not only loopback), as an operator reaching
+    // it from elsewhere would: the token is what keeps others out.
+    let cfg = config(&dir, port, Some(&token_file));
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("127.0.0.1:", "0.0.0.0:")).unwrap();
+    let server = Server::start(&data, &cfg, port);
 
     let url = |p: &str| format!("{}{p}", server.admin);
     for path in ["/v1/accounts/46700000001", "/metrics", "/v1/openapi.json"] {
