@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use common::{result_code, Client};
-use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
+use gyro_charging::RequestType;
 use gyro_ocs::gy::encode_ccr;
 use serde_json::{json, Value};
 use support::{free_port, scratch, serve};
@@ -185,26 +185,15 @@ fn config(dir: &Path, port: u16, token_file: Option<&Path>) -> PathBuf {
 /// A data CCR on rating group 10 for `msisdn`, reporting `used` octets
 /// (none on an Initial) and asking for more (not on a Terminate).
 fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    let req = CcRequest {
-        session_id: session.into(),
-        origin_host: "pgw.admin.test".into(),
-        end_to_end: 0x0a00 | number,
-        request_type: kind,
-        request_number: number,
-        service_context: "32251@3gpp.org".into(),
-        subscription_ids: vec![SubscriptionId::e164(msisdn)],
-        multiple_services: Some(true),
-        mscc: vec![Mscc {
-            rating_group: Some(10),
-            requested: (kind != RequestType::Termination).then(ServiceUnits::default),
-            used: (kind != RequestType::Initial).then(|| ServiceUnits {
-                total_octets: Some(used),
-                ..ServiceUnits::default()
-            }),
-            ..Mscc::default()
-        }],
-        ..CcRequest::default()
-    };
+    let req = support::data_ccr(
+        "pgw.admin.test",
+        0x0a00,
+        session,
+        msisdn,
+        kind,
+        number,
+        used,
+    );
     let mut b = BytesMut::new();
     encode_ccr(&mut b, &req, 0x0a00 | number, "admin.test", "gyro.test").expect("encode");
     b.to_vec()

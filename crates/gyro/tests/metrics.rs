@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use common::{result_code, Client};
-use gyro_charging::{CcRequest, Mscc, RequestType, RequestedAction, ServiceUnits, SubscriptionId};
+use gyro_charging::{RequestType, RequestedAction, ServiceUnits};
 use gyro_ocs::gy::encode_ccr;
 use serde_json::Value;
 use support::{free_port, scratch, serve};
@@ -85,26 +85,7 @@ impl Server {
 /// A CCR for `msisdn`: data on rating group 10 (reporting `used` octets
 /// on an Update or Terminate), or an SMS direct debit for an Event.
 fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    let mut req = CcRequest {
-        session_id: session.into(),
-        origin_host: ORIGIN_HOST.into(),
-        end_to_end: 0x0b00 | number,
-        request_type: kind,
-        request_number: number,
-        service_context: "32251@3gpp.org".into(),
-        subscription_ids: vec![SubscriptionId::e164(msisdn)],
-        multiple_services: Some(true),
-        mscc: vec![Mscc {
-            rating_group: Some(10),
-            requested: (kind != RequestType::Termination).then(ServiceUnits::default),
-            used: (kind != RequestType::Initial).then(|| ServiceUnits {
-                total_octets: Some(used),
-                ..ServiceUnits::default()
-            }),
-            ..Mscc::default()
-        }],
-        ..CcRequest::default()
-    };
+    let mut req = support::data_ccr(ORIGIN_HOST, 0x0b00, session, msisdn, kind, number, used);
     if kind == RequestType::Event {
         req.service_context = "32274@3gpp.org".into();
         req.multiple_services = None;

@@ -12,13 +12,12 @@ mod common;
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use common::{parse, result_code, Client};
-use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
+use gyro_charging::RequestType;
 use gyro_diameter::codes::{avp, cmd};
 use gyro_diameter::Encoder;
 use gyro_ocs::gy::encode_ccr;
@@ -45,7 +44,7 @@ impl Server {
     fn start(name: &str) -> Server {
         let dir = scratch(name);
         let port = free_port();
-        let cfg = config(&dir, port);
+        let cfg = support::admin_config(&dir, port);
         let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let cfg = cfg.to_string_lossy().into_owned();
         let child = serve(diameter, &dir.join("data"), &["-c", &cfg]);
@@ -131,38 +130,10 @@ fn http(url: &str, method: &str, body: Option<Value>) -> Result<(u16, Value), ur
     Ok((status, value))
 }
 
-fn config(dir: &Path, port: u16) -> PathBuf {
-    // A short answer timeout keeps a lost answer from stalling a test.
-    let text =
-        format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n[peers]\nanswer_timeout_secs = 3.0\n");
-    let path = dir.join("gyro.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
 /// A data CCR on rating group 10 (1.00 per 100 MiB), reporting `used`
 /// octets and asking for more (not on a Terminate).
 fn ccr(sid: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    let req = CcRequest {
-        session_id: sid.into(),
-        origin_host: PGW.into(),
-        end_to_end: 0x0b00 | number,
-        request_type: kind,
-        request_number: number,
-        service_context: "32251@3gpp.org".into(),
-        subscription_ids: vec![SubscriptionId::e164(msisdn)],
-        multiple_services: Some(true),
-        mscc: vec![Mscc {
-            rating_group: Some(10),
-            requested: (kind != RequestType::Termination).then(ServiceUnits::default),
-            used: (kind != RequestType::Initial).then(|| ServiceUnits {
-                total_octets: Some(used),
-                ..ServiceUnits::default()
-            }),
-            ..Mscc::default()
-        }],
-        ..CcRequest::default()
-    };
+    let req = support::data_ccr(PGW, 0x0b00, sid, msisdn, kind, number, used);
     let mut b = BytesMut::new();
     encode_ccr(&mut b, &req, 0x0b00 | number, "reauth.test", "gyro.test").expect("encode");
     b.to_vec()

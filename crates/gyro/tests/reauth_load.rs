@@ -49,7 +49,7 @@ impl Server {
     fn start(name: &str) -> Server {
         let dir = scratch(name);
         let port = free_port();
-        let cfg = config(&dir, port);
+        let cfg = support::admin_config(&dir, port);
         let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
         let data = dir.join("data");
         let child = serve(diameter, &data, &["-c", &cfg.to_string_lossy()]);
@@ -108,14 +108,6 @@ fn http(url: &str, method: &str, body: Option<Value>) -> Result<(u16, Value), ur
     let text = response.body_mut().read_to_string()?;
     let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     Ok((status, value))
-}
-
-fn config(dir: &Path, port: u16) -> PathBuf {
-    let text =
-        format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n[peers]\nanswer_timeout_secs = 3.0\n");
-    let path = dir.join("gyro.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
 
 /// `gyro ledger --json` on a stopped server's data directory.

@@ -161,3 +161,49 @@ pub fn serve(addr: std::net::SocketAddr, data_dir: &Path, extra: &[&str]) -> std
     }
     child
 }
+
+/// A data CCR on rating group 10 for `msisdn`, sent by `origin_host`
+/// with End-to-End `e2e_base | number`: reporting `used` octets (not on
+/// an Initial) and asking for more (not on a Terminate).
+pub fn data_ccr(
+    origin_host: &str,
+    e2e_base: u32,
+    session: &str,
+    msisdn: &str,
+    kind: gyro_charging::RequestType,
+    number: u32,
+    used: u64,
+) -> gyro_charging::CcRequest {
+    use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
+    CcRequest {
+        session_id: session.into(),
+        origin_host: origin_host.into(),
+        end_to_end: e2e_base | number,
+        request_type: kind,
+        request_number: number,
+        service_context: "32251@3gpp.org".into(),
+        subscription_ids: vec![SubscriptionId::e164(msisdn)],
+        multiple_services: Some(true),
+        mscc: vec![Mscc {
+            rating_group: Some(10),
+            requested: (kind != RequestType::Termination).then(ServiceUnits::default),
+            used: (kind != RequestType::Initial).then(|| ServiceUnits {
+                total_octets: Some(used),
+                ..ServiceUnits::default()
+            }),
+            ..Mscc::default()
+        }],
+        ..CcRequest::default()
+    }
+}
+
+/// A configuration file in `dir` whose admin API listens on `port`, with a
+/// short answer timeout for server-initiated requests (a lost answer does
+/// not stall a test).
+pub fn admin_config(dir: &Path, port: u16) -> PathBuf {
+    let text =
+        format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n[peers]\nanswer_timeout_secs = 3.0\n");
+    let path = dir.join("gyro.toml");
+    std::fs::write(&path, text).unwrap();
+    path
+}
