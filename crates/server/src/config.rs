@@ -127,7 +127,8 @@ pub struct PeersSection {
     pub watchdog_secs: f64,
     /// Watchdog jitter in seconds (+/-). Default 2.
     pub watchdog_jitter_secs: f64,
-    /// Time allowed for CER after connect, and for DPA after DPR. Default 10.
+    /// Time allowed for CER after connect (and for the TLS handshake
+    /// before it, on a TLS listener), and for DPA after DPR. Default 10.
     pub handshake_timeout_secs: f64,
     /// How long a request the server sends (RAR, ASR) waits for its
     /// answer before it is given up, in seconds. Default 5.
