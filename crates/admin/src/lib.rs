@@ -6,7 +6,8 @@
 //! * `POST /v1/accounts`, `GET|PATCH|DELETE /v1/accounts/{subscriber}`,
 //!   `POST /v1/accounts/{subscriber}/top-ups`, `GET /v1/sessions`,
 //!   `DELETE /v1/sessions/{session-id}` (Abort-Session-Request),
-//!   `GET /v1/peers`, `GET /v1/openapi.json`.
+//!   `GET /v1/peers`, `POST /v1/tls/reload` (the Diameter over TLS
+//!   certificate, as SIGHUP), `GET /v1/openapi.json`.
 //! * A top-up sends a Re-Auth-Request to the account's sessions waiting
 //!   for credit, a change of the account (PATCH) to all its sessions, or
 //!   an Abort-Session-Request when it blocks the account (`sessions`).
@@ -30,6 +31,7 @@ mod peers;
 mod problem;
 mod sessions;
 mod state;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::{Arc, OnceLock};
@@ -195,6 +197,7 @@ fn router(inner: AppState) -> Router {
             axum::routing::delete(sessions::abort),
         )
         .route("/v1/peers", get(peers::peers))
+        .route("/v1/tls/reload", post(tls::reload))
         .route("/v1/openapi.json", get(openapi::openapi))
         .route_layer(axum::middleware::from_fn_with_state(inner.clone(), auth));
     Router::new()

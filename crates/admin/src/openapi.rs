@@ -5,7 +5,7 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::{accounts, health, metrics, model, peers, problem, sessions};
+use crate::{accounts, health, metrics, model, peers, problem, sessions, tls};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
@@ -13,6 +13,7 @@ use crate::{accounts, health, metrics, model, peers, problem, sessions};
     info(
         title = "gyro admin API",
         description = "Operate a running gyro: health, metrics, accounts, top-ups, sessions. \
+            POST /v1/tls/reload reloads the Diameter over TLS certificate. \
             Every change is applied by the shard that owns the account and answered once it is \
             durable. Errors are application/problem+json (RFC 9457)."
     ),
@@ -29,6 +30,7 @@ use crate::{accounts, health, metrics, model, peers, problem, sessions};
         accounts::sessions,
         sessions::abort,
         peers::peers,
+        tls::reload,
         openapi,
     ),
     components(schemas(
@@ -48,6 +50,7 @@ use crate::{accounts, health, metrics, model, peers, problem, sessions};
         peers::Peers,
         peers::WorkerPeers,
         peers::Peer,
+        tls::TlsCertificate,
         health::Health,
     )),
     modifiers(&BearerToken),

@@ -19,6 +19,9 @@ pub struct Backend {
     pub subscribers: Arc<Subscribers>,
     /// Each shard's commit and charging counters.
     pub totals: Arc<[ShardTotals]>,
+    /// The Diameter over TLS settings, to reload the certificate (`None`
+    /// without TLS listeners).
+    pub tls: Option<Arc<gyro_server::tls::TlsContext>>,
 }
 
 /// Shared by every request.

@@ -9,6 +9,14 @@
 //! milliseconds on any monotonic clock; randomness (the watchdog jitter, the
 //! first Hop-by-Hop Identifier) comes from a seed, so tests are deterministic.
 //!
+//! On a TLS/TCP connection (RFC 6733 section 13) the runtime hands the
+//! identity of the verified client certificate to the responder
+//! ([`Peer::set_certificate`]) before the CER arrives: the CER's
+//! Origin-Host must then be one of the certificate's DNS names, or match
+//! what [`PeerConfig::peer_identities`] expects of that peer, else the CER
+//! is refused with DIAMETER_UNKNOWN_PEER (3010) and an Error-Message
+//! saying why.
+//!
 //! What is not here: election between two connections of one peer (gyro
 //! never opens connections to the clients it serves) and the three DWR
 //! exchanges a reconnecting peer needs (the connection layer treats every
@@ -67,6 +75,10 @@ pub struct PeerConfig {
     /// Origin-Host values allowed past CER (case-insensitive); empty allows
     /// every peer.
     pub allowed_peers: Vec<String>,
+    /// The certificate each named peer must present (TLS): a peer listed
+    /// here is admitted only over a connection whose verified client
+    /// certificate matches its entry. Empty by default.
+    pub peer_identities: Vec<ExpectedIdentity>,
     /// Twinit: the watchdog interval in milliseconds before jitter
     /// (RFC 3539: default 30 s, at least 6 s).
     pub watchdog_ms: u64,
@@ -91,11 +103,120 @@ impl PeerConfig {
             origin_state_id: 1,
             auth_applications: vec![app::CREDIT_CONTROL],
             allowed_peers: Vec::new(),
+            peer_identities: Vec::new(),
             watchdog_ms: 30_000,
             watchdog_jitter_ms: 2_000,
             handshake_timeout_ms: 10_000,
         }
     }
+}
+
+/// What a verified TLS client certificate proves about the peer: the DNS
+/// names of its subject alternative name extension and its fingerprint.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CertificateIdentity {
+    /// The DNS names (`dNSName` entries) of its subject alternative name
+    /// extension, as written in the certificate.
+    pub dns_names: Vec<String>,
+    /// SHA-256 of the DER-encoded certificate.
+    pub sha256: [u8; 32],
+}
+
+/// The certificate one peer must present, by Origin-Host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExpectedIdentity {
+    /// The peer's Origin-Host (case-insensitive).
+    pub origin_host: String,
+    /// A DNS name the certificate must carry among its subject alternative
+    /// names (compared literally, case-insensitively: `*.example.net`
+    /// names a wildcard certificate), instead of the Origin-Host itself.
+    pub san: Option<String>,
+    /// The SHA-256 of the DER certificate the peer must present.
+    pub sha256: Option<[u8; 32]>,
+}
+
+/// Why the Origin-Host of a CER is not the identity its connection's
+/// certificate proves, or `None` when it is. `cert` is the verified client
+/// certificate of the connection, if any. Without an entry in
+/// `config.peer_identities` for the host, a certificate must name the host
+/// among its DNS names (exactly, or by a wildcard `*.` in place of the
+/// host's first label), and a connection without one passes; with an
+/// entry, a certificate is required and must match every part of it.
+pub fn identity_refusal(
+    config: &PeerConfig,
+    cert: Option<&CertificateIdentity>,
+    host: &str,
+) -> Option<String> {
+    let expected = config
+        .peer_identities
+        .iter()
+        .find(|e| identity_eq(&e.origin_host, host));
+    match (expected, cert) {
+        (None, None) => None,
+        (Some(_), None) => Some(format!(
+            "{host} must present a client certificate (TLS): a certificate identity is \
+             configured for it"
+        )),
+        (None, Some(c)) => {
+            if c.dns_names.iter().any(|n| dns_name_matches(n, host)) {
+                None
+            } else {
+                Some(format!(
+                    "Origin-Host {host} is not a DNS name of the client certificate ({})",
+                    name_list(&c.dns_names)
+                ))
+            }
+        }
+        (Some(e), Some(c)) => {
+            if e.sha256.is_some_and(|fp| fp != c.sha256) {
+                return Some(format!(
+                    "the client certificate's SHA-256 fingerprint is not the one configured \
+                     for {host}"
+                ));
+            }
+            match &e.san {
+                Some(san) if !c.dns_names.iter().any(|n| same_dns_name(n, san)) => Some(format!(
+                    "the client certificate does not carry the DNS name {san} configured \
+                         for {host} ({})",
+                    name_list(&c.dns_names)
+                )),
+                _ => None,
+            }
+        }
+    }
+}
+
+/// Case-insensitive equality of two DNS names, a trailing dot ignored.
+fn same_dns_name(a: &str, b: &str) -> bool {
+    a.trim_end_matches('.')
+        .eq_ignore_ascii_case(b.trim_end_matches('.'))
+}
+
+/// Whether the certificate's DNS name `name` covers `host`: the same name,
+/// or `*.rest` for a host that is one more label before `rest`.
+fn dns_name_matches(name: &str, host: &str) -> bool {
+    if same_dns_name(name, host) {
+        return true;
+    }
+    let Some(rest) = name.strip_prefix("*.") else {
+        return false;
+    };
+    match host.split_once('.') {
+        Some((first, tail)) => !first.is_empty() && rest.contains('.') && same_dns_name(rest, tail),
+        None => false,
+    }
+}
+
+/// The first few names, for an Error-Message.
+fn name_list(names: &[String]) -> String {
+    if names.is_empty() {
+        return "it has none".to_string();
+    }
+    let mut s = names.iter().take(4).cloned().collect::<Vec<_>>().join(", ");
+    if names.len() > 4 {
+        s.push_str(", ...");
+    }
+    s
 }
 
 /// Connection state (RFC 6733 section 5.6, reduced to one connection).
@@ -162,6 +283,8 @@ pub struct Peer {
     deadline: u64,
     /// Watchdog expiries since the last message received.
     expiries: u8,
+    /// The verified client certificate of the connection (TLS).
+    certificate: Option<CertificateIdentity>,
     rng: fastrand::Rng,
 }
 
@@ -185,8 +308,21 @@ impl Peer {
             pending: None,
             deadline: now + config.handshake_timeout_ms,
             expiries: 0,
+            certificate: None,
             rng,
         }
+    }
+
+    /// The identity of the connection's verified client certificate (TLS):
+    /// a responder checks the CER's Origin-Host against it (see
+    /// [`identity_refusal`]).
+    pub fn set_certificate(&mut self, cert: CertificateIdentity) {
+        self.certificate = Some(cert);
+    }
+
+    /// The verified client certificate's identity, if any.
+    pub fn certificate(&self) -> Option<&CertificateIdentity> {
+        self.certificate.as_ref()
     }
 
     /// The current state.
@@ -372,12 +508,14 @@ impl Peer {
         let realm = msg.find(avp::ORIGIN_REALM).and_then(|a| a.identity().ok());
         self.remote_host = host.map(str::to_string);
         self.remote_realm = realm.map(str::to_string);
-        let code = cer_result(config, msg);
+        let (code, why) = cer_result(config, self.certificate.as_ref(), msg);
         let error_bit = (3000..4000).contains(&code);
         let mut e = Encoder::answer(out, msg, error_bit);
         e.u32(avp::RESULT_CODE, code);
         write_capabilities(&mut e, config);
-        if code != result::SUCCESS {
+        if let Some(text) = &why {
+            e.str(avp::ERROR_MESSAGE, text);
+        } else if code != result::SUCCESS {
             let text = match code {
                 result::UNKNOWN_PEER => "peer not in the allowed list",
                 result::NO_COMMON_APPLICATION => {
@@ -536,11 +674,16 @@ fn write_capabilities(e: &mut Encoder<'_>, config: &PeerConfig) {
 }
 
 /// The Result-Code for a CER: 5005 when a required AVP is missing, 3010 for
-/// a peer not allowed, 5010 without a common application, 5017 without a
+/// a peer not allowed or whose certificate does not prove its Origin-Host
+/// (with the reason), 5010 without a common application, 5017 without a
 /// common security mechanism, 2001 otherwise.
-fn cer_result(config: &PeerConfig, msg: &Message<'_>) -> u32 {
+fn cer_result(
+    config: &PeerConfig,
+    cert: Option<&CertificateIdentity>,
+    msg: &Message<'_>,
+) -> (u32, Option<String>) {
     if first_missing_cer_avp(msg).is_some() {
-        return result::MISSING_AVP;
+        return (result::MISSING_AVP, None);
     }
     let host = msg
         .find(avp::ORIGIN_HOST)
@@ -549,7 +692,10 @@ fn cer_result(config: &PeerConfig, msg: &Message<'_>) -> u32 {
     if !config.allowed_peers.is_empty()
         && !config.allowed_peers.iter().any(|p| identity_eq(p, host))
     {
-        return result::UNKNOWN_PEER;
+        return (result::UNKNOWN_PEER, None);
+    }
+    if let Some(why) = identity_refusal(config, cert, host) {
+        return (result::UNKNOWN_PEER, Some(why));
     }
     let mut common = false;
     let mut offers_security = false;
@@ -576,13 +722,14 @@ fn cer_result(config: &PeerConfig, msg: &Message<'_>) -> u32 {
             _ => {}
         }
     }
-    if !common {
+    let code = if !common {
         result::NO_COMMON_APPLICATION
     } else if offers_security && !no_inband {
         result::NO_COMMON_SECURITY
     } else {
         result::SUCCESS
-    }
+    };
+    (code, None)
 }
 
 const CER_REQUIRED: [crate::codes::AvpId; 5] = [
@@ -710,6 +857,133 @@ mod tests {
         assert_eq!(ev, Event::Close(CloseReason::Rejected(3010)));
         assert_eq!(result_code(&cea), 3010);
         assert!(parse(&cea).header().is_error());
+    }
+
+    /// Sends a CER from `host` to a responder whose connection carries
+    /// `cert`; returns the CEA's Result-Code, its Error-Message and the
+    /// event.
+    fn cer_with_certificate(
+        server_cfg: &PeerConfig,
+        cert: Option<CertificateIdentity>,
+        host: &str,
+    ) -> (u32, Option<String>, Event) {
+        let client_cfg = cfg(host);
+        let mut client = Peer::new(Role::Initiator, &client_cfg, 0, 7);
+        let mut server = Peer::new(Role::Responder, server_cfg, 0, 9);
+        if let Some(c) = cert {
+            server.set_certificate(c);
+        }
+        let mut cer = BytesMut::new();
+        client.connect(&client_cfg, &mut cer).unwrap();
+        let mut cea = BytesMut::new();
+        let ev = server
+            .handle(server_cfg, &parse(&cer), 0, &mut cea)
+            .unwrap();
+        let m = parse(&cea);
+        let text = m
+            .find(avp::ERROR_MESSAGE)
+            .map(|a| String::from_utf8_lossy(a.data()).into_owned());
+        assert_eq!(m.header().is_error(), result_code(&cea) == 3010);
+        (result_code(&cea), text, ev)
+    }
+
+    fn cert(names: &[&str], fp: u8) -> CertificateIdentity {
+        CertificateIdentity {
+            dns_names: names.iter().map(|n| n.to_string()).collect(),
+            sha256: [fp; 32],
+        }
+    }
+
+    #[test]
+    fn certificate_must_name_the_origin_host() {
+        let s = cfg("server.example.net");
+        let c = cert(&["PGW1.example.net"], 1);
+        let (code, text, ev) = cer_with_certificate(&s, Some(c.clone()), "pgw1.example.net");
+        assert_eq!((code, text, ev), (2001, None, Event::Opened));
+        let (code, text, ev) = cer_with_certificate(&s, Some(c), "pgw2.example.net");
+        assert_eq!(code, 3010);
+        assert_eq!(ev, Event::Close(CloseReason::Rejected(3010)));
+        let text = text.unwrap();
+        assert!(
+            text.contains("pgw2.example.net") && text.contains("PGW1.example.net"),
+            "{text}"
+        );
+        // No certificate (plain TCP, or TLS without client authentication):
+        // nothing to check.
+        assert_eq!(cer_with_certificate(&s, None, "pgw2.example.net").0, 2001);
+    }
+
+    #[test]
+    fn wildcard_certificate_names_cover_one_label() {
+        let s = cfg("server.example.net");
+        let c = cert(&["*.example.net"], 1);
+        assert_eq!(
+            cer_with_certificate(&s, Some(c.clone()), "pgw1.example.net").0,
+            2001
+        );
+        assert_eq!(
+            cer_with_certificate(&s, Some(c.clone()), "a.pgw1.example.net").0,
+            3010
+        );
+        assert_eq!(cer_with_certificate(&s, Some(c), "example.net").0, 3010);
+        let tld = cert(&["*.net"], 1);
+        assert_eq!(cer_with_certificate(&s, Some(tld), "example.net").0, 3010);
+    }
+
+    #[test]
+    fn configured_fingerprint_and_san_replace_the_name_check() {
+        let mut s = cfg("server.example.net");
+        s.peer_identities = vec![
+            ExpectedIdentity {
+                origin_host: "pgw1.example.net".into(),
+                san: None,
+                sha256: Some([7; 32]),
+            },
+            ExpectedIdentity {
+                origin_host: "pgw2.example.net".into(),
+                san: Some("gateways.example.net".into()),
+                sha256: None,
+            },
+        ];
+        // The fingerprint admits whatever names the certificate has.
+        let (code, _, _) = cer_with_certificate(&s, Some(cert(&["other"], 7)), "PGW1.example.net");
+        assert_eq!(code, 2001);
+        let (code, text, _) =
+            cer_with_certificate(&s, Some(cert(&["pgw1.example.net"], 8)), "pgw1.example.net");
+        assert_eq!(code, 3010);
+        assert!(text.unwrap().contains("fingerprint"));
+        // The configured SAN, not the Origin-Host.
+        let gw = cert(&["gateways.example.net"], 1);
+        assert_eq!(
+            cer_with_certificate(&s, Some(gw), "pgw2.example.net").0,
+            2001
+        );
+        let own = cert(&["pgw2.example.net"], 1);
+        let (code, text, _) = cer_with_certificate(&s, Some(own), "pgw2.example.net");
+        assert_eq!(code, 3010);
+        assert!(text.unwrap().contains("gateways.example.net"));
+        // A peer with an entry needs a certificate at all.
+        let (code, text, _) = cer_with_certificate(&s, None, "pgw1.example.net");
+        assert_eq!(code, 3010);
+        assert!(text.unwrap().contains("must present a client certificate"));
+        // Others are checked by name as before.
+        let c = cert(&["pgw3.example.net"], 1);
+        assert_eq!(
+            cer_with_certificate(&s, Some(c), "pgw3.example.net").0,
+            2001
+        );
+    }
+
+    #[test]
+    fn allowed_list_is_checked_before_the_certificate() {
+        let mut s = cfg("server.example.net");
+        s.allowed_peers = vec!["pgw1.example.net".into()];
+        let (code, text, _) =
+            cer_with_certificate(&s, Some(cert(&["pgw9.example.net"], 1)), "pgw9.example.net");
+        assert_eq!(
+            (code, text.as_deref()),
+            (3010, Some("peer not in the allowed list"))
+        );
     }
 
     #[test]

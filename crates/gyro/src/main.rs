@@ -24,6 +24,7 @@ mod alloc {
 }
 mod account;
 mod cdr;
+mod certs;
 mod decode;
 mod demo;
 mod ledger;
@@ -60,6 +61,9 @@ enum Command {
     Account(account::AccountArgs),
     /// List the open sessions of a running server.
     Session(account::SessionArgs),
+    /// Make a throwaway CA, a server and a client certificate for
+    /// Diameter over TLS (tests and first use).
+    Certs(certs::Args),
 }
 
 fn main() -> ExitCode {
@@ -71,6 +75,7 @@ fn main() -> ExitCode {
             | Command::Ledger(_)
             | Command::Account(_)
             | Command::Session(_)
+            | Command::Certs(_)
     );
     if tool {
         // `gyro ledger | head -1` ends quietly instead of panicking.
@@ -93,6 +98,7 @@ fn main() -> ExitCode {
         Command::Ledger(args) => ledger::run(&args),
         Command::Account(args) => account::run_account(&args),
         Command::Session(args) => account::run_session(&args),
+        Command::Certs(args) => certs::run(&args),
     };
     match result {
         Ok(code) => code,

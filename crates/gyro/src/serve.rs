@@ -117,8 +117,11 @@ fn storage(section: &StorageSection, data_dir: &Path) -> Storage {
 /// Starts the server and logs what it runs with.
 pub fn start(config: Config) -> anyhow::Result<Running> {
     // Before anything is created on disk: a bad configuration (too many
-    // workers) leaves no trace.
+    // workers, a TLS file that cannot be read) leaves no trace.
     config.check()?;
+    if !config.tls.listen.is_empty() {
+        gyro_server::tls::TlsContext::load(&config.tls)?;
+    }
     raise_fd_limit(&config);
     let (charging, source) = load_charging(&config)?;
     let workers = config.worker_count();
@@ -172,9 +175,21 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
             control,
             subscribers,
             totals: totals.clone(),
+            tls: handle.tls(),
         });
     }
     let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();
+    if let Some(tls) = handle.tls() {
+        let c = tls.certificate();
+        let addrs: Vec<String> = handle.tls_addrs().iter().map(|a| a.to_string()).collect();
+        info!(
+            listen = %addrs.join(", "),
+            dns_names = %c.dns_names.join(", "),
+            fingerprint_sha256 = %c.fingerprint_sha256,
+            client_auth = ?config.tls.client_auth,
+            "Diameter over TLS (RFC 6733 section 13; SIGHUP or POST /v1/tls/reload reloads the certificate)"
+        );
+    }
     info!(
         listen = %addrs.join(", "),
         workers,
@@ -264,16 +279,21 @@ fn raise_fd_limit(config: &Config) {
     }
 }
 
-/// SIGINT and SIGTERM, caught from the moment this is created (so a signal
-/// that arrives while the server starts is not lost).
+/// SIGINT and SIGTERM (stop) and SIGHUP (reload the TLS certificate),
+/// caught from the moment this is created (so a signal that arrives while
+/// the server starts is not lost).
 pub struct Signals {
     rt: tokio::runtime::Runtime,
     #[cfg(unix)]
-    streams: (tokio::signal::unix::Signal, tokio::signal::unix::Signal),
+    streams: (
+        tokio::signal::unix::Signal,
+        tokio::signal::unix::Signal,
+        tokio::signal::unix::Signal,
+    ),
 }
 
 impl Signals {
-    /// Starts catching SIGINT and SIGTERM.
+    /// Starts catching SIGINT, SIGTERM and SIGHUP.
     pub fn catch() -> anyhow::Result<Signals> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -285,6 +305,7 @@ impl Signals {
                 Ok::<_, std::io::Error>((
                     signal(SignalKind::interrupt())?,
                     signal(SignalKind::terminate())?,
+                    signal(SignalKind::hangup())?,
                 ))
             })?;
             Ok(Signals { rt, streams })
@@ -293,22 +314,45 @@ impl Signals {
         Ok(Signals { rt })
     }
 
-    /// Waits for the first of them.
-    pub fn wait(mut self) {
+    /// Waits for SIGINT or SIGTERM, calling `on_hangup` at every SIGHUP
+    /// meanwhile.
+    pub fn wait(mut self, mut on_hangup: impl FnMut()) {
         #[cfg(unix)]
         {
-            let (int, term) = &mut self.streams;
+            let (int, term, hup) = &mut self.streams;
             self.rt.block_on(async {
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
+                loop {
+                    tokio::select! {
+                        _ = int.recv() => break,
+                        _ = term.recv() => break,
+                        _ = hup.recv() => on_hangup(),
+                    }
                 }
             });
         }
         #[cfg(not(unix))]
         {
+            let _ = &mut on_hangup;
             let _ = self.rt.block_on(tokio::signal::ctrl_c());
         }
+    }
+}
+
+/// SIGHUP: reads the TLS certificate, key and CA bundle again (new
+/// connections use them; open ones keep theirs). A reload that fails
+/// keeps the certificate in use.
+fn reload_tls(tls: Option<&gyro_server::tls::TlsContext>) {
+    match tls.map(|t| t.reload()) {
+        None => info!("SIGHUP: no [tls] listener, nothing to reload"),
+        Some(Ok(c)) => info!(
+            dns_names = %c.dns_names.join(", "),
+            fingerprint_sha256 = %c.fingerprint_sha256,
+            "SIGHUP: TLS certificate reloaded; new connections use it"
+        ),
+        Some(Err(e)) => warn!(
+            error = %e,
+            "SIGHUP: TLS certificate NOT reloaded; the one in use stays"
+        ),
     }
 }
 
@@ -317,7 +361,8 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
     let signals = Signals::catch()?;
     let running = start(config)?;
-    signals.wait();
+    let tls = running.handle.tls();
+    signals.wait(|| reload_tls(tls.as_deref()));
     info!("shutting down: DPR to every peer, answering what is in flight");
     running.handle.shutdown();
     let workers = running.handle.worker_stats();

@@ -223,6 +223,36 @@ pub struct LoadArgs {
     /// default: it copies every request.
     #[arg(long, requires = "record")]
     pub record_messages: bool,
+    /// Diameter over TLS (`--tls`, `--ca`, `--cert`, `--key`,
+    /// `--server-name`).
+    #[command(flatten)]
+    #[serde(default)]
+    pub tls: TlsOptions,
+}
+
+/// Diameter over TLS/TCP (RFC 6733 section 13): TLS starts at connect,
+/// before the CER.
+#[derive(Debug, Clone, Default, Args, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct TlsOptions {
+    /// Connect over TLS (the server's TLS port, 5658 by convention). The
+    /// report counts the TLS handshakes and their time.
+    #[arg(long = "tls", requires = "ca")]
+    pub enabled: bool,
+    /// CA certificates (PEM) that verify the server's certificate.
+    #[arg(long, value_name = "FILE", requires = "enabled")]
+    pub ca: Option<std::path::PathBuf>,
+    /// Client certificate chain (PEM) to present; its DNS names must cover
+    /// the Origin-Host of each connection (see `gyro certs`).
+    #[arg(long, value_name = "FILE", requires_all = ["enabled", "key"])]
+    pub cert: Option<std::path::PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, value_name = "FILE", requires_all = ["enabled", "cert"])]
+    pub key: Option<std::path::PathBuf>,
+    /// The DNS name the server's certificate must carry. Default: the host
+    /// of `--target`.
+    #[arg(long, value_name = "HOST", requires = "enabled")]
+    pub server_name: Option<String>,
 }
 
 #[derive(Parser)]

@@ -173,7 +173,9 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
         )),
         None => None,
     };
+    let tls = conn::tls_client(&args)?;
     let plan = Arc::new(Plan {
+        tls,
         builder: ccr::Builder::new(&args),
         addr,
         base: Instant::now(),

@@ -144,6 +144,8 @@ pub(crate) struct ConnStats {
     pub first_error: Option<String>,
     /// Open loop: how late each request left after its intended time.
     pub send_lag: Histogram<u64>,
+    /// `--tls`: how long this connection's TLS handshake took.
+    pub tls_handshake_us: Option<u64>,
 }
 
 impl ConnStats {
@@ -171,6 +173,7 @@ impl ConnStats {
             last_answer: None,
             first_error: None,
             send_lag: new_histogram(),
+            tls_handshake_us: None,
         }
     }
 
@@ -336,6 +339,10 @@ pub struct Report {
     /// figures still count from the intended times).
     #[serde(default)]
     pub send_lag_us: Option<Latency>,
+    /// `--tls` only: the TLS handshakes completed (`count`) and their time
+    /// in microseconds, from the TCP connection to the handshake's end.
+    #[serde(default)]
+    pub tls_handshakes_us: Option<Latency>,
     /// Figures per request type (only types that were sent).
     pub per_type: Vec<TypeReport>,
     /// Answers per command-level Result-Code (or Experimental-Result-Code
@@ -441,6 +448,14 @@ impl Report {
             }
             r.send_lag_us = Some(Latency::of(&lag));
         }
+        let tls: Vec<u64> = conns.iter().filter_map(|c| c.tls_handshake_us).collect();
+        if !tls.is_empty() {
+            let mut h = new_histogram();
+            for us in tls {
+                h.saturating_record(us.clamp(1, MAX_LATENCY_US));
+            }
+            r.tls_handshakes_us = Some(Latency::of(&h));
+        }
         let end = last.unwrap_or(info.end).max(info.start);
         r.elapsed_secs = end.duration_since(info.start).as_secs_f64();
         r.rate = if r.elapsed_secs > 0.0 {
@@ -536,6 +551,13 @@ impl Report {
                 s,
                 "  open loop: requests left p50 {} us, p99 {} us, max {} us after their intended time",
                 l.p50, l.p99, l.max
+            );
+        }
+        if let Some(l) = &self.tls_handshakes_us {
+            let _ = writeln!(
+                s,
+                "  TLS handshakes {}: mean {:.0} us, p99 {} us, max {} us",
+                l.count, l.mean, l.p99, l.max
             );
         }
         if let Some(e) = &self.first_connection_error {

@@ -29,6 +29,8 @@ pub struct Config {
     pub storage: StorageSection,
     /// The operator API.
     pub admin: AdminSection,
+    /// Diameter over TLS (RFC 6733 section 13).
+    pub tls: TlsSection,
 }
 
 /// `[storage]`.
@@ -92,7 +94,8 @@ impl Default for StorageSection {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServerSection {
-    /// Addresses to listen on (TCP). Default `["127.0.0.1:3868"]`.
+    /// Addresses to listen on (plain TCP). Default `["127.0.0.1:3868"]`.
+    /// May be empty when `tls.listen` is not.
     pub listen: Vec<SocketAddr>,
     /// Our Origin-Host. Default `ocs.gyro.test`.
     pub origin_host: String,
@@ -124,11 +127,122 @@ pub struct PeersSection {
     pub watchdog_secs: f64,
     /// Watchdog jitter in seconds (+/-). Default 2.
     pub watchdog_jitter_secs: f64,
-    /// Time allowed for CER after connect, and for DPA after DPR. Default 10.
+    /// Time allowed for CER after connect (and for the TLS handshake
+    /// before it, on a TLS listener), and for DPA after DPR. Default 10.
     pub handshake_timeout_secs: f64,
     /// How long a request the server sends (RAR, ASR) waits for its
     /// answer before it is given up, in seconds. Default 5.
     pub answer_timeout_secs: f64,
+    /// `[[peers.identity]]`: the TLS client certificate each named peer
+    /// must present. Without an entry, a verified client certificate must
+    /// carry the CER's Origin-Host among its DNS names.
+    pub identity: Vec<PeerIdentity>,
+}
+
+/// One `[[peers.identity]]` entry: what certificate the peer whose CER
+/// says `origin_host` must present. A peer listed here is admitted only
+/// over TLS with a verified client certificate that matches every key
+/// given; others get DIAMETER_UNKNOWN_PEER (3010) and are disconnected.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PeerIdentity {
+    /// The peer's Origin-Host (case-insensitive).
+    pub origin_host: String,
+    /// A DNS name the certificate must carry among its subject alternative
+    /// names, instead of the Origin-Host (compared literally, so
+    /// `"*.example.net"` names a wildcard certificate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub san: Option<String>,
+    /// SHA-256 of the DER certificate, 64 hex digits, colons allowed
+    /// (`openssl x509 -noout -fingerprint -sha256` prints it so).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint_sha256: Option<String>,
+}
+
+impl PeerIdentity {
+    /// The fingerprint as bytes; the error says what is wrong with it.
+    pub fn fingerprint(&self) -> Result<Option<[u8; 32]>, String> {
+        let Some(text) = &self.fingerprint_sha256 else {
+            return Ok(None);
+        };
+        let digits: Vec<u8> = text.bytes().filter(|b| !matches!(b, b':' | b' ')).collect();
+        if digits.len() != 64 {
+            return Err(format!(
+                "{text:?} is not a SHA-256 fingerprint (64 hex digits, colons allowed)"
+            ));
+        }
+        let mut out = [0u8; 32];
+        for (i, pair) in digits.chunks(2).enumerate() {
+            let hex = |b: u8| (b as char).to_digit(16);
+            match (hex(pair[0]), hex(pair[1])) {
+                (Some(h), Some(l)) => out[i] = (h * 16 + l) as u8,
+                _ => return Err(format!("{text:?} has a character that is not a hex digit")),
+            }
+        }
+        Ok(Some(out))
+    }
+}
+
+/// `[tls]`: Diameter over TLS/TCP (RFC 6733 section 13): TLS starts at
+/// connect, before the CER, on listeners of its own (port 5658 by
+/// convention), beside the plain ones of `server.listen`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct TlsSection {
+    /// Addresses of the TLS listeners. Default none (no TLS).
+    pub listen: Vec<SocketAddr>,
+    /// The server's certificate chain, PEM (end-entity first). Needed with
+    /// `listen`.
+    pub cert: Option<PathBuf>,
+    /// The server's private key, PEM (PKCS#8, PKCS#1 or SEC1). Needed with
+    /// `listen`.
+    pub key: Option<PathBuf>,
+    /// CA certificates (PEM bundle) that client certificates must chain
+    /// to. Needed unless `client_auth = "none"`.
+    pub client_ca: Option<PathBuf>,
+    /// Client certificates: `"required"` (default), `"optional"` (a
+    /// client may present none; one it presents must verify) or `"none"`.
+    pub client_auth: ClientAuth,
+    /// Lowest TLS version accepted: `"1.2"` (default) or `"1.3"`.
+    pub min_version: TlsVersion,
+}
+
+/// `tls.client_auth`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum ClientAuth {
+    /// Every client presents a certificate that chains to `client_ca`.
+    #[default]
+    Required,
+    /// A client may present none; one it presents must verify.
+    Optional,
+    /// No client certificates are asked for.
+    None,
+}
+
+/// `tls.min_version`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub enum TlsVersion {
+    /// TLS 1.2 and 1.3.
+    #[default]
+    #[serde(rename = "1.2")]
+    Tls12,
+    /// TLS 1.3 only.
+    #[serde(rename = "1.3")]
+    Tls13,
+}
+
+impl Default for TlsSection {
+    fn default() -> Self {
+        TlsSection {
+            listen: Vec::new(),
+            cert: None,
+            key: None,
+            client_ca: None,
+            client_auth: ClientAuth::Required,
+            min_version: TlsVersion::Tls12,
+        }
+    }
 }
 
 /// `[limits]`.
@@ -246,6 +360,7 @@ impl Default for PeersSection {
             watchdog_jitter_secs: 2.0,
             handshake_timeout_secs: 10.0,
             answer_timeout_secs: 5.0,
+            identity: Vec::new(),
         }
     }
 }
@@ -284,6 +399,7 @@ impl Default for Config {
             validation: ValidationSection::default(),
             storage: StorageSection::default(),
             admin: AdminSection::default(),
+            tls: TlsSection::default(),
         }
     }
 }
@@ -306,9 +422,10 @@ impl Config {
     /// use shorter timers.)
     pub fn check(&self) -> Result<(), Error> {
         let bad = |m: &str| Err(Error::Config(m.to_string()));
-        if self.server.listen.is_empty() {
-            return bad("server.listen: at least one address is needed");
+        if self.server.listen.is_empty() && self.tls.listen.is_empty() {
+            return bad("server.listen: at least one address is needed (here or in tls.listen)");
         }
+        self.check_tls()?;
         if self.server.origin_host.is_empty() || self.server.origin_realm.is_empty() {
             return bad("server.origin_host and server.origin_realm must not be empty");
         }
@@ -348,6 +465,89 @@ impl Config {
         }
         if self.storage.async_interval_ms == 0 || self.storage.cdr_max_age_secs == 0 {
             return bad("storage.async_interval_ms and storage.cdr_max_age_secs must be positive");
+        }
+        Ok(())
+    }
+
+    /// `[tls]` and `[[peers.identity]]`: the keys that must go together.
+    /// (The files themselves are read when the server starts, see
+    /// [`crate::tls::TlsContext::load`].)
+    fn check_tls(&self) -> Result<(), Error> {
+        let t = &self.tls;
+        let err = |m: String| Err(Error::Config(m));
+        if let Some(a) = t.listen.iter().find(|a| self.server.listen.contains(a)) {
+            return err(format!(
+                "tls.listen: {a} is also in server.listen (a port is either plain or TLS)"
+            ));
+        }
+        if !t.listen.is_empty() {
+            if t.cert.is_none() {
+                return err(
+                    "tls.cert: the server certificate (PEM) is needed with tls.listen".into(),
+                );
+            }
+            if t.key.is_none() {
+                return err(
+                    "tls.key: the server's private key (PEM) is needed with tls.listen".into(),
+                );
+            }
+            match (t.client_auth, &t.client_ca) {
+                (ClientAuth::None, Some(_)) => {
+                    return err(
+                        "tls.client_ca is set but tls.client_auth = \"none\" asks for no \
+                                client certificate"
+                            .into(),
+                    )
+                }
+                (ClientAuth::Required | ClientAuth::Optional, None) => {
+                    return err(format!(
+                        "tls.client_ca: the CA bundle (PEM) that verifies client certificates \
+                         is needed with tls.client_auth = \"{}\" (or set it to \"none\")",
+                        if t.client_auth == ClientAuth::Required {
+                            "required"
+                        } else {
+                            "optional"
+                        }
+                    ))
+                }
+                _ => {}
+            }
+        }
+        let mut seen: Vec<&str> = Vec::new();
+        for (i, p) in self.peers.identity.iter().enumerate() {
+            let key = format!("peers.identity[{i}]");
+            if p.origin_host.is_empty() {
+                return err(format!("{key}.origin_host must not be empty"));
+            }
+            if p.san.is_none() && p.fingerprint_sha256.is_none() {
+                return err(format!(
+                    "{key} ({}): give san or fingerprint_sha256 (or both)",
+                    p.origin_host
+                ));
+            }
+            if p.san.as_deref() == Some("") {
+                return err(format!("{key}.san must not be empty"));
+            }
+            if let Err(e) = p.fingerprint() {
+                return err(format!("{key}.fingerprint_sha256: {e}"));
+            }
+            if seen.iter().any(|h| h.eq_ignore_ascii_case(&p.origin_host)) {
+                return err(format!(
+                    "{key}: a second entry for origin_host {}",
+                    p.origin_host
+                ));
+            }
+            seen.push(&p.origin_host);
+        }
+        if !self.peers.identity.is_empty()
+            && (t.listen.is_empty() || t.client_auth == ClientAuth::None)
+        {
+            return err(
+                "peers.identity: peers named there must present a client certificate, \
+                        which needs tls.listen with tls.client_auth = \"required\" or \
+                        \"optional\""
+                    .into(),
+            );
         }
         Ok(())
     }
@@ -412,6 +612,109 @@ mod tests {
             let e = Config::from_toml_str(&format!("[limits]\n{key} = 0\n")).unwrap_err();
             assert!(e.to_string().contains(key), "{e}");
         }
+    }
+
+    const TLS: &str = "[tls]\nlisten = [\"127.0.0.1:5658\"]\ncert = \"s.pem\"\nkey = \"s.key\"\n";
+
+    #[test]
+    fn tls_keys_parse() {
+        let c = Config::from_toml_str(&format!(
+            "{TLS}client_ca = \"ca.pem\"\nclient_auth = \"optional\"\nmin_version = \"1.3\"\n\
+             [[peers.identity]]\norigin_host = \"pgw1.example\"\n\
+             fingerprint_sha256 = \"{}\"\n\
+             [[peers.identity]]\norigin_host = \"pgw2.example\"\nsan = \"*.example\"\n",
+            ["AB"; 32].join(":")
+        ))
+        .unwrap();
+        assert_eq!(c.tls.client_auth, ClientAuth::Optional);
+        assert_eq!(c.tls.min_version, TlsVersion::Tls13);
+        assert_eq!(c.tls.listen, vec!["127.0.0.1:5658".parse().unwrap()]);
+        assert_eq!(c.peers.identity[0].fingerprint().unwrap(), Some([0xAB; 32]));
+        assert_eq!(c.peers.identity[1].san.as_deref(), Some("*.example"));
+        // Plain and TLS listeners at once; or TLS alone.
+        let both =
+            format!("[server]\nlisten = [\"127.0.0.1:3868\"]\n{TLS}client_auth = \"none\"\n");
+        assert!(Config::from_toml_str(&both).is_ok());
+        let alone = format!("[server]\nlisten = []\n{TLS}client_auth = \"none\"\n");
+        assert!(Config::from_toml_str(&alone).is_ok());
+    }
+
+    #[test]
+    fn tls_keys_that_go_together_are_named() {
+        let e = |text: &str| Config::from_toml_str(text).unwrap_err().to_string();
+        let cases = [
+            ("[tls]\nlisten = [\"127.0.0.1:5658\"]\n", "tls.cert"),
+            (
+                "[tls]\nlisten = [\"127.0.0.1:5658\"]\ncert = \"s.pem\"\n",
+                "tls.key",
+            ),
+            (TLS, "tls.client_ca"),
+            (
+                &format!("{TLS}client_auth = \"none\"\nclient_ca = \"ca.pem\"\n"),
+                "tls.client_ca",
+            ),
+            (
+                &format!("{TLS}client_auth = \"sometimes\"\n"),
+                "client_auth",
+            ),
+            (&format!("{TLS}min_version = \"1.1\"\n"), "min_version"),
+            (
+                &format!("[server]\nlisten = [\"127.0.0.1:5658\"]\n{TLS}client_auth = \"none\"\n"),
+                "tls.listen",
+            ),
+            ("[server]\nlisten = []\n", "server.listen"),
+        ];
+        for (text, key) in cases {
+            let msg = e(text);
+            assert!(msg.contains(key), "{key}: {msg}");
+        }
+    }
+
+    #[test]
+    fn peer_identities_are_checked() {
+        let with_tls = |entry: &str| {
+            Config::from_toml_str(&format!(
+                "{TLS}client_ca = \"ca.pem\"\n[[peers.identity]]\n{entry}"
+            ))
+        };
+        let e = with_tls("origin_host = \"pgw1\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("peers.identity[0]") && e.contains("san or fingerprint_sha256"),
+            "{e}"
+        );
+        let e = with_tls("origin_host = \"pgw1\"\nfingerprint_sha256 = \"AB:CD\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("peers.identity[0].fingerprint_sha256"), "{e}");
+        let bad_digit = "zz".repeat(32);
+        let e = with_tls(&format!(
+            "origin_host = \"pgw1\"\nfingerprint_sha256 = \"{bad_digit}\"\n"
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("hex digit"), "{e}");
+        let e = with_tls("origin_host = \"pgw1\"\nsan = \"a\"\n[[peers.identity]]\norigin_host = \"PGW1\"\nsan = \"b\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("peers.identity[1]") && e.contains("second entry"),
+            "{e}"
+        );
+        let e = with_tls("origin_host = \"pgw1\"\nsan = \"a\"\nsubject = \"x\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("subject"), "{e}");
+        // Without a TLS listener asking for client certificates no peer
+        // could ever prove an identity.
+        let e = Config::from_toml_str("[[peers.identity]]\norigin_host = \"pgw1\"\nsan = \"a\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("peers.identity") && e.contains("tls.listen"),
+            "{e}"
+        );
     }
 
     #[test]

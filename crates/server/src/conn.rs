@@ -11,8 +11,14 @@
 //! worker come back on one channel and leave in as few writes as possible,
 //! in whatever order they complete (Diameter matches them by Hop-by-Hop
 //! Identifier).
+//!
+//! A connection runs over any [`Transport`]: a plain `TcpStream` (split
+//! into its owned halves, as before TLS existed) or a TLS stream (split
+//! with `tokio::io::split`); the code is generic over it, so the plain path
+//! pays nothing for TLS.
 
 use std::cell::Cell;
+use std::net::SocketAddr;
 use std::rc::Rc;
 
 use rustc_hash::FxHashMap;
@@ -22,10 +28,10 @@ use bytes::{Bytes, BytesMut};
 use gyro_diameter::app::{session_key, Application, SessionStep, Shard};
 use gyro_diameter::codes::{avp, result};
 use gyro_diameter::connection::{Close, Connection, Event};
-use gyro_diameter::peer::{disconnect_cause, CloseReason, State};
+use gyro_diameter::peer::{disconnect_cause, CertificateIdentity, CloseReason, State};
 use gyro_diameter::Message;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 use tracing::{debug, info, warn};
@@ -36,6 +42,35 @@ use crate::metrics::WorkerStats;
 use crate::outbound::{Job as OutboundJob, OutboundError, Registration};
 use crate::overload::{self, Refusal};
 use crate::worker::{Job, Worker};
+
+/// A byte stream a Diameter connection is served over, split into a read
+/// half (the connection's loop) and a write half (its writer task).
+pub(crate) trait Transport: Sized + 'static {
+    /// The read half.
+    type Read: AsyncRead + Unpin + 'static;
+    /// The write half.
+    type Write: AsyncWrite + Unpin + 'static;
+    /// Splits the stream.
+    fn into_halves(self) -> (Self::Read, Self::Write);
+}
+
+impl Transport for TcpStream {
+    type Read = OwnedReadHalf;
+    type Write = OwnedWriteHalf;
+    fn into_halves(self) -> (OwnedReadHalf, OwnedWriteHalf) {
+        self.into_split()
+    }
+}
+
+/// TLS/TCP: both halves share the TLS session, behind the lock of
+/// `tokio::io::split`.
+impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
+    type Read = tokio::io::ReadHalf<Self>;
+    type Write = tokio::io::WriteHalf<Self>;
+    fn into_halves(self) -> (Self::Read, Self::Write) {
+        tokio::io::split(self)
+    }
+}
 
 struct Conn<F: Application> {
     worker: Rc<Worker<F>>,
@@ -58,10 +93,14 @@ struct Conn<F: Application> {
 }
 
 /// Serves one accepted connection until it closes; `_slot` is its place
-/// among the server's connections, given back when it ends.
-pub(crate) async fn serve<F: Application>(
+/// among the server's connections, given back when it ends. `remote` is
+/// the peer's address; `certificate` the identity of its verified TLS
+/// client certificate, which its CER's Origin-Host must match.
+pub(crate) async fn serve<F: Application, S: Transport>(
     worker: Rc<Worker<F>>,
-    stream: TcpStream,
+    stream: S,
+    remote: Option<SocketAddr>,
+    certificate: Option<CertificateIdentity>,
     mut shutdown: watch::Receiver<bool>,
     _slot: Accepted,
 ) {
@@ -70,9 +109,7 @@ pub(crate) async fn serve<F: Application>(
     let stats = &shared.stats[worker.index];
     WorkerStats::bump(&stats.connections, 1);
     WorkerStats::bump(&stats.open_connections, 1);
-    let remote = stream.peer_addr().ok();
-    let _ = stream.set_nodelay(true);
-    let (mut rd, wr) = stream.into_split();
+    let (mut rd, wr) = stream.into_halves();
     let (tx, rx) = mpsc::unbounded_channel::<Outgoing>();
     let inflight = Rc::new(Cell::new(0usize));
     let written = Rc::new(Notify::new());
@@ -80,8 +117,12 @@ pub(crate) async fn serve<F: Application>(
 
     let now = shared.now_ms();
     let seed = now ^ (worker.index as u64).rotate_left(32) ^ remote.map_or(0, |a| a.port() as u64);
+    let mut connection = Connection::accept(shared.connection.clone(), now, seed);
+    if let Some(cert) = certificate {
+        connection.set_peer_certificate(cert);
+    }
     let mut c = Conn {
-        conn: Connection::accept(shared.connection.clone(), now, seed),
+        conn: connection,
         tx,
         local_answers: 0,
         batches: (0..shared.inboxes.len()).map(|_| Vec::new()).collect(),
@@ -156,10 +197,16 @@ pub(crate) async fn serve<F: Application>(
     match reason {
         Some(Close::Peer(CloseReason::Rejected(_))) if c.peer_refused => {}
         Some(Close::Peer(CloseReason::Rejected(code))) => {
+            let peer = c.conn.peer();
+            let host = peer.remote_host();
+            let why = host.and_then(|h| {
+                gyro_diameter::peer::identity_refusal(&c.conn.config().peer, peer.certificate(), h)
+            });
             info!(
                 ?remote,
                 code,
-                host = c.conn.peer().remote_host(),
+                host,
+                reason = why.as_deref().unwrap_or(""),
                 "capabilities exchange refused"
             )
         }
@@ -475,8 +522,8 @@ async fn next_job(outbound: &mut Option<Registration>) -> Option<OutboundJob> {
 }
 
 /// Writes answers as they arrive, many per write when they queue up.
-async fn write_loop(
-    mut wr: OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     inflight: Rc<Cell<usize>>,
     written: Rc<Notify>,

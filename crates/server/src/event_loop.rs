@@ -20,7 +20,9 @@ use crate::directory::Pinner;
 use crate::fd_limit::{self, Spare};
 use crate::metrics::{StatsSnapshot, WorkerStats};
 use crate::overload::{self, Refusal};
+use crate::tls::TlsContext;
 use crate::worker::{Job, Shared, Worker};
+use gyro_diameter::peer::CertificateIdentity;
 
 /// Runs worker `index` on the current thread until shutdown completes.
 /// `ready` is waited on once this worker's sessions are in the directory,
@@ -28,7 +30,7 @@ use crate::worker::{Job, Shared, Worker};
 pub(crate) fn run<F: Application>(
     index: usize,
     shared: Arc<Shared<F>>,
-    listeners: Vec<std::net::TcpListener>,
+    listeners: Vec<(std::net::TcpListener, Option<Arc<TlsContext>>)>,
     inbox: mpsc::UnboundedReceiver<Vec<Job>>,
     shutdown: watch::Receiver<bool>,
     ready: Arc<std::sync::Barrier>,
@@ -78,13 +80,14 @@ pub(crate) fn run<F: Application>(
     local.block_on(&rt, async move {
         let conns = Rc::new((Cell::new(0usize), Notify::new()));
         let mut accepts = Vec::new();
-        for l in listeners {
+        for (l, tls) in listeners {
             let addr = l.local_addr().ok();
             match TcpListener::from_std(l) {
                 Ok(l) => accepts.push(tokio::task::spawn_local(accept_loop(
                     worker.clone(),
                     l,
                     addr,
+                    tls,
                     shutdown.clone(),
                     conns.clone(),
                 ))),
@@ -147,6 +150,7 @@ async fn accept_loop<F: Application>(
     worker: Rc<Worker<F>>,
     listener: TcpListener,
     addr: Option<SocketAddr>,
+    tls: Option<Arc<TlsContext>>,
     mut shutdown: watch::Receiver<bool>,
     conns: Rc<(Cell<usize>, Notify)>,
 ) {
@@ -176,9 +180,19 @@ async fn accept_loop<F: Application>(
                     let w = worker.clone();
                     let sd = shutdown.clone();
                     let c = conns.clone();
+                    let tls = tls.clone();
                     c.0.set(c.0.get() + 1);
                     tokio::task::spawn_local(async move {
-                        crate::conn::serve(w, stream, sd, slot).await;
+                        let _ = stream.set_nodelay(true);
+                        let remote = Some(remote);
+                        match tls {
+                            None => crate::conn::serve(w, stream, remote, None, sd, slot).await,
+                            Some(tls) => {
+                                if let Some((s, cert)) = tls_accept(&w, &tls, stream, remote).await {
+                                    crate::conn::serve(w, s, remote, cert, sd, slot).await
+                                }
+                            }
+                        }
                         c.0.set(c.0.get() - 1);
                         c.1.notify_one();
                     });
@@ -221,6 +235,43 @@ async fn accept_loop<F: Application>(
             _ = shutdown.changed() => {}
         }
     }
+}
+
+/// The TLS handshake of a connection accepted on a TLS listener (RFC 6733
+/// section 13: TLS starts at connect, before the CER), bounded by the
+/// handshake timeout. Returns the TLS stream and the identity of the
+/// client certificate it verified, if the client presented one; `None`
+/// (the connection is dropped) when the handshake fails.
+async fn tls_accept<F: Application>(
+    worker: &Worker<F>,
+    tls: &TlsContext,
+    stream: tokio::net::TcpStream,
+    remote: Option<SocketAddr>,
+) -> Option<(
+    tokio_rustls::server::TlsStream<tokio::net::TcpStream>,
+    Option<CertificateIdentity>,
+)> {
+    let shared = &worker.shared;
+    let limit = Duration::from_secs_f64(shared.config.peers.handshake_timeout_secs);
+    let error = match tokio::time::timeout(limit, tls.acceptor().accept(stream)).await {
+        Ok(Ok(s)) => {
+            let cert = s
+                .get_ref()
+                .1
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .map(|c| crate::tls::certificate_identity(c));
+            debug!(?remote, client_certificate = ?cert.as_ref().map(|c| &c.dns_names), "TLS handshake done");
+            return Some((s, cert));
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => "timed out".to_string(),
+    };
+    let w = &shared.warnings.tls_handshake_failed;
+    if let Some(count) = w.hit(1, shared.now_ms()) {
+        warn!(?remote, error = %error, count, "{}", w.what());
+    }
+    None
 }
 
 /// Handles requests handed over by other event loops, batch by batch, and

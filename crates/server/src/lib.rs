@@ -17,6 +17,10 @@
 //! * Overload control: a request for a shard whose queue is full, or that
 //!   waited too long for its shard, is answered DIAMETER_TOO_BUSY at once
 //!   (see `overload`); connections are limited in all and per peer.
+//! * Diameter over TLS/TCP (RFC 6733 section 13) on listeners of its own
+//!   (`[tls]`, see [`tls`]): TLS at connect, the client certificate's
+//!   identity bound to the CER's Origin-Host, the certificate reloaded
+//!   without a restart ([`ServerHandle::tls`]).
 //! * Shutdown ([`ServerHandle::shutdown`]) stops accepting, sends DPR on
 //!   every open connection, answers everything in flight, then stops.
 
@@ -36,6 +40,7 @@ mod overload;
 mod peers;
 pub mod rate_limit;
 pub mod telemetry;
+pub mod tls;
 mod warnings;
 mod worker;
 
@@ -65,6 +70,8 @@ pub struct ServerHandle {
     shutdown: watch::Sender<bool>,
     threads: Vec<JoinHandle<()>>,
     local_addrs: Vec<SocketAddr>,
+    tls_addrs: Vec<SocketAddr>,
+    tls: Option<Arc<tls::TlsContext>>,
     stats: Arc<[WorkerStats]>,
 }
 
@@ -72,6 +79,17 @@ impl ServerHandle {
     /// The addresses actually listened on (useful with port 0).
     pub fn local_addrs(&self) -> &[SocketAddr] {
         &self.local_addrs
+    }
+
+    /// The TLS addresses actually listened on (`tls.listen`).
+    pub fn tls_addrs(&self) -> &[SocketAddr] {
+        &self.tls_addrs
+    }
+
+    /// The TLS settings of the TLS listeners, to reload the certificate
+    /// ([`tls::TlsContext::reload`]); `None` without TLS listeners.
+    pub fn tls(&self) -> Option<Arc<tls::TlsContext>> {
+        self.tls.clone()
     }
 
     /// Each worker's counters.
@@ -110,6 +128,17 @@ pub fn peer_config(config: &Config, local_ips: &[std::net::IpAddr]) -> PeerConfi
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(1, |d| d.as_secs() as u32);
     p.allowed_peers = config.peers.allowed.clone();
+    p.peer_identities = config
+        .peers
+        .identity
+        .iter()
+        .map(|i| gyro_diameter::peer::ExpectedIdentity {
+            origin_host: i.origin_host.clone(),
+            san: i.san.clone(),
+            // Checked by Config::check.
+            sha256: i.fingerprint().ok().flatten(),
+        })
+        .collect();
     p.watchdog_ms = (config.peers.watchdog_secs * 1000.0) as u64;
     p.watchdog_jitter_ms = (config.peers.watchdog_jitter_secs * 1000.0) as u64;
     p.handshake_timeout_ms = (config.peers.handshake_timeout_secs * 1000.0) as u64;
@@ -160,25 +189,43 @@ pub fn start_controlled<F: Application>(
             "more workers than CPUs: event loops will share CPUs"
         );
     }
+    // The TLS files are read before any socket is bound: a bad path is an
+    // error naming its key.
+    let tls = if config.tls.listen.is_empty() {
+        None
+    } else {
+        Some(Arc::new(tls::TlsContext::load(&config.tls)?))
+    };
     // Bind the first worker's sockets, then the others on the ports actually
     // chosen (port 0 picks one for all).
     let mut local_addrs = Vec::new();
-    let mut per_worker: Vec<Vec<std::net::TcpListener>> =
+    let mut tls_addrs = Vec::new();
+    let mut per_worker: Vec<Vec<(std::net::TcpListener, Option<Arc<tls::TlsContext>>)>> =
         (0..workers).map(|_| Vec::new()).collect();
-    for &addr in &config.server.listen {
+    let plain = config.server.listen.iter().map(|a| (*a, None));
+    let secure = config.tls.listen.iter().map(|a| (*a, tls.clone()));
+    for (addr, tls) in plain.chain(secure) {
         // SO_REUSEPORT would let a second gyro share a port another one
         // already serves; a plain bind first makes that an error, and picks
         // the port when 0 is asked for.
         let actual = std::net::TcpListener::bind(addr)
             .and_then(|probe| probe.local_addr())
             .map_err(|source| Error::Listen { addr, source })?;
-        local_addrs.push(actual);
+        if tls.is_some() {
+            tls_addrs.push(actual);
+        } else {
+            local_addrs.push(actual);
+        }
         for w in per_worker.iter_mut() {
-            w.push(listener(actual)?);
+            w.push((listener(actual)?, tls.clone()));
         }
     }
-    let mut ips: Vec<std::net::IpAddr> = local_addrs.iter().map(|a| a.ip()).collect();
-    ips.dedup();
+    let mut ips: Vec<std::net::IpAddr> = Vec::new();
+    for a in local_addrs.iter().chain(&tls_addrs) {
+        if !ips.contains(&a.ip()) {
+            ips.push(a.ip());
+        }
+    }
     if ips.iter().any(|ip| ip.is_unspecified()) {
         ips = vec![std::net::IpAddr::from([127, 0, 0, 1])];
     }
@@ -271,6 +318,8 @@ pub fn start_controlled<F: Application>(
         shutdown,
         threads,
         local_addrs,
+        tls_addrs,
+        tls,
         stats,
     };
     Ok((handle, control))

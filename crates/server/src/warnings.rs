@@ -26,6 +26,8 @@ pub(crate) struct Warnings {
     pub broken_stream: RateLimit,
     /// Connections whose peer stopped reading its answers.
     pub stopped_reading: RateLimit,
+    /// TLS handshakes that failed or took too long.
+    pub tls_handshake_failed: RateLimit,
 }
 
 impl Warnings {
@@ -39,6 +41,7 @@ impl Warnings {
             accept_failed: limit("accept failed"),
             broken_stream: limit("broken stream; closing"),
             stopped_reading: limit("peer stopped reading its answers; closing"),
+            tls_handshake_failed: limit("TLS handshake failed; connection closed"),
         }
     }
 
@@ -53,6 +56,7 @@ impl Warnings {
             &self.accept_failed,
             &self.broken_stream,
             &self.stopped_reading,
+            &self.tls_handshake_failed,
         ] {
             if let Some(count) = r.flush(now_ms) {
                 warn!(count, "{} (since the last report)", r.what());

@@ -238,6 +238,13 @@ impl Connection {
         &self.peer
     }
 
+    /// The identity of the connection's verified TLS client certificate:
+    /// the CER's Origin-Host is checked against it
+    /// ([`peer::identity_refusal`]). Call it before the CER is handled.
+    pub fn set_peer_certificate(&mut self, cert: peer::CertificateIdentity) {
+        self.peer.set_certificate(cert);
+    }
+
     /// The peer state.
     pub fn state(&self) -> State {
         if self.closed.is_some() {

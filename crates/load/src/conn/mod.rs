@@ -9,7 +9,8 @@
 //!
 //! * this module drives the codec's sans-IO [`Connection`] (framing, the
 //!   peer state machine with DWR/DWA and DPR/DPA) over the socket;
-//! * [`handshake`]: connect and exchange capabilities (CER/CEA);
+//! * [`handshake`]: connect, TLS with `--tls`, and exchange capabilities
+//!   (CER/CEA);
 //! * [`sessions`]: the session slots, which request each sends next and
 //!   when (closed loop, or the open-loop schedule of [`crate::pacing`]);
 //! * [`accounting`]: what each answer counts for, the progress counters
@@ -31,7 +32,6 @@ use gyro_diameter::connection::{Connection, Event};
 use gyro_diameter::peer::{disconnect_cause, State};
 use gyro_diameter::{Encoder, Message};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::Barrier;
 
 use crate::args::LoadArgs;
@@ -39,7 +39,8 @@ use crate::ccr::Builder;
 use crate::pacing::{PreciseTimer, Schedule};
 use crate::stats::{ConnStats, ReqType};
 
-use handshake::open;
+use handshake::{open, Stream, Transport};
+pub(crate) use handshake::{tls_client, TlsClient};
 use sessions::{Phase, Slot};
 
 /// Largest answer accepted; a larger declared length breaks the stream.
@@ -69,6 +70,8 @@ pub(crate) struct Plan {
     pub start: OnceLock<Instant>,
     /// Where `--record` writes answers.
     pub record: Option<std::sync::Mutex<std::fs::File>>,
+    /// With `--tls`: the TLS client every connection uses.
+    pub tls: Option<TlsClient>,
 }
 
 /// Counters the progress bar reads while the run goes on.
@@ -130,7 +133,10 @@ pub(crate) async fn run_connection(
     let t0 = *plan.start.get_or_init(Instant::now);
     let mut stats = ConnStats::new();
     let (stream, conn) = match opened {
-        Ok(x) => x,
+        Ok((stream, conn, tls)) => {
+            stats.tls_handshake_us = tls.map(|d| d.as_micros() as u64);
+            (stream, conn)
+        }
         Err(e) => {
             stats.connection_error(e);
             return stats;
@@ -138,7 +144,10 @@ pub(crate) async fn run_connection(
     };
     stats.opened = true;
     let mut c = Conn::new(idx, &plan, &live, stats, t0);
-    c.drive(stream, conn).await;
+    match stream {
+        Stream::Plain(s) => c.drive(s, conn).await,
+        Stream::Tls(s) => c.drive(*s, conn).await,
+    }
     c.flush_live();
     c.flush_record();
     c.stats
@@ -253,7 +262,7 @@ impl<'p> Conn<'p> {
         }
     }
 
-    async fn drive(&mut self, mut stream: TcpStream, mut conn: Connection) {
+    async fn drive<S: Transport>(&mut self, mut stream: S, mut conn: Connection) {
         // What is being written: taken whole from the connection's queue.
         let mut wbuf = Bytes::new();
         let healthy = {
@@ -353,7 +362,12 @@ impl<'p> Conn<'p> {
     }
 
     /// Sends a DPR, waits briefly for the DPA.
-    async fn disconnect(&mut self, stream: &mut TcpStream, conn: &mut Connection, wbuf: Bytes) {
+    async fn disconnect<S: Transport>(
+        &mut self,
+        stream: &mut S,
+        conn: &mut Connection,
+        wbuf: Bytes,
+    ) {
         if conn.state() != State::Open {
             let rest = conn.poll_transmit().unwrap_or_default();
             let _ = tokio::time::timeout(DPA_WAIT, async {
