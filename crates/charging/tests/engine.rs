@@ -1050,3 +1050,81 @@ fn a_record_of_another_request_or_a_corrupt_one_is_refused() {
     assert!(!dup);
     assert_eq!(a.result_code, rc::UNABLE_TO_COMPLY);
 }
+
+#[test]
+fn a_repeat_of_a_request_answered_before_its_session_opened_is_still_a_duplicate() {
+    let mut e = engine();
+    // A CCR-Update ahead of its CCR-Initial: unknown session, nothing moves.
+    let mut early = update("late-open", 1, vec![report(10, 5_000, true)]);
+    early.end_to_end = 7001;
+    let (first, _) = run(&mut e, &early, at(0));
+    assert_eq!(first.result_code, rc::UNKNOWN_SESSION_ID);
+    let mut open = initial("late-open", "111", vec![want(10)]);
+    open.end_to_end = 7002;
+    assert_eq!(run(&mut e, &open, at(1)).0.result_code, rc::SUCCESS);
+    // The early request again, now that the session is open: its answer.
+    let mut again = early.clone();
+    again.retransmit = true;
+    let before = e.snapshot();
+    let (dup, out) = run(&mut e, &again, at(2));
+    assert!(dup.duplicate);
+    assert_eq!(dup.result_code, rc::UNKNOWN_SESSION_ID);
+    assert!(out.effects.is_empty() && out.cdrs.is_empty());
+    assert_eq!(e.snapshot(), before);
+}
+
+#[test]
+fn repeats_inside_an_open_session_are_found_by_number_and_by_end_to_end() {
+    let mut e = engine();
+    let mut open = initial("live", "111", vec![want(10)]);
+    open.end_to_end = 1;
+    run(&mut e, &open, at(0));
+    let mut u1 = update("live", 1, vec![report(10, 1_000, true)]);
+    u1.end_to_end = 2;
+    let (a1, _) = run(&mut e, &u1, at(1));
+    let mut u2 = update("live", 2, vec![report(10, 2_000, true)]);
+    u2.end_to_end = 3;
+    run(&mut e, &u2, at(2));
+    let before = e.snapshot();
+    // The same number: the remembered answer.
+    let (dup, out) = run(&mut e, &u1, at(3));
+    assert!(dup.duplicate && out.effects.is_empty());
+    assert_eq!(dup.mscc, a1.mscc);
+    // A number never used but an End-to-End id already answered (RFC 6733
+    // section 6.3): the same request, the remembered answer.
+    let mut reused = u1.clone();
+    reused.request_number = 9;
+    let (dup, out) = run(&mut e, &reused, at(3));
+    assert!(dup.duplicate && out.effects.is_empty());
+    assert_eq!(e.snapshot(), before);
+    // A new number and a new End-to-End id: a new request.
+    let mut u3 = update("live", 3, vec![report(10, 3_000, true)]);
+    u3.end_to_end = 4;
+    let (a3, out) = run(&mut e, &u3, at(4));
+    assert!(!a3.duplicate && !out.effects.is_empty());
+}
+
+#[test]
+fn a_session_id_opened_again_after_its_session_expired_still_finds_the_old_answers() {
+    let mut e = engine();
+    let mut open = initial("again", "111", vec![want(10)]);
+    open.end_to_end = 10;
+    run(&mut e, &open, at(0));
+    let mut u1 = update("again", 7, vec![report(10, 1_000, true)]);
+    u1.end_to_end = 11;
+    let (a1, _) = run(&mut e, &u1, at(1));
+    // Supervision (Tcc, 100 s) closes it.
+    let mut out = Output::default();
+    assert_eq!(e.tick(at(200), &mut out), 1);
+    // The same Session-Id opened again under another number (lower than
+    // the old update's, so only the index knows that one).
+    let mut reopen = initial("again", "111", vec![want(10)]);
+    reopen.request_number = 5;
+    reopen.end_to_end = 12;
+    assert_eq!(run(&mut e, &reopen, at(201)).0.result_code, rc::SUCCESS);
+    let before = e.snapshot();
+    let (dup, out) = run(&mut e, &u1, at(202));
+    assert!(dup.duplicate && out.effects.is_empty());
+    assert_eq!(dup.mscc, a1.mscc);
+    assert_eq!(e.snapshot(), before);
+}

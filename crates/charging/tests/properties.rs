@@ -126,6 +126,9 @@ enum Op {
     Repeat {
         back: usize,
         new_e2e: bool,
+        /// Same End-to-End id under a CC-Request-Number never used: still
+        /// the same request by RFC 6733's rule (Origin-Host, End-to-End).
+        new_number: bool,
     },
     Wait {
         secs: u64,
@@ -146,7 +149,8 @@ fn op() -> impl Strategy<Value = Op> {
             .prop_map(|(slot, reports)| Op::Terminate { slot, reports }),
         2 => (1u8..=5, 0u8..5, 0u64..4).prop_map(|(account, action, units)| Op::Event { account, action, units }),
         1 => (1u8..=4, 1i64..100).prop_map(|(account, amount)| Op::TopUp { account, amount }),
-        3 => (0usize..12, any::<bool>()).prop_map(|(back, new_e2e)| Op::Repeat { back, new_e2e }),
+        3 => (0usize..12, any::<bool>(), any::<bool>())
+            .prop_map(|(back, new_e2e, new_number)| Op::Repeat { back, new_e2e, new_number }),
         2 => (0u64..150).prop_map(|secs| Op::Wait { secs }),
         1 => any::<bool>().prop_map(|from_snapshot| Op::Restart { from_snapshot }),
     ]
@@ -332,7 +336,11 @@ impl World {
                 *self.topups.entry(id).or_default() += amount;
                 self.collect();
             }
-            Op::Repeat { back, new_e2e } => {
+            Op::Repeat {
+                back,
+                new_e2e,
+                new_number,
+            } => {
                 let Some(i) = self.sent.len().checked_sub(back + 1) else {
                     return;
                 };
@@ -343,6 +351,8 @@ impl World {
                     // and CC-Request-Number, new End-to-End id.
                     self.e2e += 1;
                     r.end_to_end = self.e2e;
+                } else if new_number {
+                    r.request_number += 1_000_000;
                 }
                 let before = self.engine.snapshot();
                 self.out.clear();
