@@ -616,13 +616,35 @@ fn decode_answer(r: &mut Reader<'_>, request_number: u32, a: &mut CcAnswer) -> R
 }
 
 /// An in-memory archive of answer records by sequence number, standing in
-/// for a store's journal in tests and tools: it keeps every section it is
-/// given until [`AnswerArchive::forget_below`] drops the old ones.
+/// for a store's journal (durability `none`, tests and tools): it keeps
+/// every section it is given until [`AnswerArchive::forget_below`] drops
+/// the old ones.
+///
+/// Sections are copied into 1 MiB chunks, and a chunk whose sections are
+/// all forgotten is kept for reuse: a warm archive allocates nothing per
+/// section.
 #[derive(Clone, Debug, Default)]
 pub struct AnswerArchive {
-    sections: VecDeque<(u64, u32, Vec<u8>)>,
+    sections: VecDeque<Section>,
+    /// Chunk `first_chunk + i` is `chunks[i]`.
+    chunks: VecDeque<Vec<u8>>,
+    first_chunk: u64,
+    spare: Option<Vec<u8>>,
     next: u64,
 }
+
+/// Where a section's records are.
+#[derive(Clone, Copy, Debug)]
+struct Section {
+    first: u64,
+    count: u32,
+    chunk: u64,
+    start: usize,
+    len: usize,
+}
+
+/// Bytes per chunk (a larger section gets a chunk of its own size).
+const ARCHIVE_CHUNK: usize = 1 << 20;
 
 impl AnswerArchive {
     /// An empty archive.
@@ -643,34 +665,86 @@ impl AnswerArchive {
             bytes = &bytes[rec.len()..];
         }
         let first = log.first_seq() + skip;
-        self.sections
-            .push_back((first, (end - first) as u32, bytes.to_vec()));
+        let fits = self
+            .chunks
+            .back()
+            .is_some_and(|c| c.capacity() - c.len() >= bytes.len());
+        if !fits {
+            let size = ARCHIVE_CHUNK.max(bytes.len());
+            let chunk = match self.spare.take() {
+                Some(mut c) if c.capacity() >= size => {
+                    c.clear();
+                    c
+                }
+                _ => Vec::with_capacity(size),
+            };
+            if self.chunks.is_empty() {
+                self.first_chunk = self.sections.back().map_or(0, |s| s.chunk + 1);
+            }
+            self.chunks.push_back(chunk);
+        }
+        let chunk_no = self.first_chunk + self.chunks.len() as u64 - 1;
+        let chunk = self.chunks.back_mut().expect("a chunk was just ensured");
+        let start = chunk.len();
+        chunk.extend_from_slice(bytes);
+        self.sections.push_back(Section {
+            first,
+            count: (end - first) as u32,
+            chunk: chunk_no,
+            start,
+            len: bytes.len(),
+        });
         self.next = end;
+    }
+
+    fn bytes(&self, s: &Section) -> &[u8] {
+        let chunk = &self.chunks[(s.chunk - self.first_chunk) as usize];
+        &chunk[s.start..s.start + s.len]
     }
 
     /// The record numbered `seq`.
     pub fn read(&self, seq: u64) -> Option<&[u8]> {
         let i = self
             .sections
-            .partition_point(|(first, n, _)| first + u64::from(*n) <= seq);
-        let (first, _, bytes) = self.sections.get(i)?;
-        let skip = seq.checked_sub(*first)?;
-        records(bytes).nth(skip as usize)?.ok()
+            .partition_point(|s| s.first + u64::from(s.count) <= seq);
+        let s = self.sections.get(i)?;
+        let skip = seq.checked_sub(s.first)?;
+        records(self.bytes(s)).nth(skip as usize)?.ok()
     }
 
     /// The sections kept, oldest first: `(first_seq, records)`.
     pub fn sections(&self) -> impl Iterator<Item = (u64, &[u8])> {
-        self.sections.iter().map(|(s, _, b)| (*s, b.as_slice()))
+        self.sections.iter().map(|s| (s.first, self.bytes(s)))
     }
 
     /// Drops the sections whose records are all below `horizon`
     /// ([`crate::Engine::answer_horizon`]).
     pub fn forget_below(&mut self, horizon: u64) {
-        while let Some((first, n, _)) = self.sections.front() {
-            if first + u64::from(*n) > horizon {
+        while let Some(s) = self.sections.front() {
+            if s.first + u64::from(s.count) > horizon {
                 break;
             }
             self.sections.pop_front();
+        }
+        // Chunks before the oldest section kept are free; the newest chunk
+        // stays while sections may still go into it.
+        let keep_from = self
+            .sections
+            .front()
+            .map_or(self.first_chunk + self.chunks.len() as u64, |s| s.chunk);
+        while self.first_chunk < keep_from && !self.chunks.is_empty() {
+            if self.chunks.len() == 1 && self.sections.is_empty() {
+                break;
+            }
+            let c = self.chunks.pop_front().expect("not empty");
+            self.first_chunk += 1;
+            if self
+                .spare
+                .as_ref()
+                .is_none_or(|s| s.capacity() < c.capacity())
+            {
+                self.spare = Some(c);
+            }
         }
     }
 }

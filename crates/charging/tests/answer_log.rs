@@ -223,3 +223,53 @@ fn a_log_numbers_its_records_consecutively() {
     assert!(out.answers.is_empty());
     assert_eq!(e.next_answer_seq(), 4);
 }
+
+#[test]
+fn the_archive_reads_every_record_across_chunks_and_reuses_forgotten_ones() {
+    let mut e = ChargingConfig::from_toml_str(
+        "[[account]]\nid = 1\nbalance = 100\nsubscribers = [\"e164:1\"]\n",
+    )
+    .unwrap()
+    .build_engine()
+    .unwrap();
+    let mut out = Output::default();
+    let mut a = CcAnswer::default();
+    let mut archive = AnswerArchive::new();
+    // Long Session-Ids so that a few thousand records fill several chunks.
+    let long = "x".repeat(500);
+    let mut seq = 0u64;
+    for round in 0..6u64 {
+        for batch in 0..800u64 {
+            for k in 0..3u64 {
+                let r = CcRequest {
+                    session_id: format!("{long};{round};{batch};{k}"),
+                    request_type: RequestType::Event,
+                    ..CcRequest::default()
+                };
+                e.handle(&r, Timestamp(0), &mut a, &mut out);
+                seq += 1;
+            }
+            archive.append(&out.answers);
+            out.clear();
+        }
+        // Every record of the round reads back as itself.
+        for s in (seq - 2_400 + 1..=seq).step_by(97) {
+            let rec = archive.read(s).expect("record kept");
+            let key = RecordKey::parse(rec).unwrap();
+            let batch = (s - (seq - 2_400) - 1) / 3;
+            assert!(key.session_id.starts_with(&long));
+            assert!(
+                key.session_id.contains(&format!(";{round};{batch};")),
+                "{}",
+                &key.session_id[500..]
+            );
+        }
+        // Forget all but the last round.
+        archive.forget_below(seq - 2_400 + 1);
+        assert_eq!(archive.sections().count(), 800);
+        assert!(archive.read(seq - 2_400).is_none());
+        assert!(archive.read(seq - 2_399).is_some());
+    }
+    let all: usize = archive.sections().map(|(_, b)| records(b).count()).sum();
+    assert_eq!(all, 2_400);
+}
