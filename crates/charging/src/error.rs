@@ -39,6 +39,10 @@ pub enum Error {
     /// a bundle that does not add up, ...).
     #[error("invalid account: {0}")]
     InvalidAccount(String),
+    /// A price plan that does not exist, or is priced in another currency
+    /// than the account's money (the message names both).
+    #[error("{0}")]
+    InvalidPlan(String),
     /// An amount was negative or would overflow.
     #[error("invalid amount {0}")]
     InvalidAmount(i64),

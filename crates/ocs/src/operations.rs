@@ -24,6 +24,8 @@ pub enum AccountOp {
         status: Option<AccountStatus>,
         /// New credit limit.
         credit_limit: Option<i64>,
+        /// New price plan.
+        plan: Option<String>,
     },
     /// Delete an account with no open session.
     Delete(AccountId),
@@ -132,7 +134,9 @@ impl From<gyro_charging::Error> for OpError {
             | E::DuplicateSubscriber(_)
             | E::AccountInUse(_)
             | E::IdempotencyConflict { .. } => OpError::Conflict(text),
-            E::InvalidAmount(_) | E::InvalidAccount(_) => OpError::Invalid(text),
+            E::InvalidAmount(_) | E::InvalidAccount(_) | E::InvalidPlan(_) => {
+                OpError::Invalid(text)
+            }
             _ => OpError::Unavailable(text),
         }
     }
@@ -160,9 +164,13 @@ impl CreditShard {
                 account,
                 status,
                 credit_limit,
+                plan,
             } => {
                 if engine.account(account).is_none() {
                     return Err(gyro_charging::Error::UnknownAccount(account).into());
+                }
+                if let Some(plan) = plan {
+                    engine.set_plan(account, Some(&plan), output)?;
                 }
                 if let Some(limit) = credit_limit {
                     engine.set_credit_limit(account, limit, output)?;
