@@ -43,6 +43,9 @@ pub enum Error {
     /// than the account's money (the message names both).
     #[error("{0}")]
     InvalidPlan(String),
+    /// No rate serves what was to be priced (the message says why).
+    #[error("{0}")]
+    Unrated(String),
     /// An amount was negative or would overflow.
     #[error("invalid amount {0}")]
     InvalidAmount(i64),

@@ -123,6 +123,7 @@ pub use engine::{
     MAX_IDEMPOTENCY_KEY,
 };
 pub use error::{Error, Result};
+pub use rating::quote::{Quote, QuotePart, QuoteRequest};
 pub use rating::{Choice, Location, Plan, PlanSpec, RatingError, DEFAULT_PLAN};
 pub use request::{CcRequest, Mscc, RequestType, RequestedAction};
 pub use session::{Reservation, Session};

@@ -646,3 +646,62 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_quote_prices_what_the_engine_charges_and_names_the_rates() {
+    let e = engine();
+    let q = QuoteRequest {
+        service_context: VOICE.into(),
+        called_party: "+46701234567".into(),
+        units: 120,
+        at: utc("2026-01-15T16:59:00Z"),
+        first: true,
+        ..QuoteRequest::default()
+    };
+    let quote = e.quote(AccountId(1), &q).unwrap();
+    assert_eq!(quote.plan, "smart");
+    assert_eq!(quote.destination.as_deref(), Some("sweden"));
+    let parts: Vec<(&str, u64, i64)> = quote
+        .parts
+        .iter()
+        .map(|p| (p.rate.as_str(), p.units, p.price))
+        .collect();
+    // The same as the call across the evening change above.
+    assert_eq!(
+        parts,
+        [("voice-national", 60, 60), ("voice-evening", 60, 30)]
+    );
+    assert_eq!((quote.price, quote.amount()), (90, "0.90".to_string()));
+    assert_eq!(
+        quote.next_change,
+        Some((utc("2026-01-15T17:00:00Z"), "voice-evening".to_string()))
+    );
+    // A premium number: 5 seconds cost the first minute.
+    let premium = QuoteRequest {
+        called_party: "+46900111".into(),
+        units: 5,
+        ..q.clone()
+    };
+    let quote = e.quote(AccountId(1), &premium).unwrap();
+    assert_eq!(
+        (
+            quote.parts[0].rate.as_str(),
+            quote.parts[0].charged_units,
+            quote.price
+        ),
+        ("voice-premium", 60, 300)
+    );
+    // Unknown service, unknown plan.
+    let none = QuoteRequest {
+        service_context: "nope".into(),
+        ..q.clone()
+    };
+    assert!(matches!(
+        e.quote(AccountId(1), &none),
+        Err(Error::Unrated(_))
+    ));
+    assert!(matches!(
+        e.catalog().quote(Some("gold"), &q),
+        Err(Error::InvalidPlan(_))
+    ));
+}

@@ -263,6 +263,17 @@ impl Engine {
         true
     }
 
+    /// What `q` would cost the account `account` under its plan, without
+    /// charging anything ([`Catalog::quote`]).
+    pub fn quote(&self, account: AccountId, q: &crate::QuoteRequest) -> Result<crate::Quote> {
+        let acc = self
+            .ledger
+            .accounts
+            .get(&account)
+            .ok_or(Error::UnknownAccount(account))?;
+        self.catalog.quote(acc.plan.as_deref(), q)
+    }
+
     /// The open sessions of an account.
     pub fn account_sessions(&self, account: AccountId) -> impl Iterator<Item = &Session> {
         self.ledger

@@ -25,6 +25,7 @@
 //! candidate.
 
 pub mod prefix;
+pub mod quote;
 pub mod schedule;
 pub mod zones;
 
