@@ -20,7 +20,7 @@ use crate::state::{AppState, Backend};
 
 /// Parses a JSON body: 400 when it is not JSON, 422 when it is JSON of
 /// the wrong shape.
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
+pub(crate) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
     serde_json::from_slice(bytes).map_err(|e| {
         if e.is_data() {
             Problem::invalid(e.to_string())

@@ -66,6 +66,8 @@ pub struct QuotePart {
 pub struct Quote {
     /// The plan.
     pub plan: String,
+    /// Its time zone.
+    pub time_zone: String,
     /// Its currency.
     pub currency: Currency,
     /// The unit of the rate.
@@ -103,6 +105,55 @@ pub fn decimal(minor: i64, exponent: u8) -> String {
         abs / scale,
         abs % scale,
         width = usize::from(exponent)
+    )
+}
+
+/// An instant written as RFC 3339 (`2026-01-15T17:59:00+01:00`,
+/// `...Z`), or as Unix milliseconds, or (with a `zone`) as a local date
+/// and time (`2026-01-15T17:59`, `2026-01-15 17:59:30`) in that time zone.
+pub fn parse_instant(s: &str, zone: Option<&str>) -> Result<Timestamp> {
+    let s = s.trim();
+    let bad = |why: String| Error::Unrated(format!("time {s:?}: {why}"));
+    if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
+        return s
+            .parse::<u64>()
+            .map(Timestamp)
+            .map_err(|e| bad(e.to_string()));
+    }
+    if let Ok(t) = s.parse::<jiff::Timestamp>() {
+        return u64::try_from(t.as_millisecond())
+            .map(Timestamp)
+            .map_err(|_| bad("before 1970".into()));
+    }
+    let dt: jiff::civil::DateTime = s.parse().map_err(|e: jiff::Error| bad(e.to_string()))?;
+    let Some(zone) = zone else {
+        return Err(bad(
+            "give a UTC offset (2026-01-15T17:59:00+01:00) or Unix milliseconds".into(),
+        ));
+    };
+    let tz = jiff::tz::TimeZone::get(zone).map_err(|e| bad(e.to_string()))?;
+    let t = tz
+        .to_ambiguous_timestamp(dt)
+        .compatible()
+        .map_err(|e| bad(e.to_string()))?;
+    u64::try_from(t.as_millisecond())
+        .map(Timestamp)
+        .map_err(|_| bad("before 1970".into()))
+}
+
+/// `t` as RFC 3339 in time zone `zone` (UTC when it is unknown).
+pub fn format_instant(t: Timestamp, zone: &str) -> String {
+    let ts = jiff::Timestamp::from_millisecond(i64::try_from(t.0).unwrap_or(i64::MAX))
+        .unwrap_or(jiff::Timestamp::MAX);
+    let tz = jiff::tz::TimeZone::get(zone).unwrap_or(jiff::tz::TimeZone::UTC);
+    let dt = tz.to_datetime(ts);
+    let off = tz.to_offset(ts).seconds();
+    let (sign, off) = if off < 0 { ('-', -off) } else { ('+', off) };
+    format!(
+        "{}{sign}{:02}:{:02}",
+        dt.strftime("%Y-%m-%dT%H:%M:%S"),
+        off / 3600,
+        off % 3600 / 60
     )
 }
 
@@ -170,6 +221,7 @@ impl Catalog {
         };
         Ok(Quote {
             plan: p.name.to_string(),
+            time_zone: p.time_zone().to_string(),
             currency: p.currency,
             unit: t.unit,
             destination: loc
@@ -187,6 +239,24 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instants_read_with_an_offset_or_in_the_plans_zone() {
+        let z = parse_instant("2026-01-15T17:59:00+01:00", None).unwrap();
+        assert_eq!(parse_instant("2026-01-15T16:59:00Z", None).unwrap(), z);
+        assert_eq!(
+            parse_instant("2026-01-15T17:59", Some("Europe/Stockholm")).unwrap(),
+            z
+        );
+        assert!(parse_instant("2026-01-15T17:59", None).is_err());
+        assert_eq!(parse_instant(&z.0.to_string(), None).unwrap(), z);
+        assert!(parse_instant("yesterday", Some("UTC")).is_err());
+        assert_eq!(
+            format_instant(z, "Europe/Stockholm"),
+            "2026-01-15T17:59:00+01:00"
+        );
+        assert_eq!(format_instant(z, "UTC"), "2026-01-15T16:59:00+00:00");
+    }
 
     #[test]
     fn decimals_follow_the_exponent() {
