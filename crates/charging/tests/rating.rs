@@ -705,3 +705,73 @@ fn a_quote_prices_what_the_engine_charges_and_names_the_rates() {
         Err(Error::InvalidPlan(_))
     ));
 }
+
+#[test]
+fn the_example_offer_sheet_prices_as_it_says() {
+    let cfg = ChargingConfig::from_toml_str(include_str!("../../../config/example-plans.toml"))
+        .expect("example plans parse");
+    let e = cfg.build_engine().unwrap();
+    assert_eq!(e.accounts().count(), 1003);
+    let c = e.catalog();
+    let price = |plan: &str, ctx: &str, called: &str, visited: &str, units: u64, at: &str| {
+        let q = QuoteRequest {
+            service_context: ctx.into(),
+            called_party: called.into(),
+            visited_plmn: visited.into(),
+            units,
+            at: utc(at),
+            first: true,
+            ..QuoteRequest::default()
+        };
+        let quote = c.quote(Some(plan), &q).unwrap();
+        (quote.parts[0].rate.clone(), quote.price)
+    };
+    // 90 s to a premium number: two whole minutes at 14.90.
+    assert_eq!(
+        price(
+            "smart-50",
+            VOICE,
+            "+46900123456",
+            "",
+            90,
+            "2026-01-15T12:00:00Z"
+        ),
+        ("voice-premium".into(), 2980)
+    );
+    // 100 MB at night (05:30 in Stockholm), by day, on a Saturday.
+    let mb100 = 104_857_600;
+    for (at, rate, p) in [
+        ("2026-01-15T04:30:00Z", "data-night", 50),
+        ("2026-01-15T12:00:00Z", "data", 100),
+        ("2026-01-17T12:00:00Z", "data-weekend", 75),
+    ] {
+        assert_eq!(price("smart-50", DATA, "", "", mb100, at), (rate.into(), p));
+    }
+    // Roaming in Germany, an SMS abroad, the flat plan.
+    assert_eq!(
+        price("smart-50", DATA, "", "26202", mb100, "2026-01-15T04:30:00Z").0,
+        "data-roaming-eu"
+    );
+    assert_eq!(
+        price(
+            "smart-50",
+            SMS,
+            "+4915112345678",
+            "",
+            1,
+            "2026-01-15T12:00:00Z"
+        ),
+        ("sms-abroad".into(), 150)
+    );
+    assert_eq!(
+        price(
+            "flex",
+            VOICE,
+            "+46701234567",
+            "",
+            61,
+            "2026-01-15T12:00:00Z"
+        ),
+        ("flex-voice".into(), 101)
+    );
+}
