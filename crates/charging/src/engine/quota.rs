@@ -82,7 +82,7 @@ impl Cx<'_> {
         };
         ma.unit = Some(t.unit);
         if let Some(u) = used {
-            self.charge_usage(who, key, plan, u, reporting_reason);
+            self.charge_usage(who, key, plan, choice, u, reporting_reason);
         }
         if used.is_some() || requested.is_some() {
             self.release(who, key);
@@ -240,17 +240,25 @@ impl Cx<'_> {
         who: &Charged<'_>,
         key: RatingKey,
         plan: u16,
+        now_choice: Choice,
         used: &ServiceUnits,
         since: Option<Timestamp>,
     ) -> SmallVec<[Piece; 2]> {
         let now = self.now;
         let start = since.unwrap_or(now);
-        let choice = match self.rate(who, key, start) {
-            Ok((p, c)) if p == plan => c,
-            _ => match self.rate(who, key, now) {
-                Ok((_, c)) => c,
-                Err(_) => return SmallVec::new(),
-            },
+        // Usage that began in the segment of the week `now` is in is
+        // rated as now (always, for a plan without time windows).
+        let same = self
+            .rating
+            .segment_start(self.catalog, plan, now)
+            .is_some_and(|from| from <= start);
+        let choice = if same {
+            now_choice
+        } else {
+            match self.rate(who, key, start) {
+                Ok((p, c)) if p == plan => c,
+                _ => now_choice,
+            }
         };
         let unit = self
             .catalog
@@ -320,6 +328,7 @@ impl Cx<'_> {
         who: &Charged<'_>,
         key: RatingKey,
         plan: u16,
+        now_choice: Choice,
         used: &ServiceUnits,
         reporting_reason: Option<u32>,
     ) {
@@ -335,7 +344,7 @@ impl Cx<'_> {
         };
         let catalog = self.catalog;
         let Some(p) = catalog.plan(plan) else { return };
-        let pieces = self.pieces(who, key, plan, used, since);
+        let pieces = self.pieces(who, key, plan, now_choice, used, since);
         for (n, piece) in pieces.iter().enumerate() {
             let Some(t) = p.rate(piece.rate) else {
                 continue;

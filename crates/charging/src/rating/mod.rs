@@ -582,6 +582,26 @@ impl RatingMemo {
     /// Most rating keys and locations remembered per context.
     pub(crate) const KEYS: usize = 64;
 
+    /// When the segment of plan `plan`'s week that holds `at` began, when
+    /// the remembered clock knows it (always for a plan without time
+    /// windows: the beginning of time). Rating at any instant from then
+    /// to `at` chooses as at `at`.
+    pub(crate) fn segment_start(
+        &self,
+        catalog: &Catalog,
+        plan: u16,
+        at: Timestamp,
+    ) -> Option<Timestamp> {
+        let p = catalog.plan(plan)?;
+        if !p.schedule.is_timed() {
+            return Some(Timestamp(0));
+        }
+        match &self.plans.get(usize::from(plan))?.clock {
+            Some(c) if c.from <= at && at < c.until => Some(c.from),
+            _ => None,
+        }
+    }
+
     /// [`Plan::rate_at`] of plan `plan` of `catalog`, remembered.
     pub(crate) fn rate(
         &mut self,
