@@ -110,11 +110,12 @@ impl Cx<'_> {
                 .change
                 .filter(|&(at, _)| at < horizon)
                 .and_then(|(at, r)| p.rate(r).map(|after| (at, after)));
-            let first = self
-                .ledger
-                .sessions
-                .get(&session)
-                .is_some_and(|s| s.opened_at == self.now);
+            let first = (t.first_interval > 0 || change.is_some_and(|c| c.1.first_interval > 0))
+                && self
+                    .ledger
+                    .sessions
+                    .get(&session)
+                    .is_some_and(|s| s.opened_at == self.now);
             let (granted, partial) = self.reserve(
                 who.account,
                 session,
@@ -275,6 +276,10 @@ impl Cx<'_> {
             ended: now,
         };
         let mut out = SmallVec::new();
+        let Some((at, next)) = choice.change else {
+            out.push(whole(choice.rate));
+            return out;
+        };
         let after_report = self.request.and_then(|r| {
             if r.mscc.is_empty() {
                 r.used_after
@@ -282,40 +287,36 @@ impl Cx<'_> {
                 r.mscc.iter().find(|m| m.key() == key)?.used_after
             }
         });
-        match choice.change {
-            Some((at, next)) if at <= now || after_report.is_some() => {
-                let after_units = match (after_report, unit) {
-                    (Some(a), _) => a.amount(unit).unwrap_or(0).min(total),
-                    (None, UnitKind::Seconds) => ((now.0 - at.0) / 1000).min(total),
-                    (None, _) => 0,
-                };
-                if after_units == 0 && after_report.is_none() {
-                    out.push(whole(choice.rate));
-                    return out;
-                }
-                let after = match after_report {
-                    Some(a) => a,
-                    None => ServiceUnits::of(unit, after_units),
-                };
-                out.push(Piece {
-                    units: total - after_units,
-                    rate: choice.rate,
-                    counters: used.minus(&after),
-                    side: Some(TariffChangeUsage::Before),
-                    started: start,
-                    ended: at.min(now),
-                });
-                out.push(Piece {
-                    units: after_units,
-                    rate: next,
-                    counters: after,
-                    side: Some(TariffChangeUsage::After),
-                    started: at.min(now),
-                    ended: now,
-                });
-            }
-            _ => out.push(whole(choice.rate)),
+        let after_units = match (after_report, unit) {
+            (Some(a), _) => a.amount(unit).unwrap_or(0).min(total),
+            (None, UnitKind::Seconds) if at <= now => ((now.0 - at.0) / 1000).min(total),
+            (None, _) => 0,
+        };
+        if after_report.is_none() && after_units == 0 {
+            // Nothing reported or counted past the change.
+            out.push(whole(choice.rate));
+            return out;
         }
+        let after = match after_report {
+            Some(a) => a,
+            None => ServiceUnits::of(unit, after_units),
+        };
+        out.push(Piece {
+            units: total - after_units,
+            rate: choice.rate,
+            counters: used.minus(&after),
+            side: Some(TariffChangeUsage::Before),
+            started: start,
+            ended: at.min(now),
+        });
+        out.push(Piece {
+            units: after_units,
+            rate: next,
+            counters: after,
+            side: Some(TariffChangeUsage::After),
+            started: at.min(now),
+            ended: now,
+        });
         out
     }
 
