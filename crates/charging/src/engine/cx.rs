@@ -45,6 +45,8 @@ pub(crate) struct Rated {
     plan: Option<(AccountId, Option<u16>)>,
     /// The destination and zone of the request.
     location: Option<Location>,
+    /// Where the remembered ratings of the request's context are.
+    context: Option<ContextHint>,
 }
 
 /// Result of rating one unit request.
@@ -112,7 +114,15 @@ impl Cx<'_> {
             Location::default()
         };
         self.rating
-            .rate(catalog, plan, who.service_context, key, loc, at)
+            .rate(
+                catalog,
+                plan,
+                who.service_context,
+                key,
+                loc,
+                at,
+                &mut self.rated.context,
+            )
             .map(|c| (plan, c))
     }
 

@@ -31,7 +31,7 @@ use crate::cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
 use crate::dedup::AnswerIndex;
 use crate::effects::{Effect, Ledger};
 use crate::error::{Error, Result};
-use crate::rating::{Choice, Location, RatingError, RatingMemo};
+use crate::rating::{Choice, ContextHint, Location, RatingError, RatingMemo};
 use crate::request::{CcRequest, RequestType};
 use crate::tariff::{Catalog, Tariff, ZeroRated};
 use crate::types::{result_code as rc, AccountId, RatingKey, ServiceUnits, SessionKey, Timestamp};

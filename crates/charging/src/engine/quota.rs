@@ -17,17 +17,18 @@ use super::*;
 use crate::cdr::TariffChangeUsage;
 use crate::tariff::affordable;
 use crate::types::UnitKind;
-use smallvec::SmallVec;
 
 /// One part of a usage report priced at one rate.
 struct Piece {
     units: u64,
     rate: u16,
-    counters: ServiceUnits,
     side: Option<TariffChangeUsage>,
     started: Timestamp,
     ended: Timestamp,
 }
+
+/// A usage report's parts: one, or two around a price change.
+type Pieces = (Piece, Option<Piece>);
 
 impl Cx<'_> {
     /// Rates, debits and (re)reserves one rating key.
@@ -236,17 +237,27 @@ impl Cx<'_> {
     /// rate in force when the usage began (the grant), and after the next
     /// price change the rate from then on, for the units the client
     /// reported after it (or, for seconds, that fall after it).
+    #[allow(clippy::too_many_arguments)]
     fn pieces(
         &mut self,
         who: &Charged<'_>,
         key: RatingKey,
         plan: u16,
         now_choice: Choice,
+        unit: UnitKind,
         used: &ServiceUnits,
         since: Option<Timestamp>,
-    ) -> SmallVec<[Piece; 2]> {
+    ) -> Pieces {
         let now = self.now;
         let start = since.unwrap_or(now);
+        let total = used.amount(unit).unwrap_or(0);
+        let whole = |rate| Piece {
+            units: total,
+            rate,
+            side: None,
+            started: start,
+            ended: now,
+        };
         // Usage that began in the segment of the week `now` is in is
         // rated as now (always, for a plan without time windows).
         let same = self
@@ -261,32 +272,10 @@ impl Cx<'_> {
                 _ => now_choice,
             }
         };
-        let unit = self
-            .catalog
-            .plan(plan)
-            .and_then(|p| p.rate(choice.rate))
-            .map_or(UnitKind::Octets, |t| t.unit);
-        let total = used.amount(unit).unwrap_or(0);
-        let whole = |rate| Piece {
-            units: total,
-            rate,
-            counters: *used,
-            side: None,
-            started: start,
-            ended: now,
-        };
-        let mut out = SmallVec::new();
         let Some((at, next)) = choice.change else {
-            out.push(whole(choice.rate));
-            return out;
+            return (whole(choice.rate), None);
         };
-        let after_report = self.request.and_then(|r| {
-            if r.mscc.is_empty() {
-                r.used_after
-            } else {
-                r.mscc.iter().find(|m| m.key() == key)?.used_after
-            }
-        });
+        let after_report = self.after_report(key);
         let after_units = match (after_report, unit) {
             (Some(a), _) => a.amount(unit).unwrap_or(0).min(total),
             (None, UnitKind::Seconds) if at <= now => ((now.0 - at.0) / 1000).min(total),
@@ -294,30 +283,35 @@ impl Cx<'_> {
         };
         if after_report.is_none() && after_units == 0 {
             // Nothing reported or counted past the change.
-            out.push(whole(choice.rate));
-            return out;
+            return (whole(choice.rate), None);
         }
-        let after = match after_report {
-            Some(a) => a,
-            None => ServiceUnits::of(unit, after_units),
-        };
-        out.push(Piece {
-            units: total - after_units,
-            rate: choice.rate,
-            counters: used.minus(&after),
-            side: Some(TariffChangeUsage::Before),
-            started: start,
-            ended: at.min(now),
-        });
-        out.push(Piece {
-            units: after_units,
-            rate: next,
-            counters: after,
-            side: Some(TariffChangeUsage::After),
-            started: at.min(now),
-            ended: now,
-        });
-        out
+        (
+            Piece {
+                units: total - after_units,
+                rate: choice.rate,
+                side: Some(TariffChangeUsage::Before),
+                started: start,
+                ended: at.min(now),
+            },
+            Some(Piece {
+                units: after_units,
+                rate: next,
+                side: Some(TariffChangeUsage::After),
+                started: at.min(now),
+                ended: now,
+            }),
+        )
+    }
+
+    /// The usage the request reports for `key` after a tariff change
+    /// (Tariff-Change-Usage UNIT_AFTER_TARIFF_CHANGE), if any.
+    fn after_report(&self, key: RatingKey) -> Option<ServiceUnits> {
+        let r = self.request?;
+        if r.mscc.is_empty() {
+            r.used_after
+        } else {
+            r.mscc.iter().find(|m| m.key() == key)?.used_after
+        }
     }
 
     /// Debits reported usage: reserved bundle units, then the money
@@ -345,8 +339,15 @@ impl Cx<'_> {
         };
         let catalog = self.catalog;
         let Some(p) = catalog.plan(plan) else { return };
-        let pieces = self.pieces(who, key, plan, now_choice, used, since);
-        for (n, piece) in pieces.iter().enumerate() {
+        let unit = p.rate(now_choice.rate).map_or(UnitKind::Octets, |t| t.unit);
+        let (first_piece, second) = self.pieces(who, key, plan, now_choice, unit, used, since);
+        // The counters after a change: as reported, or (seconds gyro split)
+        // the seconds past it.
+        let after = second.as_ref().map(|s| {
+            self.after_report(key)
+                .unwrap_or_else(|| ServiceUnits::of(unit, s.units))
+        });
+        for (n, piece) in std::iter::once(first_piece).chain(second).enumerate() {
             let Some(t) = p.rate(piece.rate) else {
                 continue;
             };
@@ -435,7 +436,11 @@ impl Cx<'_> {
                 });
             }
             let c = self.cdr(who, RecordType::Usage);
-            fill_usage(c, &piece.counters);
+            match (piece.side, &after) {
+                (Some(TariffChangeUsage::Before), Some(a)) => fill_usage(c, &used.minus(a)),
+                (Some(TariffChangeUsage::After), Some(a)) => fill_usage(c, a),
+                _ => fill_usage(c, used),
+            }
             c.rating_group = key.rating_group;
             c.service_id = key.service_id;
             c.unit = Some(t.unit);

@@ -559,8 +559,22 @@ struct Entry {
 
 #[derive(Clone, Debug, Default)]
 struct PlanMemo {
-    contexts: HashMap<Box<str>, Vec<Entry>, foldhash::fast::RandomState>,
+    /// Each context's list of entries, by index into `lists`.
+    contexts: HashMap<Box<str>, u32, foldhash::fast::RandomState>,
+    lists: Vec<Vec<Entry>>,
     clock: Option<Clock>,
+}
+
+/// Where the entries of the context a request is rated in are, remembered
+/// for the request's other units: the plan, the context string (its
+/// address and length: the request's own, unchanged while it is answered)
+/// and the list.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct ContextHint {
+    plan: u16,
+    ptr: usize,
+    len: usize,
+    list: u32,
 }
 
 /// What rating has found before, per plan: the candidate rates per
@@ -603,6 +617,7 @@ impl RatingMemo {
     }
 
     /// [`Plan::rate_at`] of plan `plan` of `catalog`, remembered.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn rate(
         &mut self,
         catalog: &Catalog,
@@ -611,6 +626,7 @@ impl RatingMemo {
         key: RatingKey,
         loc: Location,
         at: Timestamp,
+        hint: &mut Option<ContextHint>,
     ) -> Result<Choice, RatingError> {
         let Some(p) = catalog.plan(plan) else {
             return Err(RatingError::UnknownContext);
@@ -651,20 +667,43 @@ impl RatingMemo {
                 }
             }
         };
-        let PlanMemo { contexts, clock } = memo;
+        let PlanMemo {
+            contexts,
+            lists,
+            clock,
+        } = memo;
         let upcoming: &[(Timestamp, u16)] = match (&scratch, clock) {
             (Some(u), _) => u,
             (None, Some(c)) if p.schedule.is_timed() => &c.upcoming,
             _ => &[],
         };
-        if let Some(entries) = contexts.get_mut(ctx) {
-            return Self::choose_in(entries, p, ctx, key, loc, segment, upcoming, generation);
-        }
-        if contexts.len() >= Self::CONTEXTS {
-            let c = p.candidates(ctx, key, loc)?;
-            return p.choose(&c, segment, upcoming).ok_or(RatingError::NoTariff);
-        }
-        let entries = contexts.entry(ctx.into()).or_default();
+        let (ptr, len) = (ctx.as_ptr() as usize, ctx.len());
+        let list = match *hint {
+            Some(h) if h.plan == plan && h.ptr == ptr && h.len == len => h.list,
+            _ => {
+                let list = match contexts.get(ctx) {
+                    Some(&l) => l,
+                    None if contexts.len() >= Self::CONTEXTS => {
+                        let c = p.candidates(ctx, key, loc)?;
+                        return p.choose(&c, segment, upcoming).ok_or(RatingError::NoTariff);
+                    }
+                    None => {
+                        let l = lists.len() as u32;
+                        lists.push(Vec::new());
+                        contexts.insert(ctx.into(), l);
+                        l
+                    }
+                };
+                *hint = Some(ContextHint {
+                    plan,
+                    ptr,
+                    len,
+                    list,
+                });
+                list
+            }
+        };
+        let entries = &mut lists[list as usize];
         Self::choose_in(entries, p, ctx, key, loc, segment, upcoming, generation)
     }
 
@@ -978,7 +1017,7 @@ mod tests {
                         let loc = c.locate(n, "");
                         let k = key(rg, sid);
                         let want = p.rate_at("32251@3gpp.org", k, loc, Timestamp(t));
-                        let got = memo.rate(&c, 0, "32251@3gpp.org", k, loc, Timestamp(t));
+                        let got = memo.rate(&c, 0, "32251@3gpp.org", k, loc, Timestamp(t), &mut None);
                         prop_assert_eq!(got, want);
                     }
                 }

@@ -55,10 +55,13 @@ fn mask(len: u8) -> u64 {
 /// `(`, `)` and spaces are skipped). Empty when it dials no digits.
 pub fn dialled_digits(address: &str, out: &mut [u8; MAX_DIGITS]) -> usize {
     let mut s = address.trim();
-    for scheme in ["tel:", "sip:", "sips:"] {
-        if s.len() >= scheme.len() && s[..scheme.len()].eq_ignore_ascii_case(scheme) {
-            s = &s[scheme.len()..];
-            break;
+    // A URI scheme only when it does not start with a digit or '+'.
+    if !s.starts_with(|c: char| c.is_ascii_digit() || c == '+') {
+        for scheme in ["tel:", "sip:", "sips:"] {
+            if s.len() >= scheme.len() && s[..scheme.len()].eq_ignore_ascii_case(scheme) {
+                s = &s[scheme.len()..];
+                break;
+            }
         }
     }
     let s = s.strip_prefix('+').unwrap_or(s);
@@ -154,7 +157,11 @@ impl PrefixTable {
         if digits.is_empty() || self.keys.is_empty() {
             return None;
         }
-        let (n, _) = pack(digits);
+        self.find(pack(digits).0)
+    }
+
+    /// The destination of the longest prefix of the packed number `n`.
+    fn find(&self, n: u64) -> Option<u32> {
         let mut i = self.keys.partition_point(|&k| k <= n);
         if i == 0 {
             return None;
@@ -174,11 +181,42 @@ impl PrefixTable {
     }
 
     /// The destination of the longest prefix of the number `address`
-    /// dials ([`dialled_digits`]).
+    /// dials ([`dialled_digits`], read and packed in one pass).
     pub fn lookup(&self, address: &str) -> Option<u32> {
-        let mut buf = [0u8; MAX_DIGITS];
-        let n = dialled_digits(address, &mut buf);
-        self.lookup_digits(&buf[..n])
+        if self.keys.is_empty() {
+            return None;
+        }
+        let s = address.trim_start();
+        let mut b = s.as_bytes();
+        if !b.first().is_some_and(|c| c.is_ascii_digit() || *c == b'+') {
+            for scheme in [&b"tel:"[..], b"sip:", b"sips:"] {
+                if b.len() >= scheme.len() && b[..scheme.len()].eq_ignore_ascii_case(scheme) {
+                    b = &b[scheme.len()..];
+                    break;
+                }
+            }
+        }
+        if let [b'+', rest @ ..] = b {
+            b = rest;
+        }
+        let (mut key, mut n) = (0u64, 0u32);
+        for &c in b {
+            match c {
+                b'0'..=b'9' => {
+                    if n as usize == MAX_DIGITS {
+                        break;
+                    }
+                    key |= u64::from(c - b'0' + 1) << (60 - 4 * n);
+                    n += 1;
+                }
+                b'-' | b'.' | b'(' | b')' | b' ' => {}
+                _ => break,
+            }
+        }
+        if n == 0 {
+            return None;
+        }
+        self.find(key)
     }
 }
 
@@ -240,6 +278,11 @@ mod tests {
                     .max_by_key(|(p, _)| p.len())
                     .map(|(_, d)| *d);
                 prop_assert_eq!(t.lookup(n), want, "{}", n);
+                let mut buf = [0u8; MAX_DIGITS];
+                let tel = format!("tel:+{n}");
+                let k = dialled_digits(&tel, &mut buf);
+                prop_assert_eq!(t.lookup_digits(&buf[..k]), want);
+                prop_assert_eq!(t.lookup(&tel), want);
             }
         }
     }

@@ -5,13 +5,13 @@
 //! listed by itself is found before its country.
 
 use crate::error::{Error, Result};
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 /// Networks and countries, each naming a zone (an index).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ZoneTable {
     /// MCC+MNC packed as a number with the digit count (see [`key`]).
-    networks: HashMap<u32, u32>,
+    networks: FxHashMap<u32, u32>,
 }
 
 /// A network's or country's digits (3, 5 or 6) as one number: the digits'
@@ -30,7 +30,7 @@ impl ZoneTable {
     /// A table of `(MCC or MCC+MNC, zone)` pairs; a network in two zones
     /// is an error.
     pub fn new(entries: impl IntoIterator<Item = (String, u32)>) -> Result<Self> {
-        let mut networks = HashMap::new();
+        let mut networks = FxHashMap::default();
         for (plmn, zone) in entries {
             let k = key(plmn.as_bytes()).ok_or_else(|| {
                 Error::Config(format!(
