@@ -20,7 +20,7 @@ use crate::state::{AppState, Backend};
 
 /// Parses a JSON body: 400 when it is not JSON, 422 when it is JSON of
 /// the wrong shape.
-fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
+pub(crate) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
     serde_json::from_slice(bytes).map_err(|e| {
         if e.is_data() {
             Problem::invalid(e.to_string())
@@ -127,7 +127,7 @@ pub async fn show(
     Ok(Json(view))
 }
 
-/// Changes an account's status and/or credit limit.
+/// Changes an account's status, credit limit and/or price plan.
 #[utoipa::path(patch, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     request_body = UpdateAccount,
@@ -143,9 +143,9 @@ pub async fn update(
 ) -> Result<Json<AccountView>, Problem> {
     let backend = state.backend()?;
     let change: UpdateAccount = body(&bytes)?;
-    if change.status.is_none() && change.credit_limit.is_none() {
+    if change.status.is_none() && change.credit_limit.is_none() && change.plan.is_none() {
         return Err(Problem::invalid(
-            "nothing to change: give status and/or credit_limit",
+            "nothing to change: give status, credit_limit and/or plan",
         ));
     }
     if change.credit_limit.is_some_and(|l| l < 0) {
@@ -156,6 +156,7 @@ pub async fn update(
         account: id,
         status: change.status.map(Into::into),
         credit_limit: change.credit_limit,
+        plan: change.plan,
     };
     let outcome = backend
         .call_and_notify(backend.shard_of(id), op, crate::sessions::after_change)

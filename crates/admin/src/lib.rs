@@ -7,7 +7,8 @@
 //!   `POST /v1/accounts/{subscriber}/top-ups`, `GET /v1/sessions`,
 //!   `DELETE /v1/sessions/{session-id}` (Abort-Session-Request),
 //!   `GET /v1/peers`, `POST /v1/tls/reload` (the Diameter over TLS
-//!   certificate, as SIGHUP), `GET /v1/openapi.json`.
+//!   certificate, as SIGHUP), `POST /v1/rate` (what usage would cost
+//!   and which rate prices it, charging nothing), `GET /v1/openapi.json`.
 //! * A top-up sends a Re-Auth-Request to the account's sessions waiting
 //!   for credit, a change of the account (PATCH) to all its sessions, or
 //!   an Abort-Session-Request when it blocks the account (`sessions`).
@@ -29,6 +30,7 @@ pub mod model;
 mod openapi;
 mod peers;
 mod problem;
+pub mod rate;
 mod sessions;
 mod state;
 mod tls;
@@ -196,6 +198,7 @@ fn router(inner: AppState) -> Router {
             "/v1/sessions/{session_id}",
             axum::routing::delete(sessions::abort),
         )
+        .route("/v1/rate", post(rate::rate))
         .route("/v1/peers", get(peers::peers))
         .route("/v1/tls/reload", post(tls::reload))
         .route("/v1/openapi.json", get(openapi::openapi))

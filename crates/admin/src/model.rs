@@ -1,7 +1,8 @@
 //! The JSON the API reads and writes.
 
 use gyro_charging::{
-    AccountStatus, Bundle, NewAccount, SubscriptionId, SubscriptionType, Timestamp, UnitKind,
+    AccountStatus, Bundle, Currency, NewAccount, SubscriptionId, SubscriptionType, Timestamp,
+    UnitKind,
 };
 use gyro_ocs::operations::{AccountState, SessionState};
 use serde::{Deserialize, Serialize};
@@ -112,9 +113,12 @@ pub struct CreateAccount {
     /// Unit allowances.
     #[serde(default)]
     pub bundles: Vec<NewBundle>,
-    /// A price plan: not supported (tariffs apply by service to every
-    /// account); any value is refused.
+    /// Its price plan, by name (default: the plan named `default`). It
+    /// must exist and be priced in the account's currency.
     pub plan: Option<String>,
+    /// The ISO 4217 alphabetic code of its money (default: the charging
+    /// configuration's `[currency]`).
+    pub currency: Option<String>,
     /// Account id (default: the next free one). It picks the shard.
     pub id: Option<u64>,
 }
@@ -127,6 +131,9 @@ pub struct UpdateAccount {
     pub status: Option<Status>,
     /// New credit limit, minor units.
     pub credit_limit: Option<i64>,
+    /// New price plan, by name (`default` for the plan of accounts that
+    /// name none). Open sessions are rated by it from their next request.
+    pub plan: Option<String>,
 }
 
 /// `POST /v1/accounts/{subscriber}/top-ups`.
@@ -191,6 +198,12 @@ pub struct AccountView {
     pub initial_balance: i64,
     /// Sum of its top-ups.
     pub topped_up: i64,
+    /// Its price plan (`default`: the plan of accounts that name none).
+    pub plan: String,
+    /// The ISO 4217 code of its money (numeric when gyro knows no
+    /// alphabetic one), when it is not the configuration's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub currency: Option<String>,
     /// Its open credit-control sessions.
     pub open_sessions: usize,
     /// For a top-up: true when its idempotency key was used before, so
@@ -236,6 +249,14 @@ impl AccountView {
             debited: a.debited,
             initial_balance: a.initial_balance,
             topped_up: a.topped_up,
+            plan: a
+                .plan
+                .as_deref()
+                .unwrap_or(gyro_charging::DEFAULT_PLAN)
+                .to_string(),
+            currency: a
+                .currency
+                .map(|c| c.alpha().map_or_else(|| c.code.to_string(), str::to_string)),
             open_sessions: s.open_sessions,
             replayed: None,
         }
@@ -324,12 +345,12 @@ impl CreateAccount {
         if subscribers.is_empty() {
             return Err(Problem::invalid("an account needs an msisdn or an imsi"));
         }
-        if self.plan.is_some() {
-            return Err(Problem::invalid(
-                "plan: per-account price plans are not supported; the tariffs of the \
-                 charging configuration apply to every account",
-            ));
-        }
+        let currency = match &self.currency {
+            None => None,
+            Some(c) => Some(Currency::from_alpha(c).ok_or_else(|| {
+                Problem::invalid(format!("currency {c:?}: not an ISO 4217 code gyro knows"))
+            })?),
+        };
         if self.balance < 0 {
             return Err(Problem::invalid("balance must not be negative"));
         }
@@ -363,6 +384,8 @@ impl CreateAccount {
             credit_limit: self.credit_limit,
             status: self.status.map_or(AccountStatus::Active, Into::into),
             bundles,
+            plan: self.plan.clone(),
+            currency,
         })
     }
 }

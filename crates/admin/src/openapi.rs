@@ -5,14 +5,15 @@ use axum::Json;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::{Modify, OpenApi};
 
-use crate::{accounts, health, metrics, model, peers, problem, sessions, tls};
+use crate::{accounts, health, metrics, model, peers, problem, rate, sessions, tls};
 
 /// The API's OpenAPI description.
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "gyro admin API",
-        description = "Operate a running gyro: health, metrics, accounts, top-ups, sessions. \
+        description = "Operate a running gyro: health, metrics, accounts, top-ups, sessions, \
+            prices (POST /v1/rate rates usage without charging it). \
             POST /v1/tls/reload reloads the Diameter over TLS certificate. \
             Every change is applied by the shard that owns the account and answered once it is \
             durable. Errors are application/problem+json (RFC 9457)."
@@ -29,6 +30,7 @@ use crate::{accounts, health, metrics, model, peers, problem, sessions, tls};
         accounts::top_up,
         accounts::sessions,
         sessions::abort,
+        rate::rate,
         peers::peers,
         tls::reload,
         openapi,
@@ -45,6 +47,10 @@ use crate::{accounts, health, metrics, model, peers, problem, sessions, tls};
         model::SessionView,
         model::SessionList,
         sessions::AbortView,
+        rate::RateRequest,
+        rate::RateView,
+        rate::RatePart,
+        rate::PriceChange,
         model::Status,
         model::Unit,
         peers::Peers,

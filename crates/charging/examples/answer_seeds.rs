@@ -35,6 +35,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
             requested: (kind != RequestType::Termination).then(ServiceUnits::default),
             used: (n > 0).then(|| ServiceUnits::of(UnitKind::Octets, 1_000_000)),
             reporting_reason: None,
+            used_after: None,
         }],
         ..CcRequest::default()
     };

@@ -111,6 +111,12 @@ pub struct Account {
     pub topped_up: i64,
     /// Unit allowances, used before money.
     pub bundles: Vec<Bundle>,
+    /// Its price plan; none: the plan named `"default"`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<Arc<str>>,
+    /// The currency of its money; none: the configuration's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<crate::tariff::Currency>,
 }
 
 impl Account {
@@ -126,6 +132,8 @@ impl Account {
             initial_balance: balance,
             topped_up: 0,
             bundles: Vec::new(),
+            plan: None,
+            currency: None,
         }
     }
 

@@ -63,6 +63,18 @@ pub struct MsccAnswer {
     pub final_unit: Option<FinalUnitIndication>,
     /// The unit the grant is in (not encoded; for tests and tools).
     pub unit: Option<UnitKind>,
+    /// Volume-Quota-Threshold (TS 32.299): octets left of the grant at
+    /// which the client asks for more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_quota_threshold: Option<u32>,
+    /// Time-Quota-Threshold (TS 32.299): seconds left of the grant at
+    /// which the client asks for more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_quota_threshold: Option<u32>,
+    /// Quota-Holding-Time (TS 32.299): seconds of no traffic after which
+    /// the client reports and gives the quota back.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_holding_time: Option<u32>,
 }
 
 /// A Credit-Control-Answer as the engine produces it. The Diameter layer

@@ -41,12 +41,19 @@
 //!               mscc_count:var  mscc*
 //! mscc        = flags:u8                bit 0 rating_group, 1 service_id,
 //!                                       2 granted, 3 validity_time,
-//!                                       4 final_unit, 5 unit
+//!                                       4 final_unit, 5 unit, 6 quota
 //!               result_code:var
 //!               [rating_group:var] [service_id:var] [units]
 //!               [validity_time:var] [fui] [unit:u8]
+//!               [quota]
+//! quota       = mask:u8                 bit 0 Volume-Quota-Threshold,
+//!                                       1 Time-Quota-Threshold,
+//!                                       2 Quota-Holding-Time
+//!               value:var for each bit set, in bit order
 //! units       = mask:u8                 bit 0 time, 1 total, 2 input,
-//!                                       3 output, 4 service_specific
+//!                                       3 output, 4 service_specific,
+//!                                       5 Tariff-Time-Change (ms since
+//!                                       the Unix epoch)
 //!               value:var for each bit set, in bit order
 //! fui         = action:u8               0 TERMINATE, 1 REDIRECT,
 //!                                       2 RESTRICT_ACCESS
@@ -60,6 +67,9 @@
 //!                                       5 Service-Identifier value:var
 //! unit        = 0 octets, 1 seconds, 2 events
 //! ```
+//!
+//! MSCC flag bit 6 and units bit 5 came with price plans; records without
+//! them read as before, so the record version stays 1.
 //!
 //! The `duplicate` flag of an answer is not stored (a record is an
 //! original). A usage answer with three rating groups takes about 100
@@ -256,6 +266,7 @@ fn put_units(out: &mut Vec<u8>, u: &ServiceUnits) {
         u.input_octets,
         u.output_octets,
         u.service_specific,
+        u.tariff_time_change.map(|t| t.0),
     ];
     let mask = vals
         .iter()
@@ -346,7 +357,16 @@ fn encode_answer(out: &mut Vec<u8>, a: &CcAnswer) {
             | u8::from(m.validity_time.is_some()) << 3
             | u8::from(m.final_unit.is_some()) << 4
             | u8::from(m.unit.is_some()) << 5;
-        out.push(flags);
+        let quota = [
+            m.volume_quota_threshold,
+            m.time_quota_threshold,
+            m.quota_holding_time,
+        ];
+        let more = quota
+            .iter()
+            .enumerate()
+            .fold(0u8, |f, (i, v)| f | (u8::from(v.is_some()) << i));
+        out.push(flags | u8::from(more != 0) << 6);
         put_var(out, u64::from(m.result_code));
         if let Some(v) = m.rating_group {
             put_var(out, u64::from(v));
@@ -365,6 +385,12 @@ fn encode_answer(out: &mut Vec<u8>, a: &CcAnswer) {
         }
         if let Some(u) = m.unit {
             out.push(unit_code(u));
+        }
+        if more != 0 {
+            out.push(more);
+            for v in quota.into_iter().flatten() {
+                put_var(out, u64::from(v));
+            }
         }
     }
 }
@@ -433,7 +459,7 @@ impl<'a> Reader<'a> {
     }
     fn units(&mut self) -> Result<ServiceUnits> {
         let mask = self.u8()?;
-        if mask & !0x1f != 0 {
+        if mask & !0x3f != 0 {
             return Err(Error::AnswerRecord("unknown unit counter"));
         }
         let mut u = ServiceUnits::default();
@@ -451,6 +477,9 @@ impl<'a> Reader<'a> {
         }
         if mask & 16 != 0 {
             u.service_specific = Some(self.var()?);
+        }
+        if mask & 32 != 0 {
+            u.tariff_time_change = Some(Timestamp(self.var()?));
         }
         Ok(u)
     }
@@ -576,7 +605,7 @@ fn decode_answer(r: &mut Reader<'_>, request_number: u32, a: &mut CcAnswer) -> R
         }
         let m = &mut a.mscc[i];
         let flags = r.u8()?;
-        if flags & !0x3f != 0 {
+        if flags & !0x7f != 0 {
             return Err(Error::AnswerRecord("unknown MSCC flag"));
         }
         m.result_code = r.var_u32()?;
@@ -607,6 +636,25 @@ fn decode_answer(r: &mut Reader<'_>, request_number: u32, a: &mut CcAnswer) -> R
         }
         m.unit = if flags & 32 != 0 {
             Some(r.unit()?)
+        } else {
+            None
+        };
+        let more = if flags & 64 != 0 { r.u8()? } else { 0 };
+        if more & !0x07 != 0 {
+            return Err(Error::AnswerRecord("unknown MSCC quota flag"));
+        }
+        m.volume_quota_threshold = if more & 1 != 0 {
+            Some(r.var_u32()?)
+        } else {
+            None
+        };
+        m.time_quota_threshold = if more & 2 != 0 {
+            Some(r.var_u32()?)
+        } else {
+            None
+        };
+        m.quota_holding_time = if more & 4 != 0 {
+            Some(r.var_u32()?)
         } else {
             None
         };

@@ -114,10 +114,47 @@ pub struct Cdr {
     /// Reporting-Reason sent by the client.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reporting_reason: Option<u32>,
+    /// The account's price plan that rated it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub plan: String,
+    /// The rate applied (its name in the plan).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub rate: String,
+    /// The destination of the called number (longest prefix), if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub destination: String,
+    /// The roaming zone of the visited network, if any.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub zone: String,
+    /// For usage split at a tariff change: which side of it this record
+    /// prices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tariff_change: Option<TariffChangeUsage>,
+}
+
+/// Which side of a tariff change usage is on (Tariff-Change-Usage, RFC
+/// 8506 section 8.27).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum TariffChangeUsage {
+    /// UNIT_BEFORE_TARIFF_CHANGE: priced at the rate before the change.
+    Before,
+    /// UNIT_AFTER_TARIFF_CHANGE: priced at the rate after it.
+    After,
+}
+
+impl TariffChangeUsage {
+    /// The name used in CDR files.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TariffChangeUsage::Before => "before",
+            TariffChangeUsage::After => "after",
+        }
+    }
 }
 
 /// Column names of [`Cdr::write_csv`], comma separated, with a newline.
-pub const CSV_HEADER: &str = "sequence,node_id,record_type,session_id,account,subscriber,service_context,rating_group,service_id,request_number,requested_action,unit,time,input_octets,output_octets,total_octets,service_units,rated_units,bundle_units,amount,unbilled,balance_after,started,ended,result_code,closing_cause,termination_cause,reporting_reason\n";
+pub const CSV_HEADER: &str = "sequence,node_id,record_type,session_id,account,subscriber,service_context,rating_group,service_id,request_number,requested_action,unit,time,input_octets,output_octets,total_octets,service_units,rated_units,bundle_units,amount,unbilled,balance_after,started,ended,result_code,closing_cause,termination_cause,reporting_reason,plan,rate,destination,zone,tariff_change\n";
 
 fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
@@ -218,6 +255,19 @@ impl Cdr {
         }
         if let Some(v) = self.reporting_reason {
             j.num("reporting_reason", v);
+        }
+        for (key, v) in [
+            ("plan", &self.plan),
+            ("rate", &self.rate),
+            ("destination", &self.destination),
+            ("zone", &self.zone),
+        ] {
+            if !v.is_empty() {
+                j.str(key, v);
+            }
+        }
+        if let Some(t) = self.tariff_change {
+            j.str("tariff_change", t.as_str());
         }
         j.end();
         Ok(())
@@ -353,6 +403,12 @@ impl<W: std::io::Write> CdrCsvWriter<W> {
             .write_field(c.closing_cause.map_or("", ClosingCause::as_str))?;
         self.opt(c.termination_cause)?;
         self.opt(c.reporting_reason)?;
+        self.csv.write_field(&c.plan)?;
+        self.csv.write_field(&c.rate)?;
+        self.csv.write_field(&c.destination)?;
+        self.csv.write_field(&c.zone)?;
+        self.csv
+            .write_field(c.tariff_change.map_or("", TariffChangeUsage::as_str))?;
         self.csv.write_record(None::<&[u8]>)
     }
 
@@ -400,6 +456,10 @@ impl CdrBuffer {
     /// Iterates the records.
     pub fn iter(&self) -> std::slice::Iter<'_, Cdr> {
         self.as_slice().iter()
+    }
+    /// The last record.
+    pub(crate) fn last_mut(&mut self) -> Option<&mut Cdr> {
+        self.len.checked_sub(1).map(|i| &mut self.items[i])
     }
     /// A slot for the next record (its old contents are to be overwritten).
     pub(crate) fn next_slot(&mut self) -> &mut Cdr {

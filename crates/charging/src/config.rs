@@ -25,9 +25,20 @@
 use crate::accounts::{Account, AccountStatus, Bundle, SubscriberDirectory, SubscriptionId};
 use crate::engine::{Engine, EngineOptions};
 use crate::error::{Error, Result};
+use crate::rating::{PlanSpec, DEFAULT_PLAN};
 use crate::tariff::{Catalog, Currency, Tariff};
 use crate::types::{AccountId, Timestamp, UnitKind};
 use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The message of a configuration error, without its "configuration: ".
+fn strip(e: Error) -> String {
+    match e {
+        Error::Config(m) | Error::ConfigSyntax(m) => m,
+        other => other.to_string(),
+    }
+}
 
 /// The whole configuration file.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -39,9 +50,21 @@ pub struct ChargingConfig {
     /// `[currency]`: the currency of all money.
     #[serde(default)]
     pub currency: Currency,
-    /// `[[tariff]]`: the tariffs.
+    /// `[[tariff]]`: the rates of the plan named `"default"`, the plan of
+    /// accounts that name none.
     #[serde(default, rename = "tariff")]
     pub tariffs: Vec<Tariff>,
+    /// `[plans.NAME]`: named price plans.
+    #[serde(default)]
+    pub plans: BTreeMap<String, PlanConfig>,
+    /// `[destinations]`: destination name = its prefixes of the called
+    /// number (longest prefix wins).
+    #[serde(default)]
+    pub destinations: BTreeMap<String, Vec<String>>,
+    /// `[zones]`: roaming zone name = its visited networks (MCC+MNC, or an
+    /// MCC for the whole country).
+    #[serde(default)]
+    pub zones: BTreeMap<String, Vec<String>>,
     /// `[[account]]`: accounts listed one by one.
     #[serde(default, rename = "account")]
     pub accounts: Vec<AccountConfig>,
@@ -49,6 +72,25 @@ pub struct ChargingConfig {
     /// numbers.
     #[serde(default, rename = "account_range")]
     pub account_ranges: Vec<AccountRangeConfig>,
+}
+
+/// One `[plans.NAME]`.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlanConfig {
+    /// What the plan is, for people.
+    #[serde(default)]
+    pub description: Option<String>,
+    /// Currency of its prices (default: `[currency]`); accounts on the
+    /// plan must hold money in it.
+    #[serde(default)]
+    pub currency: Option<Currency>,
+    /// IANA time zone of its rates' `days` and `hours` (default `"UTC"`).
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    /// `[[plans.NAME.rate]]`: its rates, with the fields of a `[[tariff]]`.
+    #[serde(default, rename = "rate")]
+    pub rates: Vec<Tariff>,
 }
 
 /// One `[[account]]`.
@@ -72,6 +114,12 @@ pub struct AccountConfig {
     /// `[[account.bundle]]`: unit allowances.
     #[serde(default, rename = "bundle")]
     pub bundles: Vec<BundleConfig>,
+    /// Its price plan (default: the plan named `"default"`).
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// The currency of its money (default: `[currency]`).
+    #[serde(default)]
+    pub currency: Option<Currency>,
 }
 
 /// One `[[account.bundle]]` or `[[account_range.bundle]]`.
@@ -123,6 +171,13 @@ pub struct AccountRangeConfig {
     /// Bundles each account gets.
     #[serde(default, rename = "bundle")]
     pub bundles: Vec<BundleConfig>,
+    /// The price plan of each account (default: the plan named
+    /// `"default"`).
+    #[serde(default)]
+    pub plan: Option<String>,
+    /// The currency of each account's money (default: `[currency]`).
+    #[serde(default)]
+    pub currency: Option<Currency>,
 }
 
 /// The `i`-th number after `first`, with the same number of digits.
@@ -171,13 +226,60 @@ impl ChargingConfig {
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let cfg: ChargingConfig =
             toml::from_str(text).map_err(|e| Error::ConfigSyntax(e.to_string()))?;
-        cfg.catalog()?;
+        let catalog = cfg.catalog()?;
+        // Every account's plan exists and is priced in its currency.
+        for a in &cfg.accounts {
+            catalog
+                .check_plan(a.plan.as_deref(), a.currency)
+                .map_err(|e| Error::Config(format!("account {}: {}", a.id, strip(e))))?;
+        }
+        for r in &cfg.account_ranges {
+            catalog
+                .check_plan(r.plan.as_deref(), r.currency)
+                .map_err(|e| {
+                    Error::Config(format!("account range from {}: {}", r.first_id, strip(e)))
+                })?;
+        }
         Ok(cfg)
     }
 
-    /// The tariff catalog.
+    /// The rating catalog: the plans (the `[[tariff]]` list is the plan
+    /// named `"default"`), destinations and zones.
     pub fn catalog(&self) -> Result<Catalog> {
-        Catalog::new(self.currency, self.tariffs.clone())
+        let mut plans = Vec::with_capacity(self.plans.len() + 1);
+        if !self.tariffs.is_empty() {
+            if self.plans.contains_key(DEFAULT_PLAN) {
+                return Err(Error::Config(format!(
+                    "[[tariff]] is the plan {DEFAULT_PLAN:?}, and [plans.{DEFAULT_PLAN}] defines it again: keep one"
+                )));
+            }
+            plans.push(PlanSpec {
+                name: DEFAULT_PLAN.into(),
+                currency: self.currency,
+                time_zone: "UTC".into(),
+                rates: self.tariffs.clone(),
+            });
+        }
+        for (name, p) in &self.plans {
+            plans.push(PlanSpec {
+                name: name.clone(),
+                currency: p.currency.unwrap_or(self.currency),
+                time_zone: p.time_zone.clone().unwrap_or_else(|| "UTC".into()),
+                rates: p.rates.clone(),
+            });
+        }
+        Catalog::build(
+            self.currency,
+            plans,
+            self.destinations
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+            self.zones
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        )
     }
 
     /// Every account with its identities, ranges expanded.
@@ -188,6 +290,8 @@ impl ChargingConfig {
             acc.credit_limit = a.credit_limit;
             acc.status = a.status;
             acc.bundles = bundles(&a.bundles)?;
+            acc.plan = a.plan.as_deref().map(Arc::from);
+            acc.currency = a.currency;
             let subs = a
                 .subscribers
                 .iter()
@@ -197,6 +301,7 @@ impl ChargingConfig {
         }
         for r in &self.account_ranges {
             let template = bundles(&r.bundles)?;
+            let plan: Option<Arc<str>> = r.plan.as_deref().map(Arc::from);
             for i in 0..r.count {
                 let id = r
                     .first_id
@@ -205,6 +310,8 @@ impl ChargingConfig {
                 let mut acc = Account::new(AccountId(id), r.balance);
                 acc.credit_limit = r.credit_limit;
                 acc.bundles.clone_from(&template);
+                acc.plan.clone_from(&plan);
+                acc.currency = r.currency;
                 let mut subs = Vec::new();
                 if let Some(first) = &r.e164_first {
                     subs.push(SubscriptionId::e164(nth_number(first, i)?));

@@ -7,6 +7,7 @@
 use crate::accounts::{Account, AccountStatus, Bundle, SharedSubscriptionId, SubscriptionId};
 use crate::error::{Error, Result};
 use crate::session::{BundleHold, BundleHolds, Reservation, Reservations, Session};
+use crate::tariff::Currency;
 use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, VecDeque};
@@ -173,6 +174,17 @@ pub enum Effect {
         account: AccountId,
         /// New credit limit, minor units, not negative.
         credit_limit: i64,
+    },
+    /// An account's price plan (and the currency of its money) set: at
+    /// creation, right after [`Effect::AccountCreated`], when either is not
+    /// the configuration's default, and when an operator changes the plan.
+    PlanChanged {
+        /// Account.
+        account: AccountId,
+        /// The plan; none: the plan named `"default"`.
+        plan: Option<Arc<str>>,
+        /// The currency of its money; none: the configuration's.
+        currency: Option<Currency>,
     },
     /// Money added to an account by a top-up named by an idempotency key,
     /// which the ledger remembers ([`Ledger::top_up_keys`]) so that the
@@ -573,6 +585,15 @@ impl Ledger {
             } => {
                 neg(*credit_limit)?;
                 account_mut(&mut self.accounts, account)?.credit_limit = *credit_limit;
+            }
+            Effect::PlanChanged {
+                account,
+                plan,
+                currency,
+            } => {
+                let acc = account_mut(&mut self.accounts, account)?;
+                acc.plan.clone_from(plan);
+                acc.currency = *currency;
             }
             Effect::ToppedUpWithKey {
                 account,

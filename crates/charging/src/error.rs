@@ -39,6 +39,13 @@ pub enum Error {
     /// a bundle that does not add up, ...).
     #[error("invalid account: {0}")]
     InvalidAccount(String),
+    /// A price plan that does not exist, or is priced in another currency
+    /// than the account's money (the message names both).
+    #[error("{0}")]
+    InvalidPlan(String),
+    /// No rate serves what was to be priced (the message says why).
+    #[error("{0}")]
+    Unrated(String),
     /// An amount was negative or would overflow.
     #[error("invalid amount {0}")]
     InvalidAmount(i64),

@@ -102,6 +102,7 @@ pub mod config;
 pub mod dedup;
 pub mod effects;
 pub mod engine;
+pub mod rating;
 pub mod request;
 pub mod session;
 pub mod tariff;
@@ -114,7 +115,7 @@ pub use accounts::{
 };
 pub use answer::{CcAnswer, CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer};
 pub use answer_log::{AnswerArchive, AnswerLog};
-pub use cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
+pub use cdr::{Cdr, CdrBuffer, ClosingCause, RecordType, TariffChangeUsage};
 pub use config::ChargingConfig;
 pub use effects::{Effect, Ledger};
 pub use engine::{
@@ -122,10 +123,12 @@ pub use engine::{
     MAX_IDEMPOTENCY_KEY,
 };
 pub use error::{Error, Result};
+pub use rating::quote::{Quote, QuotePart, QuoteRequest};
+pub use rating::{Choice, Location, Plan, PlanSpec, RatingError, DEFAULT_PLAN};
 pub use request::{CcRequest, Mscc, RequestType, RequestedAction};
 pub use session::{Reservation, Session};
 pub use tariff::{
-    Catalog, Currency, FinalUnitAction, FinalUnitIndication, RedirectAddressType, RedirectServer,
-    Rounding, Tariff, ZeroRated,
+    Catalog, Currency, FinalUnitAction, FinalUnitIndication, HourWindow, RedirectAddressType,
+    RedirectServer, Rounding, Tariff, Weekday, ZeroRated,
 };
 pub use types::{result_code, AccountId, RatingKey, ServiceUnits, SessionKey, Timestamp, UnitKind};

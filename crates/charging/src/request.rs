@@ -83,6 +83,11 @@ pub struct Mscc {
     pub used: Option<ServiceUnits>,
     /// Reporting-Reason, if any (kept for CDRs).
     pub reporting_reason: Option<u32>,
+    /// The part of `used` reported after a tariff change (the
+    /// Used-Service-Units with Tariff-Change-Usage UNIT_AFTER_TARIFF_CHANGE),
+    /// summed; `None`: no split reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_after: Option<ServiceUnits>,
 }
 
 impl Mscc {
@@ -130,4 +135,18 @@ pub struct CcRequest {
     pub mscc: Vec<Mscc>,
     /// Termination-Cause.
     pub termination_cause: Option<u32>,
+    /// Command-level part of `used` reported after a tariff change
+    /// (single-service form; see [`Mscc::used_after`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub used_after: Option<ServiceUnits>,
+    /// The called party (Ro: Service-Information / IMS-Information
+    /// Called-Party-Address, or SMS-Information Recipient-Address
+    /// Address-Data); empty: none. Rates by destination look at it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub called_party: String,
+    /// The visited network's MCC and MNC digits (3GPP-SGSN-MCC-MNC, or
+    /// from 3GPP-User-Location-Info); empty: none. Rates by roaming zone
+    /// look at it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub visited_plmn: String,
 }

@@ -7,7 +7,9 @@
 //! integer (128-bit intermediates); there is no floating point.
 
 use crate::error::{Error, Result};
-use crate::types::{RatingKey, UnitKind};
+pub use crate::rating::schedule::{HourWindow, Weekday};
+pub use crate::rating::{Catalog, RatingError};
+use crate::types::UnitKind;
 use serde::{Deserialize, Serialize};
 
 /// How a fractional amount of money is rounded.
@@ -86,13 +88,121 @@ pub struct FinalUnitIndication {
     pub filter_ids: Vec<String>,
 }
 
-/// The currency money is counted in.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// The currency money is counted in: an ISO 4217 code and the number of
+/// decimals of its minor unit. In configuration either the alphabetic code
+/// of a common currency (`currency = "SEK"`) or the numbers
+/// (`currency = { code = 752, exponent = 2 }`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(try_from = "CurrencyRepr")]
 pub struct Currency {
     /// ISO 4217 numeric code (Currency-Code), e.g. 978 for EUR.
     pub code: u32,
     /// Decimal places of a minor unit, e.g. 2 for cents.
     pub exponent: u8,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum CurrencyRepr {
+    Alpha(String),
+    Numbers { code: u32, exponent: u8 },
+}
+
+impl TryFrom<CurrencyRepr> for Currency {
+    type Error = String;
+    fn try_from(r: CurrencyRepr) -> std::result::Result<Self, String> {
+        match r {
+            CurrencyRepr::Numbers { code, exponent } => Ok(Currency { code, exponent }),
+            CurrencyRepr::Alpha(a) => Currency::from_alpha(&a).ok_or_else(|| {
+                format!("unknown currency {a:?}: give {{ code = <ISO 4217 number>, exponent = <decimals> }}")
+            }),
+        }
+    }
+}
+
+/// Common ISO 4217 currencies: alphabetic code, numeric code, exponent.
+const ISO_4217: &[(&str, u32, u8)] = &[
+    ("AED", 784, 2),
+    ("AUD", 36, 2),
+    ("BGN", 975, 2),
+    ("BHD", 48, 3),
+    ("BRL", 986, 2),
+    ("CAD", 124, 2),
+    ("CHF", 756, 2),
+    ("CLP", 152, 0),
+    ("CNY", 156, 2),
+    ("CZK", 203, 2),
+    ("DKK", 208, 2),
+    ("EGP", 818, 2),
+    ("EUR", 978, 2),
+    ("GBP", 826, 2),
+    ("HKD", 344, 2),
+    ("HUF", 348, 2),
+    ("IDR", 360, 2),
+    ("ILS", 376, 2),
+    ("INR", 356, 2),
+    ("ISK", 352, 0),
+    ("JOD", 400, 3),
+    ("JPY", 392, 0),
+    ("KES", 404, 2),
+    ("KRW", 410, 0),
+    ("KWD", 414, 3),
+    ("MAD", 504, 2),
+    ("MXN", 484, 2),
+    ("MYR", 458, 2),
+    ("NGN", 566, 2),
+    ("NOK", 578, 2),
+    ("NZD", 554, 2),
+    ("OMR", 512, 3),
+    ("PHP", 608, 2),
+    ("PKR", 586, 2),
+    ("PLN", 985, 2),
+    ("QAR", 634, 2),
+    ("RON", 946, 2),
+    ("RSD", 941, 2),
+    ("SAR", 682, 2),
+    ("SEK", 752, 2),
+    ("SGD", 702, 2),
+    ("THB", 764, 2),
+    ("TND", 788, 3),
+    ("TRY", 949, 2),
+    ("TWD", 901, 2),
+    ("UAH", 980, 2),
+    ("USD", 840, 2),
+    ("VND", 704, 0),
+    ("XAF", 950, 0),
+    ("XOF", 952, 0),
+    ("ZAR", 710, 2),
+];
+
+impl Currency {
+    /// A common currency by its ISO 4217 alphabetic code (`"EUR"`).
+    pub fn from_alpha(alpha: &str) -> Option<Self> {
+        ISO_4217
+            .iter()
+            .find(|(a, _, _)| a.eq_ignore_ascii_case(alpha))
+            .map(|&(_, code, exponent)| Currency { code, exponent })
+    }
+
+    /// Its ISO 4217 alphabetic code, when it is a common currency with the
+    /// usual exponent.
+    pub fn alpha(self) -> Option<&'static str> {
+        ISO_4217
+            .iter()
+            .find(|&&(_, code, exponent)| code == self.code && exponent == self.exponent)
+            .map(|(a, _, _)| *a)
+    }
+}
+
+impl std::fmt::Display for Currency {
+    /// `SEK (752, exponent 2)`, or `752 (exponent 2)` for a code without a
+    /// known alphabetic name.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.alpha() {
+            Some(a) => write!(f, "{a} ({}, exponent {})", self.code, self.exponent),
+            None => write!(f, "{} (exponent {})", self.code, self.exponent),
+        }
+    }
 }
 
 impl Default for Currency {
@@ -149,6 +259,69 @@ pub struct Tariff {
     /// Zero-rated service handling; absent: charged normally.
     #[serde(default)]
     pub zero_rated: Option<ZeroRated>,
+    /// Days of the week it applies on, in the plan's time zone (empty:
+    /// every day).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub days: Vec<Weekday>,
+    /// Local time window it applies in, `"HH:MM-HH:MM"` (absent: all
+    /// day). A window past midnight belongs to the day it starts on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hours: Option<HourWindow>,
+    /// Destination (a `[destinations]` name) the called number must be in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destination: Option<String>,
+    /// Roaming zone (a `[zones]` name) the visited network must be in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub zone: Option<String>,
+    /// First charging interval: the first usage of a session (and every
+    /// event) costs at least this many units, later ones are rounded up
+    /// to the increment ("60/1": `first_interval = 60`, `increment = 1`).
+    /// 0: none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub first_interval: u64,
+    /// Volume-Quota-Threshold (octets) sent with each grant (TS 32.299).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_quota_threshold: Option<u32>,
+    /// Time-Quota-Threshold (seconds) sent with each grant (TS 32.299).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_quota_threshold: Option<u32>,
+    /// Quota-Holding-Time (seconds) sent with each grant (TS 32.299).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota_holding_time: Option<u32>,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+impl Default for Tariff {
+    /// A free catch-all rate of one unit, to fill in with struct update
+    /// syntax.
+    fn default() -> Self {
+        Tariff {
+            name: String::new(),
+            service_context: String::new(),
+            rating_group: None,
+            service_identifier: None,
+            unit: UnitKind::Octets,
+            price: 0,
+            per: 1,
+            increment: 1,
+            rounding: Rounding::Up,
+            default_quota: 1,
+            validity_time: None,
+            final_unit: FinalUnitIndication::default(),
+            zero_rated: None,
+            days: Vec::new(),
+            hours: None,
+            destination: None,
+            zone: None,
+            first_interval: 0,
+            volume_quota_threshold: None,
+            time_quota_threshold: None,
+            quota_holding_time: None,
+        }
+    }
 }
 
 /// `a * b / c` with the given rounding, saturating at `i64::MAX`.
@@ -188,6 +361,20 @@ impl Tariff {
         {
             return bad("final_unit action redirect needs a redirect server");
         }
+        if self.volume_quota_threshold.is_some() && self.unit != UnitKind::Octets {
+            return bad("volume_quota_threshold needs unit \"octets\"");
+        }
+        if self.time_quota_threshold.is_some() && self.unit != UnitKind::Seconds {
+            return bad("time_quota_threshold needs unit \"seconds\"");
+        }
+        if self
+            .days
+            .iter()
+            .enumerate()
+            .any(|(i, d)| self.days[..i].contains(d))
+        {
+            return bad("a day is listed twice");
+        }
         Ok(())
     }
 
@@ -196,19 +383,49 @@ impl Tariff {
         self.price == 0 || self.zero_rated.is_some()
     }
 
+    /// Whether the rate applies only at some times.
+    pub fn is_timed(&self) -> bool {
+        !self.days.is_empty() || self.hours.is_some()
+    }
+
     /// `units` rounded up to the charging increment.
     pub fn rounded_units(&self, units: u64) -> u64 {
         let inc = self.increment.max(1);
         units.div_ceil(inc).saturating_mul(inc)
     }
 
-    /// The price of `units` (after rounding to the increment).
+    /// `units` as charged: the first usage (`first`) at least the first
+    /// interval and the rest rounded up to the increment; a later usage
+    /// rounded up to the increment.
+    pub fn charged_units(&self, units: u64, first: bool) -> u64 {
+        if units == 0 {
+            return 0;
+        }
+        let fi = self.first_interval;
+        if first && fi > 0 {
+            if units <= fi {
+                fi
+            } else {
+                fi.saturating_add(self.rounded_units(units - fi))
+            }
+        } else {
+            self.rounded_units(units)
+        }
+    }
+
+    /// The price of `units` as a first usage (the first interval applies,
+    /// then the increment).
     pub fn cost(&self, units: u64) -> i64 {
+        self.cost_of(units, true)
+    }
+
+    /// The price of `units`, as a first usage of a session or not.
+    pub fn cost_of(&self, units: u64, first: bool) -> i64 {
         if self.is_free() || units == 0 {
             return 0;
         }
         mul_div(
-            u128::from(self.rounded_units(units)),
+            u128::from(self.charged_units(units, first)),
             self.price as u128,
             u128::from(self.per),
             self.rounding,
@@ -218,25 +435,32 @@ impl Tariff {
     /// The largest grant of at most `want` units whose cost fits in `money`.
     /// Grants smaller than `want` are multiples of the increment.
     pub fn affordable_units(&self, money: i64, want: u64) -> u64 {
-        if self.cost(want) <= money {
-            return want;
-        }
-        if money <= 0 {
-            return 0;
-        }
-        let inc = self.increment.max(1);
-        // cost is non-decreasing in units: binary search over whole increments.
-        let (mut lo, mut hi) = (0u64, want / inc);
-        while lo < hi {
-            let mid = lo + (hi - lo).div_ceil(2);
-            if self.cost(mid.saturating_mul(inc)) <= money {
-                lo = mid;
-            } else {
-                hi = mid - 1;
-            }
-        }
-        lo.saturating_mul(inc)
+        affordable(self.increment, money, want, |u| self.cost(u))
     }
+}
+
+/// The largest grant of at most `want` units whose `cost` (non-decreasing
+/// in the units) fits in `money`; grants smaller than `want` are multiples
+/// of `increment`.
+pub fn affordable(increment: u64, money: i64, want: u64, cost: impl Fn(u64) -> i64) -> u64 {
+    if cost(want) <= money {
+        return want;
+    }
+    if money <= 0 {
+        return 0;
+    }
+    let inc = increment.max(1);
+    // cost is non-decreasing in units: binary search over whole increments.
+    let (mut lo, mut hi) = (0u64, want / inc);
+    while lo < hi {
+        let mid = lo + (hi - lo).div_ceil(2);
+        if cost(mid.saturating_mul(inc)) <= money {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    lo.saturating_mul(inc)
 }
 
 /// Whether a request's Service-Context-Id matches a tariff's: equal, or
@@ -250,89 +474,10 @@ pub fn context_matches(tariff_ctx: &str, request_ctx: &str) -> bool {
     r[split..].eq_ignore_ascii_case(t) && (split == 0 || r[split - 1] == b'.')
 }
 
-/// All tariffs, and the currency.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Catalog {
-    /// Currency of every price and balance.
-    pub currency: Currency,
-    /// The tariffs; the most specific match wins (see [`Catalog::find`]).
-    pub tariffs: Vec<Tariff>,
-}
-
-/// Why a service could not be rated.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum RatingError {
-    /// No tariff serves this Service-Context-Id at all.
-    UnknownContext,
-    /// The context is known but no tariff serves this rating group /
-    /// service.
-    NoTariff,
-}
-
-impl Catalog {
-    /// A catalog of validated tariffs.
-    pub fn new(currency: Currency, tariffs: Vec<Tariff>) -> Result<Self> {
-        for t in &tariffs {
-            t.validate()?;
-        }
-        Ok(Catalog { currency, tariffs })
-    }
-
-    /// Whether any tariff serves this Service-Context-Id.
-    pub fn knows_context(&self, ctx: &str) -> bool {
-        self.tariffs
-            .iter()
-            .any(|t| context_matches(&t.service_context, ctx))
-    }
-
-    /// The index of the tariff for `key` under `ctx`. Preference: exact
-    /// rating group and service, then service only, then rating group only,
-    /// then a tariff naming neither (a catch-all for the context).
-    pub fn find(&self, ctx: &str, key: RatingKey) -> Result<usize, RatingError> {
-        let mut best: Option<(u8, usize)> = None;
-        let mut context_known = false;
-        for (i, t) in self.tariffs.iter().enumerate() {
-            if !context_matches(&t.service_context, ctx) {
-                continue;
-            }
-            context_known = true;
-            let rg = match t.rating_group {
-                None => Some(false),
-                Some(rg) if key.rating_group == Some(rg) => Some(true),
-                Some(_) => None,
-            };
-            let sid = match t.service_identifier {
-                None => Some(false),
-                Some(s) if key.service_id == Some(s) => Some(true),
-                Some(_) => None,
-            };
-            let score = match (rg, sid) {
-                (Some(true), Some(true)) => 4,
-                (Some(false), Some(true)) => 3,
-                (Some(true), Some(false)) => 2,
-                (Some(false), Some(false)) => 1,
-                _ => continue,
-            };
-            if best.is_none_or(|(s, _)| score > s) {
-                best = Some((score, i));
-            }
-        }
-        match best {
-            Some((_, i)) => Ok(i),
-            None if context_known => Err(RatingError::NoTariff),
-            None => Err(RatingError::UnknownContext),
-        }
-    }
-
-    /// The tariff at `index`.
-    pub fn tariff(&self, index: usize) -> Option<&Tariff> {
-        self.tariffs.get(index)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::types::RatingKey;
 
     fn data() -> Tariff {
         Tariff {
@@ -348,60 +493,52 @@ mod tests {
             default_quota: 10_000_000,
             validity_time: Some(600),
             final_unit: FinalUnitIndication::default(),
-            zero_rated: None,
+            ..Tariff::default()
         }
     }
 
     #[test]
-    fn remembered_tariffs_are_what_the_catalog_finds() {
-        let mut voice = data();
-        voice.service_context = "32260@3gpp.org".into();
-        voice.rating_group = None;
-        let mut sid = data();
-        sid.rating_group = None;
-        sid.service_identifier = Some(7);
-        let catalog = Catalog {
-            currency: Currency::default(),
-            tariffs: vec![data(), voice, sid],
+    fn the_first_interval_is_charged_once_then_the_increment() {
+        // Voice at 60/1: 0.60 a minute, the first minute whole.
+        let t = Tariff {
+            unit: UnitKind::Seconds,
+            price: 60,
+            per: 60,
+            increment: 1,
+            first_interval: 60,
+            ..data()
         };
-        let mut memo = TariffMemo::default();
-        let contexts = [
-            "32251@3gpp.org",
-            "X.32251@3GPP.ORG",
-            "32260@3gpp.org",
-            "nope",
-            "",
-        ];
-        let keys = [None, Some(10), Some(20)]
-            .into_iter()
-            .flat_map(|rating_group| {
-                [None, Some(7)].map(|service_id| RatingKey {
-                    rating_group,
-                    service_id,
-                })
-            });
-        let keys: Vec<RatingKey> = keys.collect();
-        // Twice over: the second round is answered from the memo.
-        for _ in 0..2 {
-            for ctx in contexts {
-                for &key in &keys {
-                    assert_eq!(
-                        memo.find(&catalog, ctx, key),
-                        catalog.find(ctx, key),
-                        "{ctx} {key:?}"
-                    );
-                }
-            }
+        assert_eq!(t.charged_units(5, true), 60);
+        assert_eq!(t.charged_units(60, true), 60);
+        assert_eq!(t.charged_units(61, true), 61);
+        assert_eq!(t.charged_units(5, false), 5);
+        assert_eq!(t.cost(5), 60);
+        assert_eq!(t.cost_of(5, false), 5);
+        assert_eq!(t.cost(0), 0);
+        // 0.59 buys nothing (the first minute costs 0.60), 0.75 buys 75 s.
+        assert_eq!(t.affordable_units(59, 300), 0);
+        assert_eq!(t.affordable_units(75, 300), 75);
+    }
+
+    #[test]
+    fn currencies_read_by_code_or_numbers_and_name_themselves() {
+        let sek = Currency::from_alpha("sek").unwrap();
+        assert_eq!((sek.code, sek.exponent), (752, 2));
+        assert_eq!(sek.to_string(), "SEK (752, exponent 2)");
+        let odd = Currency {
+            code: 999,
+            exponent: 1,
+        };
+        assert_eq!(odd.to_string(), "999 (exponent 1)");
+        #[derive(Deserialize)]
+        struct C {
+            c: Currency,
         }
-        // Bounded: past its limits it answers without remembering.
-        for n in 0..(TariffMemo::CONTEXTS + 10) {
-            let ctx = format!("{n}.32251@3gpp.org");
-            assert_eq!(
-                memo.find(&catalog, &ctx, keys[2]),
-                catalog.find(&ctx, keys[2])
-            );
-        }
-        assert_eq!(memo.contexts.len(), TariffMemo::CONTEXTS);
+        let c: C = toml::from_str("c = \"EUR\"").unwrap();
+        assert_eq!(c.c, Currency::default());
+        let c: C = toml::from_str("c = { code = 752, exponent = 2 }").unwrap();
+        assert_eq!(c.c, sek);
+        assert!(toml::from_str::<C>("c = \"XYZ\"").is_err());
     }
 
     #[test]
@@ -483,50 +620,5 @@ mod tests {
             c.find("32251@3gpp.org", k(Some(20), None)),
             Err(RatingError::NoTariff)
         );
-    }
-}
-
-/// The answers of [`Catalog::find`] already given, per Service-Context-Id:
-/// a request's few rating keys are found with one hash of its context and
-/// a short scan instead of matching every tariff's context again. The
-/// catalog does not change under an engine; at most [`TariffMemo::CONTEXTS`]
-/// contexts of [`TariffMemo::KEYS`] keys each are remembered (past that,
-/// `find` answers without remembering).
-#[derive(Clone, Debug, Default)]
-pub(crate) struct TariffMemo {
-    contexts: std::collections::HashMap<Box<str>, Vec<Found>, foldhash::fast::RandomState>,
-}
-
-/// A rating key and what [`Catalog::find`] answered for it.
-type Found = (RatingKey, Result<usize, RatingError>);
-
-impl TariffMemo {
-    /// Most contexts remembered.
-    const CONTEXTS: usize = 256;
-    /// Most rating keys remembered per context.
-    const KEYS: usize = 64;
-
-    /// [`Catalog::find`], remembered.
-    pub(crate) fn find(
-        &mut self,
-        catalog: &Catalog,
-        ctx: &str,
-        key: RatingKey,
-    ) -> Result<usize, RatingError> {
-        if let Some(keys) = self.contexts.get_mut(ctx) {
-            if let Some((_, r)) = keys.iter().find(|(k, _)| *k == key) {
-                return *r;
-            }
-            let r = catalog.find(ctx, key);
-            if keys.len() < Self::KEYS {
-                keys.push((key, r));
-            }
-            return r;
-        }
-        let r = catalog.find(ctx, key);
-        if self.contexts.len() < Self::CONTEXTS {
-            self.contexts.insert(ctx.into(), vec![(key, r)]);
-        }
-        r
     }
 }

@@ -96,6 +96,12 @@ pub struct ServiceUnits {
     /// CC-Service-Specific-Units.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub service_specific: Option<u64>,
+    /// Tariff-Time-Change (RFC 8506 section 8.20), in a
+    /// Granted-Service-Unit only: when the price of the granted units
+    /// changes. Not a counter: [`ServiceUnits::is_empty`] and
+    /// [`ServiceUnits::accumulate`] ignore it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tariff_time_change: Option<Timestamp>,
 }
 
 impl ServiceUnits {
@@ -135,6 +141,22 @@ impl ServiceUnits {
             UnitKind::Events => u.service_specific = Some(amount),
         }
         u
+    }
+
+    /// These counters less `other`'s, each not below zero (usage before a
+    /// tariff change: the whole report less what came after).
+    pub fn minus(&self, other: &ServiceUnits) -> Self {
+        fn sub64(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+            a.map(|a| a.saturating_sub(b.unwrap_or(0)))
+        }
+        ServiceUnits {
+            time: self.time.map(|t| t.saturating_sub(other.time.unwrap_or(0))),
+            total_octets: sub64(self.total_octets, other.total_octets),
+            input_octets: sub64(self.input_octets, other.input_octets),
+            output_octets: sub64(self.output_octets, other.output_octets),
+            service_specific: sub64(self.service_specific, other.service_specific),
+            tariff_time_change: None,
+        }
     }
 
     /// Adds `other` to these counters (several Used-Service-Unit AVPs in

@@ -12,14 +12,18 @@ fn units() -> impl Strategy<Value = ServiceUnits> {
         any::<Option<u64>>(),
         any::<Option<u64>>(),
         any::<Option<u64>>(),
+        any::<Option<u64>>(),
     )
         .prop_map(
-            |(time, total_octets, input_octets, output_octets, service_specific)| ServiceUnits {
-                time,
-                total_octets,
-                input_octets,
-                output_octets,
-                service_specific,
+            |(time, total_octets, input_octets, output_octets, service_specific, change)| {
+                ServiceUnits {
+                    time,
+                    total_octets,
+                    input_octets,
+                    output_octets,
+                    service_specific,
+                    tariff_time_change: change.map(Timestamp),
+                }
             },
         )
 }
@@ -68,9 +72,19 @@ fn mscc() -> impl Strategy<Value = MsccAnswer> {
         any::<Option<u32>>(),
         prop::option::of(fui()),
         prop::option::of(unit_kind()),
+        any::<(Option<u32>, Option<u32>, Option<u32>)>(),
     )
         .prop_map(
-            |(rating_group, service_id, result_code, granted, validity_time, final_unit, unit)| {
+            |(
+                rating_group,
+                service_id,
+                result_code,
+                granted,
+                validity_time,
+                final_unit,
+                unit,
+                quota,
+            )| {
                 MsccAnswer {
                     rating_group,
                     service_id,
@@ -79,6 +93,9 @@ fn mscc() -> impl Strategy<Value = MsccAnswer> {
                     validity_time,
                     final_unit,
                     unit,
+                    volume_quota_threshold: quota.0,
+                    time_quota_threshold: quota.1,
+                    quota_holding_time: quota.2,
                 }
             },
         )

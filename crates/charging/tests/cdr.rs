@@ -129,7 +129,19 @@ fn any_cdr() -> impl proptest::strategy::Strategy<Value = Cdr> {
         any::<u64>(),
         any::<u32>(),
     );
-    (ids, enums, counters, money).prop_map(|(i, e, c, m)| Cdr {
+    let label = || prop_oneof![Just(String::new()), "[a-z0-9-]{1,12}", any::<String>()];
+    let rating = (
+        label(),
+        label(),
+        label(),
+        label(),
+        prop_oneof![
+            Just(None),
+            Just(Some(TariffChangeUsage::Before)),
+            Just(Some(TariffChangeUsage::After)),
+        ],
+    );
+    (ids, enums, counters, money, rating).prop_map(|(i, e, c, m, r)| Cdr {
         sequence: i.0,
         node_id: i.1,
         record_type: i.2,
@@ -158,6 +170,11 @@ fn any_cdr() -> impl proptest::strategy::Strategy<Value = Cdr> {
         started: Timestamp(m.3),
         ended: Timestamp(m.4),
         result_code: m.5,
+        plan: r.0,
+        rate: r.1,
+        destination: r.2,
+        zone: r.3,
+        tariff_change: r.4,
     })
 }
 

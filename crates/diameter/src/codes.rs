@@ -390,4 +390,22 @@ pub mod avp {
     pub const REMAINING_BALANCE: AvpId = AvpId::m(2021, 10415);
     /// Sms-Information (2000, vendor 10415).
     pub const SMS_INFORMATION: AvpId = AvpId::m(2000, 10415);
+    /// IMS-Information (876, vendor 10415).
+    pub const IMS_INFORMATION: AvpId = AvpId::m(876, 10415);
+    /// Node-Functionality (862, vendor 10415).
+    pub const NODE_FUNCTIONALITY: AvpId = AvpId::m(862, 10415);
+    /// Role-Of-Node (829, vendor 10415).
+    pub const ROLE_OF_NODE: AvpId = AvpId::m(829, 10415);
+    /// Calling-Party-Address (831, vendor 10415).
+    pub const CALLING_PARTY_ADDRESS: AvpId = AvpId::m(831, 10415);
+    /// Called-Party-Address (832, vendor 10415).
+    pub const CALLED_PARTY_ADDRESS: AvpId = AvpId::m(832, 10415);
+    /// Recipient-Info (2026, vendor 10415).
+    pub const RECIPIENT_INFO: AvpId = AvpId::m(2026, 10415);
+    /// Recipient-Address (1201, vendor 10415).
+    pub const RECIPIENT_ADDRESS: AvpId = AvpId::m(1201, 10415);
+    /// Address-Type (899, vendor 10415).
+    pub const ADDRESS_TYPE: AvpId = AvpId::m(899, 10415);
+    /// Address-Data (897, vendor 10415).
+    pub const ADDRESS_DATA: AvpId = AvpId::m(897, 10415);
 }

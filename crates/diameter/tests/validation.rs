@@ -766,3 +766,81 @@ fn no_input_makes_validation_panic() {
         }
     }
 }
+
+/// The AVPs rating reads and writes, with their TS 32.299 / RFC 8506
+/// codes and formats.
+#[test]
+fn the_rating_avps_have_their_specified_codes() {
+    use gyro_diameter::AvpType;
+    for (name, code, vendor, ty) in [
+        ("Tariff-Time-Change", 451, 0, AvpType::Time),
+        ("Tariff-Change-Usage", 452, 0, AvpType::Enumerated),
+        (
+            "Time-Quota-Threshold",
+            868,
+            VENDOR_3GPP,
+            AvpType::Unsigned32,
+        ),
+        (
+            "Volume-Quota-Threshold",
+            869,
+            VENDOR_3GPP,
+            AvpType::Unsigned32,
+        ),
+        ("Quota-Holding-Time", 871, VENDOR_3GPP, AvpType::Unsigned32),
+        ("Service-Information", 873, VENDOR_3GPP, AvpType::Grouped),
+        ("IMS-Information", 876, VENDOR_3GPP, AvpType::Grouped),
+        ("Event-Type", 823, VENDOR_3GPP, AvpType::Grouped),
+        ("Role-Of-Node", 829, VENDOR_3GPP, AvpType::Enumerated),
+        (
+            "Calling-Party-Address",
+            831,
+            VENDOR_3GPP,
+            AvpType::UTF8String,
+        ),
+        (
+            "Called-Party-Address",
+            832,
+            VENDOR_3GPP,
+            AvpType::UTF8String,
+        ),
+        ("Node-Functionality", 862, VENDOR_3GPP, AvpType::Enumerated),
+        ("SMS-Information", 2000, VENDOR_3GPP, AvpType::Grouped),
+        ("Recipient-Info", 2026, VENDOR_3GPP, AvpType::Grouped),
+        ("Recipient-Address", 1201, VENDOR_3GPP, AvpType::Grouped),
+        ("Address-Data", 897, VENDOR_3GPP, AvpType::UTF8String),
+        ("3GPP-SGSN-MCC-MNC", 18, VENDOR_3GPP, AvpType::UTF8String),
+        (
+            "3GPP-User-Location-Info",
+            22,
+            VENDOR_3GPP,
+            AvpType::OctetString,
+        ),
+    ] {
+        let d = dict().avp_by_name(name).unwrap_or_else(|| panic!("{name}"));
+        assert_eq!((d.code, d.vendor, d.ty), (code, vendor, ty), "{name}");
+    }
+}
+
+#[test]
+fn a_voice_ccr_with_ims_information_is_valid_and_needs_node_functionality() {
+    let ims = |with_node: bool| {
+        ccr_with(&[873], move |e| {
+            let si = e.begin_group(avp::SERVICE_INFORMATION);
+            let ims = e.begin_group(avp::IMS_INFORMATION);
+            e.u32(avp::ROLE_OF_NODE, 0);
+            if with_node {
+                e.u32(avp::NODE_FUNCTIONALITY, 0);
+            }
+            e.str(avp::CALLING_PARTY_ADDRESS, "tel:+46701234567");
+            e.str(avp::CALLED_PARTY_ADDRESS, "tel:+46901234567");
+            e.end_group(ims);
+            e.end_group(si);
+        })
+    };
+    let buf = ims(true);
+    validate_request(dict(), &buf, &lenient()).unwrap();
+    validate_request(dict(), &buf, &Options::strict()).unwrap();
+    let buf = ims(false);
+    assert_eq!(check(&buf).result_code, result::MISSING_AVP);
+}

@@ -29,6 +29,7 @@ mod decode;
 mod demo;
 mod ledger;
 mod output;
+mod rate;
 mod serve;
 
 /// gyro: a Diameter credit-control server (OCS), load generator and tools.
@@ -64,6 +65,9 @@ enum Command {
     /// Make a throwaway CA, a server and a client certificate for
     /// Diameter over TLS (tests and first use).
     Certs(certs::Args),
+    /// Price some usage under a charging file's plans and say which rate
+    /// matched, without charging (as POST /v1/rate does on a server).
+    Rate(rate::Args),
 }
 
 fn main() -> ExitCode {
@@ -76,6 +80,7 @@ fn main() -> ExitCode {
             | Command::Account(_)
             | Command::Session(_)
             | Command::Certs(_)
+            | Command::Rate(_)
     );
     if tool {
         // `gyro ledger | head -1` ends quietly instead of panicking.
@@ -99,6 +104,7 @@ fn main() -> ExitCode {
         Command::Account(args) => account::run_account(&args),
         Command::Session(args) => account::run_session(&args),
         Command::Certs(args) => certs::run(&args),
+        Command::Rate(args) => rate::run(&args),
     };
     match result {
         Ok(code) => code,

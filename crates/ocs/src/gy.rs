@@ -21,7 +21,7 @@ use gyro_charging::{
 };
 use gyro_diameter::codes::{app, avp, cmd, AvpId, VENDOR_3GPP};
 use gyro_diameter::header::flags;
-use gyro_diameter::{Avp, AvpIter, Encoder, Message};
+use gyro_diameter::{Avp, AvpIter, DiameterTime, Encoder, Message};
 
 /// The server's identity, written into every answer.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -71,10 +71,20 @@ fn is(a: &Avp<'_>, id: AvpId) -> bool {
     a.code() == id.code && a.vendor_id() == id.vendor
 }
 
+/// Tariff-Change-Usage UNIT_AFTER_TARIFF_CHANGE (RFC 8506 section 8.27).
+const UNIT_AFTER_TARIFF_CHANGE: u32 = 1;
+
+/// What a USU says besides its counters.
+#[derive(Default)]
+struct UsedExtras {
+    reporting_reason: Option<u32>,
+    tariff_change_usage: Option<u32>,
+}
+
 /// Reads the unit counters of an RSU, GSU or USU; returns the
-/// Reporting-Reason inside it, if any.
-fn units(iter: AvpIter<'_>, u: &mut ServiceUnits) -> Result<Option<u32>> {
-    let mut reason = None;
+/// Reporting-Reason and Tariff-Change-Usage inside it, if any.
+fn units(iter: AvpIter<'_>, u: &mut ServiceUnits) -> Result<UsedExtras> {
+    let mut x = UsedExtras::default();
     for a in iter {
         let a = next(a)?;
         if a.vendor_id() == 0 {
@@ -84,21 +94,120 @@ fn units(iter: AvpIter<'_>, u: &mut ServiceUnits) -> Result<Option<u32>> {
                 412 => u.input_octets = Some(u64_of(&a)?),
                 414 => u.output_octets = Some(u64_of(&a)?),
                 417 => u.service_specific = Some(u64_of(&a)?),
+                452 => x.tariff_change_usage = Some(enum_of(&a)?),
                 _ => {}
             }
         } else if is(&a, avp::REPORTING_REASON) {
-            reason = Some(enum_of(&a)?);
+            x.reporting_reason = Some(enum_of(&a)?);
         }
     }
-    Ok(reason)
+    Ok(x)
 }
 
-fn used_units(a: &Avp<'_>, used: &mut Option<ServiceUnits>) -> Result<Option<u32>> {
+/// Adds a USU to `used`, and to `after` when it reports units used after
+/// a tariff change; returns its Reporting-Reason.
+fn used_units(
+    a: &Avp<'_>,
+    used: &mut Option<ServiceUnits>,
+    after: &mut Option<ServiceUnits>,
+) -> Result<Option<u32>> {
     let mut u = ServiceUnits::default();
-    let reason = units(a.grouped(), &mut u)?;
+    let x = units(a.grouped(), &mut u)?;
     used.get_or_insert_with(ServiceUnits::default)
         .accumulate(&u);
-    Ok(reason)
+    if x.tariff_change_usage == Some(UNIT_AFTER_TARIFF_CHANGE) {
+        after
+            .get_or_insert_with(ServiceUnits::default)
+            .accumulate(&u);
+    }
+    Ok(x.reporting_reason)
+}
+
+/// The MCC and MNC digits of the PLMN identity (TS 24.008 BCD: MCC 2,
+/// MCC 1; MNC 3, MCC 3; MNC 2, MNC 1) at the start of `b`, into `out`.
+fn plmn_digits(b: &[u8], out: &mut String) -> bool {
+    let Some(p) = b.get(..3) else { return false };
+    let nibbles = [
+        p[0] & 0xf,
+        p[0] >> 4,
+        p[1] & 0xf,
+        p[2] & 0xf,
+        p[2] >> 4,
+        p[1] >> 4,
+    ];
+    let n = if nibbles[5] == 0xf { 5 } else { 6 };
+    if nibbles[..n].iter().any(|&d| d > 9) {
+        return false;
+    }
+    out.clear();
+    out.extend(nibbles[..n].iter().map(|&d| char::from(b'0' + d)));
+    true
+}
+
+/// The visited network of a 3GPP-User-Location-Info (TS 29.061 section
+/// 16.4.7.2): every location type (CGI, SAI, RAI, TAI, ECGI, NCGI, 5GS TAI
+/// and their combinations) starts with the PLMN identity after the type
+/// byte.
+fn uli_plmn(data: &[u8], out: &mut String) -> bool {
+    data.len() >= 4 && plmn_digits(&data[1..], out)
+}
+
+/// Where a CCR's Service-Information says the request goes and comes
+/// from: the called party (IMS-Information Called-Party-Address, or
+/// SMS-Information's first recipient's Address-Data) and the visited
+/// network (PS-Information 3GPP-SGSN-MCC-MNC, else its
+/// 3GPP-User-Location-Info).
+fn service_information(a: &Avp<'_>, req: &mut CcRequest, from_uli: &mut bool) -> Result<()> {
+    for c in a.grouped() {
+        let c = next(c)?;
+        if is(&c, avp::IMS_INFORMATION) {
+            for i in c.grouped() {
+                let i = next(i)?;
+                if is(&i, avp::CALLED_PARTY_ADDRESS) {
+                    utf8_into(&i, &mut req.called_party)?;
+                }
+            }
+        } else if is(&c, avp::SMS_INFORMATION) {
+            for i in c.grouped() {
+                let i = next(i)?;
+                // Recipient-Info (Rel-8 on), or Recipient-Address directly
+                // in SMS-Information (earlier releases).
+                let address = if is(&i, avp::RECIPIENT_INFO) {
+                    i.child(avp::RECIPIENT_ADDRESS)
+                } else if is(&i, avp::RECIPIENT_ADDRESS) {
+                    Some(i)
+                } else {
+                    None
+                };
+                if let Some(d) = address.and_then(|r| r.child(avp::ADDRESS_DATA)) {
+                    if req.called_party.is_empty() {
+                        utf8_into(&d, &mut req.called_party)?;
+                    }
+                }
+            }
+        } else if is(&c, avp::PS_INFORMATION) {
+            for i in c.grouped() {
+                let i = next(i)?;
+                visited(&i, req, from_uli)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Reads 3GPP-SGSN-MCC-MNC or 3GPP-User-Location-Info into the request's
+/// visited network (the first wins over the second).
+fn visited(a: &Avp<'_>, req: &mut CcRequest, from_uli: &mut bool) -> Result<()> {
+    if is(a, avp::TGPP_SGSN_MCC_MNC) {
+        utf8_into(a, &mut req.visited_plmn)?;
+        *from_uli = false;
+    } else if is(a, avp::TGPP_USER_LOCATION_INFO)
+        && (req.visited_plmn.is_empty() || *from_uli)
+        && uli_plmn(a.octets(), &mut req.visited_plmn)
+    {
+        *from_uli = true;
+    }
+    Ok(())
 }
 
 fn mscc(a: &Avp<'_>) -> Result<Mscc> {
@@ -115,7 +224,7 @@ fn mscc(a: &Avp<'_>) -> Result<Mscc> {
                     m.requested = Some(u);
                 }
                 446 => {
-                    if let Some(r) = used_units(&c, &mut m.used)? {
+                    if let Some(r) = used_units(&c, &mut m.used, &mut m.used_after)? {
                         m.reporting_reason = Some(r);
                     }
                 }
@@ -152,10 +261,21 @@ pub fn decode_ccr(msg: &Message<'_>, req: &mut CcRequest) -> Result<()> {
     req.used = None;
     req.mscc.clear();
     req.termination_cause = None;
+    req.used_after = None;
+    req.called_party.clear();
+    req.visited_plmn.clear();
+    let mut from_uli = false;
     let (mut sid, mut host, mut ctx, mut kind, mut number) = (false, false, false, None, None);
     for a in msg.avps() {
         let a = next(a)?;
         if a.vendor_id() != 0 {
+            if a.vendor_id() == VENDOR_3GPP {
+                if is(&a, avp::SERVICE_INFORMATION) {
+                    service_information(&a, req, &mut from_uli)?;
+                } else {
+                    visited(&a, req, &mut from_uli)?;
+                }
+            }
             continue;
         }
         match a.code() {
@@ -201,7 +321,7 @@ pub fn decode_ccr(msg: &Message<'_>, req: &mut CcRequest) -> Result<()> {
                 req.requested = Some(u);
             }
             446 => {
-                used_units(&a, &mut req.used)?;
+                used_units(&a, &mut req.used, &mut req.used_after)?;
             }
             456 => req.mscc.push(mscc(&a)?),
             295 => req.termination_cause = Some(enum_of(&a)?),
@@ -275,7 +395,23 @@ fn check_mscc_list(list: &[Mscc]) -> Result<()> {
 }
 
 fn put_units(e: &mut Encoder<'_>, id: AvpId, u: &ServiceUnits) {
+    put_units_with(e, id, u, None);
+}
+
+/// A Requested-, Granted- or Used-Service-Unit: the Tariff-Time-Change of
+/// a grant first (RFC 8506 section 8.17), or a usage report's
+/// Tariff-Change-Usage (section 8.19), then the counters.
+fn put_units_with(e: &mut Encoder<'_>, id: AvpId, u: &ServiceUnits, tcu: Option<u32>) {
     let g = e.begin_group(id);
+    if let Some(t) = u.tariff_time_change {
+        let secs = i64::try_from(t.as_secs()).unwrap_or(i64::MAX);
+        if let Some(t) = DiameterTime::from_unix(secs) {
+            e.time(avp::TARIFF_TIME_CHANGE, t);
+        }
+    }
+    if let Some(v) = tcu {
+        e.u32(avp::TARIFF_CHANGE_USAGE, v);
+    }
     if let Some(v) = u.time {
         e.u32(avp::CC_TIME, v);
     }
@@ -393,6 +529,15 @@ pub fn encode_cca(
         if let Some(f) = &m.final_unit {
             put_fui(&mut e, f);
         }
+        if let Some(v) = m.time_quota_threshold {
+            e.u32(avp::TIME_QUOTA_THRESHOLD, v);
+        }
+        if let Some(v) = m.volume_quota_threshold {
+            e.u32(avp::VOLUME_QUOTA_THRESHOLD, v);
+        }
+        if let Some(v) = m.quota_holding_time {
+            e.u32(avp::QUOTA_HOLDING_TIME, v);
+        }
         e.end_group(g);
     }
     if let Some(c) = &answer.cost {
@@ -476,7 +621,7 @@ pub fn encode_ccr(
         e.u32(avp::REQUESTED_ACTION, a.code());
     }
     if let Some(u) = &req.used {
-        put_units(&mut e, avp::USED_SERVICE_UNIT, u);
+        put_used(&mut e, u, req.used_after.as_ref());
     }
     if let Some(m) = req.multiple_services {
         e.u32(avp::MULTIPLE_SERVICES_INDICATOR, u32::from(m));
@@ -490,7 +635,7 @@ pub fn encode_ccr(
             put_units(&mut e, avp::REQUESTED_SERVICE_UNIT, u);
         }
         if let Some(u) = &m.used {
-            put_units(&mut e, avp::USED_SERVICE_UNIT, u);
+            put_used(&mut e, u, m.used_after.as_ref());
         }
         if let Some(s) = m.service_id {
             e.u32(avp::SERVICE_IDENTIFIER, s);
@@ -503,5 +648,53 @@ pub fn encode_ccr(
         }
         e.end_group(g);
     }
+    put_service_information(&mut e, req);
     e.finish().map_err(|err| Error::Encode(err.to_string()))
+}
+
+/// Used-Service-Unit: one, or with units after a tariff change two, the
+/// first UNIT_BEFORE_TARIFF_CHANGE and the second UNIT_AFTER_TARIFF_CHANGE.
+fn put_used(e: &mut Encoder<'_>, used: &ServiceUnits, after: Option<&ServiceUnits>) {
+    match after {
+        None => put_units(e, avp::USED_SERVICE_UNIT, used),
+        Some(a) => {
+            put_units_with(e, avp::USED_SERVICE_UNIT, &used.minus(a), Some(0));
+            put_units_with(e, avp::USED_SERVICE_UNIT, a, Some(UNIT_AFTER_TARIFF_CHANGE));
+        }
+    }
+}
+
+/// Service-Information for a request with a called party or a visited
+/// network: SMS-Information (for the SMS context 32274@3gpp.org) or
+/// IMS-Information with the called party, PS-Information with the
+/// visited network's 3GPP-SGSN-MCC-MNC (TS 32.299).
+fn put_service_information(e: &mut Encoder<'_>, req: &CcRequest) {
+    if req.called_party.is_empty() && req.visited_plmn.is_empty() {
+        return;
+    }
+    let si = e.begin_group(avp::SERVICE_INFORMATION);
+    if !req.visited_plmn.is_empty() {
+        let ps = e.begin_group(avp::PS_INFORMATION);
+        e.str(avp::TGPP_SGSN_MCC_MNC, &req.visited_plmn);
+        e.end_group(ps);
+    }
+    if !req.called_party.is_empty() {
+        if req.service_context.ends_with("32274@3gpp.org") {
+            let sms = e.begin_group(avp::SMS_INFORMATION);
+            let ri = e.begin_group(avp::RECIPIENT_INFO);
+            let ra = e.begin_group(avp::RECIPIENT_ADDRESS);
+            e.u32(avp::ADDRESS_TYPE, 1); // MSISDN
+            e.str(avp::ADDRESS_DATA, &req.called_party);
+            e.end_group(ra);
+            e.end_group(ri);
+            e.end_group(sms);
+        } else {
+            let ims = e.begin_group(avp::IMS_INFORMATION);
+            e.u32(avp::ROLE_OF_NODE, 0); // ORIGINATING_ROLE
+            e.u32(avp::NODE_FUNCTIONALITY, 6); // AS
+            e.str(avp::CALLED_PARTY_ADDRESS, &req.called_party);
+            e.end_group(ims);
+        }
+    }
+    e.end_group(si);
 }

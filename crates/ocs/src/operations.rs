@@ -4,7 +4,8 @@
 //! runtime answers once the batch is durable, exactly like a CCA.
 
 use gyro_charging::{
-    Account, AccountId, AccountStatus, NewAccount, SubscriptionId, Timestamp, TopUp,
+    Account, AccountId, AccountStatus, NewAccount, Quote, QuoteRequest, SubscriptionId, Timestamp,
+    TopUp,
 };
 
 use crate::shard::CreditShard;
@@ -24,6 +25,8 @@ pub enum AccountOp {
         status: Option<AccountStatus>,
         /// New credit limit.
         credit_limit: Option<i64>,
+        /// New price plan.
+        plan: Option<String>,
     },
     /// Delete an account with no open session.
     Delete(AccountId),
@@ -43,6 +46,16 @@ pub enum AccountOp {
         after: Option<AccountId>,
         /// Most accounts listed.
         limit: usize,
+    },
+    /// Price usage without charging it: under an account's plan, or a
+    /// named plan (or the default plan) when no account is given.
+    Rate {
+        /// Account whose plan prices it.
+        account: Option<AccountId>,
+        /// Plan, when no account is given.
+        plan: Option<String>,
+        /// What to price.
+        request: Box<QuoteRequest>,
     },
     /// List open sessions: an account's, or (with `None`) any, at most
     /// `limit`.
@@ -103,6 +116,8 @@ pub enum Outcome {
     Deleted(Vec<SubscriptionId>),
     /// Open sessions.
     Sessions(Vec<SessionState>),
+    /// A price.
+    Quote(Box<Quote>),
 }
 
 /// Why an [`AccountOp`] was not done. Nothing changed.
@@ -132,7 +147,9 @@ impl From<gyro_charging::Error> for OpError {
             | E::DuplicateSubscriber(_)
             | E::AccountInUse(_)
             | E::IdempotencyConflict { .. } => OpError::Conflict(text),
-            E::InvalidAmount(_) | E::InvalidAccount(_) => OpError::Invalid(text),
+            E::InvalidAmount(_) | E::InvalidAccount(_) | E::InvalidPlan(_) | E::Unrated(_) => {
+                OpError::Invalid(text)
+            }
             _ => OpError::Unavailable(text),
         }
     }
@@ -160,9 +177,13 @@ impl CreditShard {
                 account,
                 status,
                 credit_limit,
+                plan,
             } => {
                 if engine.account(account).is_none() {
                     return Err(gyro_charging::Error::UnknownAccount(account).into());
+                }
+                if let Some(plan) = plan {
+                    engine.set_plan(account, Some(&plan), output)?;
                 }
                 if let Some(limit) = credit_limit {
                     engine.set_credit_limit(account, limit, output)?;
@@ -187,6 +208,17 @@ impl CreditShard {
             } => {
                 let r = engine.top_up_once(account, amount, &key, output)?;
                 (account, matches!(r, TopUp::Repeated(_)))
+            }
+            AccountOp::Rate {
+                account,
+                plan,
+                request,
+            } => {
+                let quote = match account {
+                    Some(a) => engine.quote(a, &request)?,
+                    None => engine.catalog().quote(plan.as_deref(), &request)?,
+                };
+                return Ok(Outcome::Quote(Box::new(quote)));
             }
             AccountOp::List { after, limit } => {
                 return Ok(Outcome::Accounts(list_accounts(engine, after, limit)));

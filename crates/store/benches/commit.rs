@@ -33,6 +33,7 @@ fn request(i: u32, kind: RequestType) -> CcRequest {
         requested: want.then(ServiceUnits::default),
         used: usage.map(used),
         reporting_reason: None,
+        ..Mscc::default()
     };
     let mut r = CcRequest {
         session_id: format!("pgw.example;{i}"),

@@ -42,6 +42,7 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
                 requested: Some(ServiceUnits::default()),
                 used: (i > 0).then(|| ServiceUnits::of(UnitKind::Octets, 1_000_000)),
                 reporting_reason: None,
+                used_after: None,
             }],
             ..CcRequest::default()
         };

@@ -33,6 +33,7 @@ fn mscc(rg: u32, want: bool, used: Option<u64>) -> Mscc {
             ..ServiceUnits::default()
         }),
         reporting_reason: None,
+        used_after: None,
     }
 }
 

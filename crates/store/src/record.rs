@@ -24,6 +24,7 @@
 //! | 13 | `AccountDeleted` | account |
 //! | 14 | `CreditLimitChanged` | account, credit_limit |
 //! | 15 | `ToppedUpWithKey` | account, amount, key |
+//! | 16 | `PlanChanged` | account, plan? (string), currency? (code, exponent byte) |
 //!
 //! A bundle is id, unit, rating group count, rating groups, service id
 //! count, service ids, valid_from, valid_until, initial, remaining,
@@ -33,19 +34,25 @@
 //! 1 seconds, 2 events. A CDR record is tag 64 followed by every field of
 //! [`Cdr`] in declaration order (record type: 0 usage, 1 session end,
 //! 2 event; closing cause: 0 terminated, 1 supervision expired, 2 rejected;
-//! requested action: its Diameter code).
+//! requested action: its Diameter code). A CDR with a plan, rate,
+//! destination, zone or tariff-change side is tag 65: the same fields, then
+//! plan, rate, destination and zone (strings, empty when absent) and the
+//! tariff-change side (0 none, 1 before, 2 after). Tags 16 and 65 came with
+//! price plans; journals written before them read unchanged.
 //!
 //! Decoding never panics: anything malformed is a [`DecodeError`] that
 //! names what was wrong and where.
 
 use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionId, SubscriptionType};
 use gyro_charging::{
-    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Effect, RatingKey, RecordType,
-    RequestedAction, SessionKey, Timestamp, UnitKind,
+    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Currency, Effect, RatingKey, RecordType,
+    RequestedAction, SessionKey, TariffChangeUsage, Timestamp, UnitKind,
 };
 
 /// Tag byte of a CDR record.
 pub const TAG_CDR: u8 = 64;
+/// Tag byte of a CDR record with the plan and rate that priced it.
+pub const TAG_CDR_RATED: u8 = 65;
 
 /// Why bytes do not decode as a record. `at` is the offset in the buffer
 /// being decoded.
@@ -332,6 +339,29 @@ pub fn encode_effect(out: &mut Vec<u8>, e: &Effect) {
             put_i64(out, *amount);
             put_str(out, key);
         }
+        Effect::PlanChanged {
+            account,
+            plan,
+            currency,
+        } => {
+            out.push(16);
+            put_u64(out, account.0);
+            match plan {
+                None => out.push(0),
+                Some(p) => {
+                    out.push(1);
+                    put_str(out, p);
+                }
+            }
+            match currency {
+                None => out.push(0),
+                Some(c) => {
+                    out.push(1);
+                    put_u64(out, c.code.into());
+                    out.push(c.exponent);
+                }
+            }
+        }
     }
 }
 
@@ -405,8 +435,19 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
         closing_cause,
         termination_cause,
         reporting_reason,
+        plan,
+        rate,
+        destination,
+        zone,
+        tariff_change,
     } = c;
-    out.push(TAG_CDR);
+    // Records without rating labels keep the first layout (tag 64).
+    let labelled = !plan.is_empty()
+        || !rate.is_empty()
+        || !destination.is_empty()
+        || !zone.is_empty()
+        || tariff_change.is_some();
+    out.push(if labelled { TAG_CDR_RATED } else { TAG_CDR });
     put_u64(out, *sequence);
     put_str(out, node_id);
     out.push(match record_type {
@@ -459,6 +500,17 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
     }
     put_opt_u32(out, *termination_cause);
     put_opt_u32(out, *reporting_reason);
+    if labelled {
+        put_str(out, plan);
+        put_str(out, rate);
+        put_str(out, destination);
+        put_str(out, zone);
+        out.push(match tariff_change {
+            None => 0,
+            Some(TariffChangeUsage::Before) => 1,
+            Some(TariffChangeUsage::After) => 2,
+        });
+    }
 }
 
 /// Reads records from a buffer.
@@ -787,6 +839,22 @@ impl<'a> Decoder<'a> {
                 amount: self.i64()?,
                 key: self.str()?.into(),
             },
+            16 => Effect::PlanChanged {
+                account: self.account()?,
+                plan: if self.bool()? {
+                    Some(self.str()?.into())
+                } else {
+                    None
+                },
+                currency: if self.bool()? {
+                    Some(Currency {
+                        code: self.u32("currency code")?,
+                        exponent: self.byte()?,
+                    })
+                } else {
+                    None
+                },
+            },
             t => {
                 return Err(DecodeError::UnknownTag {
                     what: "effect tag",
@@ -801,7 +869,7 @@ impl<'a> Decoder<'a> {
     pub fn cdr_into(&mut self, c: &mut Cdr) -> Result<(), DecodeError> {
         let at = self.pos;
         let tag = self.byte()?;
-        if tag != TAG_CDR {
+        if tag != TAG_CDR && tag != TAG_CDR_RATED {
             return Err(DecodeError::UnknownTag {
                 what: "CDR tag",
                 value: tag.into(),
@@ -878,6 +946,31 @@ impl<'a> Decoder<'a> {
         };
         c.termination_cause = self.opt_u32("termination cause")?;
         c.reporting_reason = self.opt_u32("reporting reason")?;
+        if tag == TAG_CDR_RATED {
+            self.string_into(&mut c.plan)?;
+            self.string_into(&mut c.rate)?;
+            self.string_into(&mut c.destination)?;
+            self.string_into(&mut c.zone)?;
+            let at = self.pos;
+            c.tariff_change = match self.byte()? {
+                0 => None,
+                1 => Some(TariffChangeUsage::Before),
+                2 => Some(TariffChangeUsage::After),
+                b => {
+                    return Err(DecodeError::UnknownTag {
+                        what: "tariff change usage",
+                        value: b.into(),
+                        at,
+                    })
+                }
+            };
+        } else {
+            c.plan.clear();
+            c.rate.clear();
+            c.destination.clear();
+            c.zone.clear();
+            c.tariff_change = None;
+        }
         Ok(())
     }
 
@@ -1074,6 +1167,16 @@ mod tests {
                     key: key.into(),
                 }
             }),
+            (
+                any::<u64>(),
+                proptest::option::of(".{0,20}"),
+                any::<Option<(u32, u8)>>()
+            )
+                .prop_map(|(a, plan, currency)| Effect::PlanChanged {
+                    account: AccountId(a),
+                    plan: plan.map(Into::into),
+                    currency: currency.map(|(code, exponent)| Currency { code, exponent }),
+                }),
         ]
     }
 
@@ -1128,7 +1231,9 @@ mod tests {
             any::<(u64, u64, u64, u32, u32)>(),
             0u8..3,
         );
-        (strings, opts, nums).prop_map(|(s, o, n)| Cdr {
+        let label = || proptest::prop_oneof![Just(String::new()), ".{1,16}"];
+        let rating = (label(), label(), label(), label(), 0u8..3);
+        (strings, opts, nums, rating).prop_map(|(s, o, n, r)| Cdr {
             sequence: n.2 .0,
             node_id: s.0,
             record_type: [RecordType::Usage, RecordType::SessionEnd, RecordType::Event]
@@ -1164,6 +1269,15 @@ mod tests {
             }),
             termination_cause: o.5,
             reporting_reason: o.6,
+            plan: r.0,
+            rate: r.1,
+            destination: r.2,
+            zone: r.3,
+            tariff_change: [
+                None,
+                Some(TariffChangeUsage::Before),
+                Some(TariffChangeUsage::After),
+            ][r.4 as usize],
         })
     }
 

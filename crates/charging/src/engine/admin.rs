@@ -6,6 +6,7 @@
 use super::*;
 use crate::accounts::Bundle;
 use crate::session::Session;
+use crate::tariff::Currency;
 
 /// An account to create ([`Engine::create_account`]).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -22,6 +23,11 @@ pub struct NewAccount {
     pub status: AccountStatus,
     /// Unit allowances (fresh: nothing reserved or consumed).
     pub bundles: Vec<Bundle>,
+    /// Its price plan (none: the plan named `"default"`); it must exist.
+    pub plan: Option<String>,
+    /// The currency of its money (none: the configuration's); its plan
+    /// must be priced in it.
+    pub currency: Option<Currency>,
 }
 
 /// What [`Engine::top_up_once`] did.
@@ -40,6 +46,13 @@ impl TopUp {
         match self {
             TopUp::Applied(b) | TopUp::Repeated(b) => b,
         }
+    }
+}
+
+fn plan_error(e: Error) -> Error {
+    match e {
+        Error::Config(m) => Error::InvalidPlan(m),
+        other => other,
     }
 }
 
@@ -86,6 +99,9 @@ impl Engine {
                 )));
             }
         }
+        self.catalog
+            .check_plan(new.plan.as_deref(), new.currency)
+            .map_err(plan_error)?;
         let e = Effect::AccountCreated {
             account: new.id,
             subscribers: new.subscribers,
@@ -93,6 +109,44 @@ impl Engine {
             credit_limit: new.credit_limit,
             status: new.status,
             bundles: new.bundles,
+        };
+        self.apply(&e)?;
+        out.effects.push(e);
+        if new.plan.is_some() || new.currency.is_some() {
+            let e = Effect::PlanChanged {
+                account: new.id,
+                plan: new.plan.as_deref().map(Arc::from),
+                currency: new.currency,
+            };
+            self.apply(&e)?;
+            out.effects.push(e);
+        }
+        Ok(())
+    }
+
+    /// Moves an account to another price plan (none: the plan named
+    /// `"default"`). Refused ([`Error::InvalidPlan`]) for a plan the
+    /// configuration lacks or one priced in another currency than the
+    /// account's money. Open sessions are rated by the new plan from their
+    /// next request on.
+    pub fn set_plan(
+        &mut self,
+        account: AccountId,
+        plan: Option<&str>,
+        out: &mut Output,
+    ) -> Result<()> {
+        let acc = self
+            .ledger
+            .accounts
+            .get(&account)
+            .ok_or(Error::UnknownAccount(account))?;
+        self.catalog
+            .check_plan(plan, acc.currency)
+            .map_err(plan_error)?;
+        let e = Effect::PlanChanged {
+            account,
+            plan: plan.map(Arc::from),
+            currency: acc.currency,
         };
         self.apply(&e)?;
         out.effects.push(e);
@@ -207,6 +261,17 @@ impl Engine {
         let mut cx = self.cx(now, &mut answer, out);
         cx.close_session(key, ClosingCause::Rejected, 5002, None, number);
         true
+    }
+
+    /// What `q` would cost the account `account` under its plan, without
+    /// charging anything ([`Catalog::quote`]).
+    pub fn quote(&self, account: AccountId, q: &crate::QuoteRequest) -> Result<crate::Quote> {
+        let acc = self
+            .ledger
+            .accounts
+            .get(&account)
+            .ok_or(Error::UnknownAccount(account))?;
+        self.catalog.quote(acc.plan.as_deref(), q)
     }
 
     /// The open sessions of an account.

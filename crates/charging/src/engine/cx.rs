@@ -7,7 +7,12 @@ use super::*;
 /// while the ledger changes.
 pub(crate) struct Cx<'a> {
     pub(crate) catalog: &'a Catalog,
-    pub(super) tariffs: &'a mut TariffMemo,
+    pub(super) rating: &'a mut RatingMemo,
+    /// The request being answered (none for supervision and operator
+    /// actions): where its called party and visited network are read.
+    pub(crate) request: Option<&'a CcRequest>,
+    /// What rating found out about this request so far.
+    pub(super) rated: Rated,
     pub(crate) directory: &'a SubscriberDirectory,
     pub(crate) ledger: &'a mut Ledger,
     pub(super) timers: &'a mut BinaryHeap<Reverse<(Timestamp, SessionKey)>>,
@@ -31,6 +36,19 @@ pub(crate) struct Charged<'r> {
     pub(crate) request_number: u32,
 }
 
+/// What rating found out about the request being answered, found once:
+/// the plan of the account it charges and where the request is.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Rated {
+    /// The account, and the index of its plan (none: it has no plan the
+    /// catalog knows).
+    plan: Option<(AccountId, Option<u16>)>,
+    /// The destination and zone of the request.
+    location: Option<Location>,
+    /// Where the remembered ratings of the request's context are.
+    context: Option<ContextHint>,
+}
+
 /// Result of rating one unit request.
 pub(crate) struct UnitResult {
     pub(crate) answer: MsccAnswer,
@@ -47,6 +65,88 @@ pub(super) fn failed_for(key: RatingKey, err: RatingError) -> FailedAvp {
 }
 
 impl Cx<'_> {
+    /// The index of the plan of `account` in the catalog.
+    pub(crate) fn plan_of(&mut self, account: AccountId) -> Option<u16> {
+        if let Some((a, p)) = self.rated.plan {
+            if a == account {
+                return p;
+            }
+        }
+        let p = self
+            .ledger
+            .accounts
+            .get(&account)
+            .and_then(|a| self.catalog.plan_index(a.plan.as_deref()));
+        self.rated.plan = Some((account, p));
+        p
+    }
+
+    /// Where the request is: the destination of its called party and the
+    /// zone of its visited network.
+    pub(crate) fn location(&mut self) -> Location {
+        if let Some(l) = self.rated.location {
+            return l;
+        }
+        let l = match self.request {
+            Some(r) => self.catalog.locate(&r.called_party, &r.visited_plmn),
+            None => Location::default(),
+        };
+        self.rated.location = Some(l);
+        l
+    }
+
+    /// Rates `key` of the service `who` uses at instant `at`: the plan's
+    /// index and the rate chosen (with the next price change).
+    pub(crate) fn rate(
+        &mut self,
+        who: &Charged<'_>,
+        key: RatingKey,
+        at: Timestamp,
+    ) -> Result<(u16, Choice), RatingError> {
+        let plan = self
+            .plan_of(who.account)
+            .ok_or(RatingError::UnknownContext)?;
+        let catalog = self.catalog;
+        let p = catalog.plan(plan).ok_or(RatingError::UnknownContext)?;
+        let loc = if p.uses_location() {
+            self.location()
+        } else {
+            Location::default()
+        };
+        self.rating
+            .rate(
+                catalog,
+                plan,
+                who.service_context,
+                key,
+                loc,
+                at,
+                &mut self.rated.context,
+            )
+            .map(|c| (plan, c))
+    }
+
+    /// Names the plan, rate, destination and zone on the last CDR.
+    pub(crate) fn label_cdr(&mut self, plan: u16, rate: u16) {
+        let catalog = self.catalog;
+        let loc = self.rated.location.unwrap_or_default();
+        let Some(c) = self.out.cdrs.last_mut() else {
+            return;
+        };
+        if let Some(p) = catalog.plan(plan) {
+            c.plan.push_str(&p.name);
+            if let Some(t) = p.rate(rate) {
+                c.rate.push_str(&t.name);
+            }
+        }
+        if let Some(d) = loc.destination.and_then(|d| catalog.destination_name(d)) {
+            c.destination.push_str(d);
+        }
+        if let Some(z) = loc.zone.and_then(|z| catalog.zone_name(z)) {
+            c.zone.push_str(z);
+        }
+    }
+
     /// Applies an effect and records it.
     /// Takes up to `want` units from the account's bundles that apply to
     /// `key` and `unit` now, in bundle order, committing `effect(bundle,
@@ -156,6 +256,11 @@ impl Cx<'_> {
         c.closing_cause = None;
         c.termination_cause = None;
         c.reporting_reason = None;
+        c.plan.clear();
+        c.rate.clear();
+        c.destination.clear();
+        c.zone.clear();
+        c.tariff_change = None;
         c
     }
 

@@ -49,8 +49,12 @@ impl Cx<'_> {
             request_number: req.request_number,
         };
         let catalog = self.catalog;
-        let tariff = match self.tariffs.find(catalog, &req.service_context, key) {
-            Ok(i) => catalog.tariff(i),
+        let mut rated = None;
+        let tariff = match self.rate(&who, key, self.now) {
+            Ok((plan, choice)) => {
+                rated = Some((plan, choice.rate));
+                catalog.plan(plan).and_then(|p| p.rate(choice.rate))
+            }
             Err(e) => {
                 self.answer.result_code = rc::RATING_FAILED;
                 self.answer.failed_avp = Some(match e {
@@ -76,11 +80,16 @@ impl Cx<'_> {
                 .and_then(|u| u.amount(t.unit))
                 .filter(|&n| n > 0)
                 .unwrap_or(t.default_quota);
-            let currency = catalog.currency;
+            let currency = rated
+                .and_then(|(p, _)| catalog.plan(p))
+                .map_or(catalog.currency, |p| p.currency);
             let cost_info = |value: i64| CostInformation {
                 value_digits: value,
                 exponent: -i32::from(currency.exponent),
                 currency_code: currency.code,
+            };
+            let Some(acc) = self.ledger.accounts.get(&account) else {
+                return;
             };
             let spendable = acc.spendable();
             let bundles_free = if t.is_free() {
@@ -165,9 +174,8 @@ impl Cx<'_> {
                 service_id: key.service_id,
                 result_code: result,
                 granted,
-                validity_time: None,
-                final_unit: None,
                 unit,
+                ..MsccAnswer::default()
             });
         } else {
             self.answer.granted = granted;
@@ -188,5 +196,8 @@ impl Cx<'_> {
         c.bundle_units = bundle_units;
         c.amount = amount;
         c.result_code = result;
+        if let Some((plan, rate)) = rated {
+            self.label_cdr(plan, rate);
+        }
     }
 }

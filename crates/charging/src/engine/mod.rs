@@ -31,8 +31,9 @@ use crate::cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
 use crate::dedup::AnswerIndex;
 use crate::effects::{Effect, Ledger};
 use crate::error::{Error, Result};
+use crate::rating::{Choice, ContextHint, Location, RatingError, RatingMemo};
 use crate::request::{CcRequest, RequestType};
-use crate::tariff::{Catalog, RatingError, Tariff, TariffMemo, ZeroRated};
+use crate::tariff::{Catalog, Tariff, ZeroRated};
 use crate::types::{result_code as rc, AccountId, RatingKey, ServiceUnits, SessionKey, Timestamp};
 use serde::{Deserialize, Serialize};
 use std::cmp::Reverse;
@@ -48,7 +49,7 @@ mod session;
 mod supervision;
 
 pub use admin::{NewAccount, TopUp, MAX_IDEMPOTENCY_KEY};
-pub(crate) use cx::{fill_usage, Charged, Cx, UnitResult};
+pub(crate) use cx::{fill_usage, Charged, Cx, Rated, UnitResult};
 
 /// Engine settings.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -186,7 +187,7 @@ impl ContextNames {
 #[derive(Clone, Debug)]
 pub struct Engine {
     catalog: Catalog,
-    tariffs: TariffMemo,
+    rating: RatingMemo,
     directory: SubscriberDirectory,
     ledger: Ledger,
     dedup: AnswerIndex,
@@ -203,7 +204,7 @@ impl Engine {
     pub fn new(catalog: Catalog, options: EngineOptions) -> Self {
         Engine {
             catalog,
-            tariffs: TariffMemo::default(),
+            rating: RatingMemo::default(),
             directory: SubscriberDirectory::new(),
             ledger: Ledger::default(),
             dedup: AnswerIndex::new(options.dedup_ttl_secs, options.dedup_capacity),
@@ -358,6 +359,7 @@ impl Engine {
         self.dedup.expire(now);
         answer.reset(req.request_type, req.request_number);
         let mut cx = self.cx(now, answer, out);
+        cx.request = Some(req);
         match req.request_type {
             RequestType::Initial => cx.initial(req),
             RequestType::Update => cx.update(req),
@@ -421,7 +423,9 @@ impl Engine {
     ) -> Cx<'a> {
         Cx {
             catalog: &self.catalog,
-            tariffs: &mut self.tariffs,
+            rating: &mut self.rating,
+            request: None,
+            rated: Rated::default(),
             directory: &self.directory,
             ledger: &mut self.ledger,
             timers: &mut self.timers,

@@ -1,8 +1,34 @@
 //! Rating one service: rate and debit reported usage, release what is
 //! left, reserve new quota.
+//!
+//! The rate is the account's plan's rate in force now ([`Cx::rate`]).
+//! When its price changes within the grant's validity (time of day, day of
+//! week), the grant is sized so that the balance pays for all of it at the
+//! dearer of the two prices, and for octets and events the
+//! Granted-Service-Unit carries the Tariff-Time-Change (RFC 8506 section
+//! 8.20); the client then reports the units used after it separately
+//! (Tariff-Change-Usage), each side priced at its own rate. For seconds
+//! (RFC 8506 leaves time-based services out of the mechanism) gyro splits
+//! the reported time itself: the seconds up to the report, counted back,
+//! that fall after the change are priced at the new rate.
 
 use super::cx::failed_for;
 use super::*;
+use crate::cdr::TariffChangeUsage;
+use crate::tariff::affordable;
+use crate::types::UnitKind;
+
+/// One part of a usage report priced at one rate.
+struct Piece {
+    units: u64,
+    rate: u16,
+    side: Option<TariffChangeUsage>,
+    started: Timestamp,
+    ended: Timestamp,
+}
+
+/// A usage report's parts: one, or two around a price change.
+type Pieces = (Piece, Option<Piece>);
 
 impl Cx<'_> {
     /// Rates, debits and (re)reserves one rating key.
@@ -21,8 +47,8 @@ impl Cx<'_> {
             ..MsccAnswer::default()
         };
         let catalog = self.catalog;
-        let tariff = match self.tariffs.find(catalog, who.service_context, key) {
-            Ok(i) => catalog.tariff(i),
+        let (plan, choice) = match self.rate(who, key, self.now) {
+            Ok(r) => r,
             Err(e) => {
                 ma.result_code = rc::RATING_FAILED;
                 if let Some(u) = used {
@@ -41,7 +67,14 @@ impl Cx<'_> {
                 };
             }
         };
-        let Some(t) = tariff else {
+        let Some(p) = catalog.plan(plan) else {
+            ma.result_code = rc::RATING_FAILED;
+            return UnitResult {
+                answer: ma,
+                failed: Some(FailedAvp::ServiceContextId),
+            };
+        };
+        let Some(t) = p.rate(choice.rate) else {
             ma.result_code = rc::RATING_FAILED;
             return UnitResult {
                 answer: ma,
@@ -50,7 +83,7 @@ impl Cx<'_> {
         };
         ma.unit = Some(t.unit);
         if let Some(u) = used {
-            self.charge_usage(who, key, t, u, reporting_reason);
+            self.charge_usage(who, key, plan, choice, u, reporting_reason);
         }
         if used.is_some() || requested.is_some() {
             self.release(who, key);
@@ -67,12 +100,44 @@ impl Cx<'_> {
                 .amount(t.unit)
                 .filter(|&n| n > 0)
                 .unwrap_or(t.default_quota);
-            let (granted, partial) = self.reserve(who.account, session, key, t, want);
+            // A price change before the grant expires: the grant is paid
+            // at the dearer price, and tells the client when it changes.
+            let horizon = match (t.validity_time, t.unit) {
+                (Some(v), _) => self.now.plus_secs(u64::from(v)),
+                (None, UnitKind::Seconds) => self.now.plus_secs(want),
+                (None, _) => Timestamp(u64::MAX),
+            };
+            let change = choice
+                .change
+                .filter(|&(at, _)| at < horizon)
+                .and_then(|(at, r)| p.rate(r).map(|after| (at, after)));
+            let first = (t.first_interval > 0 || change.is_some_and(|c| c.1.first_interval > 0))
+                && self
+                    .ledger
+                    .sessions
+                    .get(&session)
+                    .is_some_and(|s| s.opened_at == self.now);
+            let (granted, partial) = self.reserve(
+                who.account,
+                session,
+                key,
+                t,
+                change.map(|c| c.1),
+                want,
+                first,
+            );
             if granted == 0 {
                 ma.result_code = rc::CREDIT_LIMIT_REACHED;
             } else {
-                ma.granted = Some(ServiceUnits::of(t.unit, granted));
+                let mut gsu = ServiceUnits::of(t.unit, granted);
+                if t.unit != UnitKind::Seconds {
+                    gsu.tariff_time_change = change.map(|c| c.0);
+                }
+                ma.granted = Some(gsu);
                 ma.validity_time = t.validity_time;
+                ma.volume_quota_threshold = t.volume_quota_threshold;
+                ma.time_quota_threshold = t.time_quota_threshold;
+                ma.quota_holding_time = t.quota_holding_time;
                 if partial {
                     ma.final_unit = Some(t.final_unit.clone());
                 }
@@ -100,17 +165,23 @@ impl Cx<'_> {
         }
     }
 
-    /// Reserves up to `want` units: bundles first, then money. Returns the
-    /// units granted and whether that is less than wanted.
+    /// Reserves up to `want` units: bundles first, then money, as much as
+    /// the balance pays at rate `t` (and at `after`, when the price
+    /// changes within the grant: at the dearer of the two). `first`: the
+    /// grant starts the session's usage (its first interval applies).
+    /// Returns the units granted and whether that is less than wanted.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn reserve(
         &mut self,
         account: AccountId,
         session: SessionKey,
         key: RatingKey,
         t: &Tariff,
+        after: Option<&Tariff>,
         want: u64,
+        first: bool,
     ) -> (u64, bool) {
-        if t.is_free() {
+        if t.is_free() && after.is_none_or(Tariff::is_free) {
             self.commit(Effect::Reserved {
                 account,
                 session,
@@ -142,14 +213,18 @@ impl Cx<'_> {
                 .accounts
                 .get(&account)
                 .map_or(0, Account::spendable);
-            bought = t.affordable_units(spendable, left);
+            let cost = |u: u64| {
+                let now = t.cost_of(u, first);
+                after.map_or(now, |a| now.max(a.cost_of(u, first)))
+            };
+            bought = affordable(t.increment, spendable, left, cost);
             if bought > 0 {
                 self.commit(Effect::Reserved {
                     account,
                     session,
                     key,
                     unit: t.unit,
-                    money: t.cost(bought),
+                    money: cost(bought),
                     units: bought,
                     at: self.now,
                 });
@@ -158,119 +233,226 @@ impl Cx<'_> {
         (want - left + bought, bought < left)
     }
 
+    /// Splits a usage report into the parts priced at one rate each: the
+    /// rate in force when the usage began (the grant), and after the next
+    /// price change the rate from then on, for the units the client
+    /// reported after it (or, for seconds, that fall after it).
+    #[allow(clippy::too_many_arguments)]
+    fn pieces(
+        &mut self,
+        who: &Charged<'_>,
+        key: RatingKey,
+        plan: u16,
+        now_choice: Choice,
+        unit: UnitKind,
+        used: &ServiceUnits,
+        since: Option<Timestamp>,
+    ) -> Pieces {
+        let now = self.now;
+        let start = since.unwrap_or(now);
+        let total = used.amount(unit).unwrap_or(0);
+        let whole = |rate| Piece {
+            units: total,
+            rate,
+            side: None,
+            started: start,
+            ended: now,
+        };
+        // Usage that began in the segment of the week `now` is in is
+        // rated as now (always, for a plan without time windows).
+        let same = self
+            .rating
+            .segment_start(self.catalog, plan, now)
+            .is_some_and(|from| from <= start);
+        let choice = if same {
+            now_choice
+        } else {
+            match self.rate(who, key, start) {
+                Ok((p, c)) if p == plan => c,
+                _ => now_choice,
+            }
+        };
+        let Some((at, next)) = choice.change else {
+            return (whole(choice.rate), None);
+        };
+        let after_report = self.after_report(key);
+        let after_units = match (after_report, unit) {
+            (Some(a), _) => a.amount(unit).unwrap_or(0).min(total),
+            (None, UnitKind::Seconds) if at <= now => ((now.0 - at.0) / 1000).min(total),
+            (None, _) => 0,
+        };
+        if after_report.is_none() && after_units == 0 {
+            // Nothing reported or counted past the change.
+            return (whole(choice.rate), None);
+        }
+        (
+            Piece {
+                units: total - after_units,
+                rate: choice.rate,
+                side: Some(TariffChangeUsage::Before),
+                started: start,
+                ended: at.min(now),
+            },
+            Some(Piece {
+                units: after_units,
+                rate: next,
+                side: Some(TariffChangeUsage::After),
+                started: at.min(now),
+                ended: now,
+            }),
+        )
+    }
+
+    /// The usage the request reports for `key` after a tariff change
+    /// (Tariff-Change-Usage UNIT_AFTER_TARIFF_CHANGE), if any.
+    fn after_report(&self, key: RatingKey) -> Option<ServiceUnits> {
+        let r = self.request?;
+        if r.mscc.is_empty() {
+            r.used_after
+        } else {
+            r.mscc.iter().find(|m| m.key() == key)?.used_after
+        }
+    }
+
     /// Debits reported usage: reserved bundle units, then the money
     /// reservation, then (past the grant) free bundle units and the
-    /// balance, never beyond the credit limit. Writes the usage CDR.
+    /// balance, never beyond the credit limit. Usage across a price change
+    /// is priced in two parts; each part writes its usage CDR.
     pub(super) fn charge_usage(
         &mut self,
         who: &Charged<'_>,
         key: RatingKey,
-        t: &Tariff,
+        plan: u16,
+        now_choice: Choice,
         used: &ServiceUnits,
         reporting_reason: Option<u32>,
     ) {
-        let units = used.amount(t.unit).unwrap_or(0);
         let account = who.account;
-        let mut left = units;
-        let mut bundle_units = 0u64;
-        let (mut res_money, mut res_money_units, since) = (0i64, 0u64, None);
-        let mut since = since;
-        if !t.is_free() {
-            if let Some(session) = who.session {
-                // 1. Bundle units held by the reservation.
-                let holds = self
-                    .ledger
-                    .sessions
-                    .get(&session)
-                    .and_then(|s| s.reservation(key))
-                    .map_or(0, |r| r.bundles.len());
-                for i in 0..holds {
-                    if left == 0 {
-                        break;
-                    }
-                    let Some(h) = self
+        let (mut grant_units, since, first) = match who
+            .session
+            .and_then(|s| self.ledger.sessions.get(&s))
+            .map(|s| (s.opened_at, s.reservation(key)))
+        {
+            Some((opened, Some(r))) => (r.money_units, Some(r.since), r.since == opened),
+            Some((_, None)) => (0, None, false),
+            None => (0, None, true),
+        };
+        let catalog = self.catalog;
+        let Some(p) = catalog.plan(plan) else { return };
+        let unit = p.rate(now_choice.rate).map_or(UnitKind::Octets, |t| t.unit);
+        let (first_piece, second) = self.pieces(who, key, plan, now_choice, unit, used, since);
+        // The counters after a change: as reported, or (seconds gyro split)
+        // the seconds past it.
+        let after = second.as_ref().map(|s| {
+            self.after_report(key)
+                .unwrap_or_else(|| ServiceUnits::of(unit, s.units))
+        });
+        for (n, piece) in std::iter::once(first_piece).chain(second).enumerate() {
+            let Some(t) = p.rate(piece.rate) else {
+                continue;
+            };
+            let mut left = piece.units;
+            let mut bundle_units = 0u64;
+            if !t.is_free() {
+                if let Some(session) = who.session {
+                    // 1. Bundle units held by the reservation.
+                    let holds = self
                         .ledger
                         .sessions
                         .get(&session)
                         .and_then(|s| s.reservation(key))
-                        .and_then(|r| r.bundles.get(i).copied())
-                    else {
-                        break;
-                    };
-                    let take = h.units.min(left);
-                    if take > 0 {
-                        self.commit(Effect::BundleCharged {
-                            account,
-                            session: Some(session),
-                            key,
-                            bundle: h.bundle,
-                            from_reserved: take,
-                            from_remaining: 0,
-                        });
-                        left -= take;
-                        bundle_units += take;
+                        .map_or(0, |r| r.bundles.len());
+                    for i in 0..holds {
+                        if left == 0 {
+                            break;
+                        }
+                        let Some(h) = self
+                            .ledger
+                            .sessions
+                            .get(&session)
+                            .and_then(|s| s.reservation(key))
+                            .and_then(|r| r.bundles.get(i).copied())
+                        else {
+                            break;
+                        };
+                        let take = h.units.min(left);
+                        if take > 0 {
+                            self.commit(Effect::BundleCharged {
+                                account,
+                                session: Some(session),
+                                key,
+                                bundle: h.bundle,
+                                from_reserved: take,
+                                from_remaining: 0,
+                            });
+                            left -= take;
+                            bundle_units += take;
+                        }
                     }
                 }
             }
-        }
-        if let Some(r) = who
-            .session
-            .and_then(|s| self.ledger.sessions.get(&s))
-            .and_then(|s| s.reservation(key))
-        {
-            res_money = r.money;
-            res_money_units = r.money_units;
-            since = Some(r.since);
-        }
-        let within = left.min(res_money_units);
-        let mut over = left - within;
-        if !t.is_free() && over > 0 {
-            // 2. Usage past the grant: unreserved bundle units.
-            let session = who.session;
-            let taken = self.take_from_bundles(account, key, t.unit, over, |bundle, take| {
-                Effect::BundleCharged {
+            let res_money = who
+                .session
+                .and_then(|s| self.ledger.sessions.get(&s))
+                .and_then(|s| s.reservation(key))
+                .map_or(0, |r| r.money);
+            let within = left.min(grant_units);
+            grant_units -= within;
+            let mut over = left - within;
+            if !t.is_free() && over > 0 {
+                // 2. Usage past the grant: unreserved bundle units.
+                let session = who.session;
+                let taken = self.take_from_bundles(account, key, t.unit, over, |bundle, take| {
+                    Effect::BundleCharged {
+                        account,
+                        session,
+                        key,
+                        bundle,
+                        from_reserved: 0,
+                        from_remaining: take,
+                    }
+                });
+                over -= taken;
+                bundle_units += taken;
+            }
+            // 3. Money, rated once for the part.
+            let cost = t.cost_of(within + over, first && n == 0);
+            let from_reserved = cost.min(res_money);
+            let extra = cost - from_reserved;
+            let spendable = self
+                .ledger
+                .accounts
+                .get(&account)
+                .map_or(0, Account::spendable);
+            let from_balance = extra.min(spendable);
+            let unbilled = extra - from_balance;
+            if from_reserved > 0 || from_balance > 0 {
+                self.commit(Effect::Charged {
                     account,
-                    session,
+                    session: who.session,
                     key,
-                    bundle,
-                    from_reserved: 0,
-                    from_remaining: take,
-                }
-            });
-            over -= taken;
-            bundle_units += taken;
+                    from_reserved,
+                    from_balance,
+                });
+            }
+            let c = self.cdr(who, RecordType::Usage);
+            match (piece.side, &after) {
+                (Some(TariffChangeUsage::Before), Some(a)) => fill_usage(c, &used.minus(a)),
+                (Some(TariffChangeUsage::After), Some(a)) => fill_usage(c, a),
+                _ => fill_usage(c, used),
+            }
+            c.rating_group = key.rating_group;
+            c.service_id = key.service_id;
+            c.unit = Some(t.unit);
+            c.rated_units = piece.units;
+            c.bundle_units = bundle_units;
+            c.amount = from_reserved + from_balance;
+            c.unbilled = unbilled;
+            c.started = piece.started;
+            c.ended = piece.ended;
+            c.reporting_reason = reporting_reason;
+            c.tariff_change = piece.side;
+            self.label_cdr(plan, piece.rate);
         }
-        // 3. Money, rated once for the whole report.
-        let cost = t.cost(within + over);
-        let from_reserved = cost.min(res_money);
-        let extra = cost - from_reserved;
-        let spendable = self
-            .ledger
-            .accounts
-            .get(&account)
-            .map_or(0, Account::spendable);
-        let from_balance = extra.min(spendable);
-        let unbilled = extra - from_balance;
-        if from_reserved > 0 || from_balance > 0 {
-            self.commit(Effect::Charged {
-                account,
-                session: who.session,
-                key,
-                from_reserved,
-                from_balance,
-            });
-        }
-        let now = self.now;
-        let c = self.cdr(who, RecordType::Usage);
-        fill_usage(c, used);
-        c.rating_group = key.rating_group;
-        c.service_id = key.service_id;
-        c.unit = Some(t.unit);
-        c.rated_units = units;
-        c.bundle_units = bundle_units;
-        c.amount = from_reserved + from_balance;
-        c.unbilled = unbilled;
-        c.started = since.unwrap_or(now);
-        c.reporting_reason = reporting_reason;
     }
 }

@@ -227,6 +227,7 @@ pub fn mscc(rg: u32, rsu: Option<ServiceUnits>, usu: Option<ServiceUnits>) -> Ms
         requested: rsu,
         used: usu,
         reporting_reason: None,
+        used_after: None,
     }
 }
 
@@ -264,6 +265,7 @@ pub fn req(
         used: None,
         mscc,
         termination_cause: None,
+        ..CcRequest::default()
     }
 }
 

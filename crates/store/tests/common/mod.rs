@@ -91,6 +91,7 @@ pub fn mscc(rg: u32, want: bool, used: Option<u64>) -> Mscc {
         requested: want.then(ServiceUnits::default),
         used: used.map(octets),
         reporting_reason: None,
+        used_after: None,
     }
 }
 
@@ -122,6 +123,7 @@ pub fn req(
         used: None,
         mscc,
         termination_cause: None,
+        ..CcRequest::default()
     }
 }
 

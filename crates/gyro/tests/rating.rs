@@ -1,0 +1,581 @@
+//! Price plans against a real `gyro serve` over sockets: a voice call (Ro,
+//! seconds) to a premium number, a night-time data session across the
+//! morning price change (Tariff-Time-Change, usage split before and after
+//! it), a roaming session and an SMS, each with its CDR naming the rate
+//! applied; the plan of an account read and changed through the admin
+//! API; `POST /v1/rate` and `gyro rate --json` giving the same answer; and
+//! tshark dissecting the new AVPs of the exchange without complaint.
+//!
+//! The server reads the wall clock, so the night window of the test plan
+//! is written to end a few minutes after the test starts.
+//!
+//! Needs `tshark` (Debian package tshark); fails when it is missing.
+
+#[path = "../../server/tests/common.rs"]
+mod common;
+mod support;
+
+use std::net::SocketAddr;
+use std::process::{Child, Command};
+use std::time::Duration;
+
+use bytes::BytesMut;
+use common::{result_code, Client};
+use etherparse::PacketBuilder;
+use gyro_charging::{CcRequest, Mscc, RequestType, RequestedAction, ServiceUnits, SubscriptionId};
+use gyro_diameter::codes::avp;
+use gyro_diameter::Message;
+use gyro_ocs::gy::encode_ccr;
+use pcap_file::pcap::{PcapPacket, PcapWriter};
+use serde_json::{json, Value};
+use support::{free_port, require, run, scratch, serve};
+
+const DATA: &str = "32251@3gpp.org";
+const VOICE: &str = "32260@3gpp.org";
+const SMS: &str = "32274@3gpp.org";
+const MSISDN: &str = "46701000001";
+
+/// The test's plans: night data ending at `night_end` (minutes after
+/// midnight UTC), premium voice 60/1, roaming in the EU, SMS, and a EUR
+/// plan to try moving to.
+fn charging(night_end: u32) -> String {
+    let start = (night_end + 24 * 60 - 6 * 60) % (24 * 60);
+    let hm = |m: u32| format!("{:02}:{:02}", m / 60, m % 60);
+    let end = if night_end == 0 {
+        "24:00".to_string()
+    } else {
+        hm(night_end)
+    };
+    format!(
+        r#"
+currency = "SEK"
+
+[engine]
+node_id = "rating-it"
+
+[destinations]
+premium = ["46900", "46939"]
+sweden = ["46"]
+
+[zones]
+eu = ["262", "208"]
+
+[plans.smart]
+time_zone = "UTC"
+
+[[plans.smart.rate]]
+name = "data-roaming-eu"
+service_context = "32251@3gpp.org"
+zone = "eu"
+unit = "octets"
+price = 500
+per = 1000000
+default_quota = 5000000
+validity_time = 3600
+
+[[plans.smart.rate]]
+name = "data-night"
+service_context = "32251@3gpp.org"
+rating_group = 10
+hours = "{start}-{end}"
+unit = "octets"
+price = 50
+per = 1000000
+default_quota = 10000000
+validity_time = 3600
+volume_quota_threshold = 1000000
+quota_holding_time = 300
+
+[[plans.smart.rate]]
+name = "data-day"
+service_context = "32251@3gpp.org"
+rating_group = 10
+unit = "octets"
+price = 100
+per = 1000000
+default_quota = 10000000
+validity_time = 3600
+volume_quota_threshold = 1000000
+quota_holding_time = 300
+
+[[plans.smart.rate]]
+name = "voice-premium"
+service_context = "32260@3gpp.org"
+destination = "premium"
+unit = "seconds"
+price = 300
+per = 60
+first_interval = 60
+default_quota = 300
+time_quota_threshold = 30
+
+[[plans.smart.rate]]
+name = "voice"
+service_context = "32260@3gpp.org"
+unit = "seconds"
+price = 60
+per = 60
+first_interval = 60
+default_quota = 300
+
+[[plans.smart.rate]]
+name = "sms-premium"
+service_context = "32274@3gpp.org"
+destination = "premium"
+unit = "events"
+price = 500
+default_quota = 1
+
+[[plans.smart.rate]]
+name = "sms"
+service_context = "32274@3gpp.org"
+unit = "events"
+price = 50
+default_quota = 1
+
+[plans.flat]
+
+[[plans.flat.rate]]
+name = "flat-data"
+service_context = "32251@3gpp.org"
+unit = "octets"
+price = 10
+per = 1000000
+default_quota = 10000000
+
+[plans.travel-eur]
+currency = "EUR"
+
+[[plans.travel-eur.rate]]
+name = "travel-data"
+service_context = "32251@3gpp.org"
+unit = "octets"
+price = 1
+per = 1000000
+default_quota = 1000000
+
+[[account]]
+id = 1
+balance = 1000000
+plan = "smart"
+subscribers = ["e164:{MSISDN}"]
+"#,
+        start = hm(start),
+    )
+}
+
+/// A running `gyro serve`, killed if the test fails while it runs.
+struct Server(Option<Child>);
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Server {
+    fn stop(mut self) {
+        let mut child = self.0.take().expect("running");
+        let pid = child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success());
+        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
+    }
+}
+
+/// One HTTP request: (status, JSON body).
+fn http(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .timeout_global(Some(Duration::from_secs(30)))
+        .build()
+        .into();
+    let mut r = match method {
+        "GET" => agent.get(url).call(),
+        "PATCH" => agent.patch(url).send_json(body.unwrap_or(Value::Null)),
+        _ => agent.post(url).send_json(body.unwrap_or(Value::Null)),
+    }
+    .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
+    let status = r.status().as_u16();
+    let text = r.body_mut().read_to_string().unwrap_or_default();
+    (
+        status,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+/// A Diameter exchange kept for the capture.
+struct Peer {
+    client: Client,
+    hop: u32,
+    captured: Vec<(bool, Vec<u8>)>,
+}
+
+impl Peer {
+    fn send(&mut self, req: &CcRequest) -> Vec<u8> {
+        // Requests of a session a few milliseconds apart, as on a network.
+        std::thread::sleep(Duration::from_millis(3));
+        self.hop += 1;
+        let mut b = BytesMut::new();
+        encode_ccr(&mut b, req, self.hop, "gw.rating.test", "gyro.test").expect("encode");
+        self.client.send(&b);
+        let answer = self.client.recv().expect("an answer");
+        self.captured.push((true, b.to_vec()));
+        self.captured.push((false, answer.clone()));
+        answer
+    }
+}
+
+fn request(session: &str, kind: RequestType, n: u32, ctx: &str) -> CcRequest {
+    CcRequest {
+        session_id: session.into(),
+        origin_host: "gw.rating.test".into(),
+        end_to_end: 0x7000_0000 | (session.len() as u32) << 8 | n,
+        request_type: kind,
+        request_number: n,
+        service_context: ctx.into(),
+        subscription_ids: vec![SubscriptionId::e164(MSISDN)],
+        multiple_services: Some(true),
+        ..CcRequest::default()
+    }
+}
+
+fn mscc(rg: Option<u32>, want: bool, used: Option<ServiceUnits>) -> Mscc {
+    Mscc {
+        rating_group: rg,
+        requested: want.then(ServiceUnits::default),
+        used,
+        ..Mscc::default()
+    }
+}
+
+fn octets(n: u64) -> ServiceUnits {
+    ServiceUnits {
+        total_octets: Some(n),
+        ..ServiceUnits::default()
+    }
+}
+
+fn seconds(n: u32) -> ServiceUnits {
+    ServiceUnits {
+        time: Some(n),
+        ..ServiceUnits::default()
+    }
+}
+
+/// The first MSCC of an answer.
+fn first_mscc(cca: &[u8]) -> gyro_diameter::Avp<'_> {
+    Message::parse(cca)
+        .unwrap()
+        .find(avp::MULTIPLE_SERVICES_CREDIT_CONTROL)
+        .expect("an MSCC")
+}
+
+fn u32_in(a: &gyro_diameter::Avp<'_>, id: gyro_diameter::AvpId) -> Option<u32> {
+    a.child(id).and_then(|c| c.u32().ok())
+}
+
+/// Every CDR the server wrote (JSON lines, closed and open files).
+fn cdrs(data: &std::path::Path) -> Vec<Value> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<Value>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.to_string_lossy().contains(".jsonl") {
+                for line in std::fs::read_to_string(&p).unwrap().lines() {
+                    out.push(serde_json::from_str(line).unwrap());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&data.join("cdr"), &mut out);
+    out.sort_by_key(|c| c["sequence"].as_u64());
+    out
+}
+
+fn pcap(messages: &[(bool, Vec<u8>)]) -> Vec<u8> {
+    let mut w = PcapWriter::new(Vec::new()).unwrap();
+    let (client, server) = (([10, 0, 0, 1], 40000), ([10, 0, 0, 2], 3868));
+    let (mut cseq, mut sseq) = (1_000u32, 500_000u32);
+    for (n, (to_server, data)) in messages.iter().enumerate() {
+        let (src, dst, seq, ack) = if *to_server {
+            (client, server, cseq, sseq)
+        } else {
+            (server, client, sseq, cseq)
+        };
+        let builder = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(src.0, dst.0, 64)
+            .tcp(src.1, dst.1, seq, 65535)
+            .ack(ack)
+            .psh();
+        let mut pkt = Vec::with_capacity(builder.size(data.len()));
+        builder.write(&mut pkt, data).unwrap();
+        let ts = Duration::from_millis(1_700_000_000_000 + n as u64 * 10);
+        w.write_packet(&PcapPacket::new(ts, pkt.len() as u32, &pkt))
+            .unwrap();
+        if *to_server {
+            cseq = cseq.wrapping_add(data.len() as u32);
+        } else {
+            sseq = sseq.wrapping_add(data.len() as u32);
+        }
+    }
+    w.into_writer()
+}
+
+#[test]
+fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
+    require("tshark");
+    let dir = scratch("rating");
+    let data = dir.join("data");
+    // The night ends 10 to 11 minutes from now, on a whole minute.
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let change_s = (now_s / 60 + 11) * 60;
+    let night_end = ((change_s / 60) % (24 * 60)) as u32;
+    let plans = dir.join("plans.toml");
+    std::fs::write(&plans, charging(night_end)).unwrap();
+    let admin_port = free_port();
+    let config = support::admin_config(&dir, admin_port);
+    let admin = format!("http://127.0.0.1:{admin_port}");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let server = Server(Some(serve(
+        addr,
+        &data,
+        &[
+            "--config",
+            config.to_str().unwrap(),
+            "--charging",
+            plans.to_str().unwrap(),
+        ],
+    )));
+    let mut client = Client::connect(addr);
+    assert_eq!(result_code(&client.cer("gw.rating.test", &[4])), Some(2001));
+    let mut peer = Peer {
+        client,
+        hop: 0,
+        captured: Vec::new(),
+    };
+
+    // A voice call to a premium number: 300 s granted with a 30 s
+    // threshold; 5 s cost the first minute, 30 s more by the second.
+    let called = "tel:+46900123456";
+    let mut r = request("gw;voice;1", RequestType::Initial, 0, VOICE);
+    r.called_party = called.into();
+    r.mscc = vec![mscc(None, true, None)];
+    let cca = peer.send(&r);
+    assert_eq!(result_code(&cca), Some(2001));
+    let m = first_mscc(&cca);
+    let gsu = m.child(avp::GRANTED_SERVICE_UNIT).unwrap();
+    assert_eq!(u32_in(&gsu, avp::CC_TIME), Some(300));
+    assert_eq!(u32_in(&m, avp::TIME_QUOTA_THRESHOLD), Some(30));
+    assert_eq!(u32_in(&m, avp::VOLUME_QUOTA_THRESHOLD), None);
+    for (kind, n, used, more) in [
+        (RequestType::Update, 1, 5, true),
+        (RequestType::Termination, 2, 30, false),
+    ] {
+        let mut r = request("gw;voice;1", kind, n, VOICE);
+        r.called_party = called.into();
+        r.mscc = vec![mscc(None, more, Some(seconds(used)))];
+        assert_eq!(result_code(&peer.send(&r)), Some(2001));
+    }
+
+    // Night data: the grant carries the change of price, thresholds and
+    // holding time; the gateway reports usage before and after it.
+    let mut r = request("gw;data;1", RequestType::Initial, 0, DATA);
+    r.mscc = vec![mscc(Some(10), true, None)];
+    let cca = peer.send(&r);
+    assert_eq!(result_code(&cca), Some(2001));
+    let m = first_mscc(&cca);
+    let gsu = m.child(avp::GRANTED_SERVICE_UNIT).unwrap();
+    let ttc = gsu
+        .child(avp::TARIFF_TIME_CHANGE)
+        .expect("Tariff-Time-Change")
+        .time()
+        .unwrap();
+    assert_eq!(ttc.to_unix(), change_s as i64);
+    assert_eq!(u32_in(&m, avp::VOLUME_QUOTA_THRESHOLD), Some(1_000_000));
+    assert_eq!(u32_in(&m, avp::QUOTA_HOLDING_TIME), Some(300));
+    let mut u = request("gw;data;1", RequestType::Update, 1, DATA);
+    let mut split = mscc(Some(10), true, Some(octets(6_000_000)));
+    split.used_after = Some(octets(2_000_000));
+    u.mscc = vec![split];
+    assert_eq!(result_code(&peer.send(&u)), Some(2001));
+    let mut t = request("gw;data;1", RequestType::Termination, 2, DATA);
+    t.mscc = vec![mscc(Some(10), false, Some(octets(1_000_000)))];
+    assert_eq!(result_code(&peer.send(&t)), Some(2001));
+
+    // Roaming in Germany: the zone's rate.
+    for (kind, n, used) in [
+        (RequestType::Initial, 0, None),
+        (RequestType::Termination, 1, Some(octets(2_000_000))),
+    ] {
+        let mut r = request("gw;roam;1", kind, n, DATA);
+        r.visited_plmn = "26201".into();
+        r.mscc = vec![mscc(Some(10), kind == RequestType::Initial, used)];
+        assert_eq!(result_code(&peer.send(&r)), Some(2001));
+    }
+
+    // An SMS to a premium number, per event.
+    let mut s = request("smsc;1", RequestType::Event, 0, SMS);
+    s.requested_action = Some(RequestedAction::DirectDebiting);
+    s.called_party = "46939555".into();
+    s.multiple_services = None;
+    s.requested = Some(ServiceUnits {
+        service_specific: Some(1),
+        ..ServiceUnits::default()
+    });
+    assert_eq!(result_code(&peer.send(&s)), Some(2001));
+
+    // The account's plan through the admin API.
+    let (status, acc) = http("GET", &format!("{admin}/v1/accounts/{MSISDN}"), None);
+    assert_eq!(status, 200, "{acc}");
+    assert_eq!(acc["plan"], "smart");
+    let (status, problem) = http(
+        "PATCH",
+        &format!("{admin}/v1/accounts/{MSISDN}"),
+        Some(json!({ "plan": "travel-eur" })),
+    );
+    assert_eq!(status, 422, "{problem}");
+    let detail = problem["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("EUR (978") && detail.contains("SEK (752"),
+        "{detail}"
+    );
+
+    // POST /v1/rate and gyro rate --json agree.
+    let at = "2026-01-15T12:00:30+00:00";
+    let (status, quote) = http(
+        "POST",
+        &format!("{admin}/v1/rate"),
+        Some(json!({ "subscriber": MSISDN, "service": "voice",
+                     "called": "+46900123456", "units": 90, "at": at })),
+    );
+    assert_eq!(status, 200, "{quote}");
+    assert_eq!(quote["parts"][0]["rate"], "voice-premium");
+    assert_eq!(quote["amount"], "4.50");
+    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args([
+            "rate",
+            "--charging",
+            plans.to_str().unwrap(),
+            "--subscriber",
+            MSISDN,
+        ])
+        .args([
+            "--service",
+            "voice",
+            "--called",
+            "+46900123456",
+            "--units",
+            "90",
+        ])
+        .args(["--at", at, "--json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(cli, quote);
+
+    let (status, acc) = http(
+        "PATCH",
+        &format!("{admin}/v1/accounts/{MSISDN}"),
+        Some(json!({ "plan": "flat" })),
+    );
+    assert_eq!(status, 200, "{acc}");
+    assert_eq!(acc["plan"], "flat");
+    let mut r = request("gw;flat;1", RequestType::Event, 0, DATA);
+    r.requested_action = Some(RequestedAction::DirectDebiting);
+    r.multiple_services = None;
+    r.requested = Some(octets(10_000_000));
+    assert_eq!(result_code(&peer.send(&r)), Some(2001));
+
+    server.stop();
+
+    // The CDRs name the rate each usage was priced at.
+    let cdrs = cdrs(&data);
+    let usage = |session: &str| -> Vec<(String, i64, Option<String>)> {
+        cdrs.iter()
+            .filter(|c| c["session_id"] == session && c["record_type"] != "session-end")
+            .map(|c| {
+                (
+                    c["rate"].as_str().unwrap_or("").to_string(),
+                    c["amount"].as_i64().unwrap(),
+                    c["tariff_change"].as_str().map(str::to_string),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        usage("gw;voice;1"),
+        [
+            ("voice-premium".into(), 300, None),
+            ("voice-premium".into(), 150, None)
+        ]
+    );
+    assert!(cdrs
+        .iter()
+        .filter(|c| c["session_id"] == "gw;voice;1" && c["record_type"] == "usage")
+        .all(|c| c["destination"] == "premium" && c["plan"] == "smart"));
+    assert_eq!(
+        usage("gw;data;1"),
+        [
+            ("data-night".into(), 200, Some("before".into())),
+            ("data-day".into(), 200, Some("after".into())),
+            // Reported without a split, at the price of its grant (the
+            // night had not ended yet).
+            ("data-night".into(), 50, None),
+        ]
+    );
+    assert_eq!(usage("gw;roam;1"), [("data-roaming-eu".into(), 1000, None)]);
+    assert!(cdrs
+        .iter()
+        .any(|c| c["session_id"] == "gw;roam;1" && c["zone"] == "eu"));
+    assert_eq!(usage("smsc;1"), [("sms-premium".into(), 500, None)]);
+    assert_eq!(usage("gw;flat;1"), [("flat-data".into(), 100, None)]);
+    let (code, books, err) = support::gyro(&[
+        "ledger",
+        "--data-dir",
+        data.to_str().unwrap(),
+        "--charging",
+        plans.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{books}\n{err}");
+
+    // tshark reads every new AVP of the exchange, nothing malformed.
+    let cap = dir.join("rating.pcap");
+    std::fs::write(&cap, pcap(&peer.captured)).unwrap();
+    let v = run("tshark", &["-r", cap.to_str().unwrap(), "-V"]);
+    for bad in ["Malformed", "Expert Info (Error", "Unknown AVP", "[Unknown"] {
+        assert!(!v.contains(bad), "tshark reports {bad:?}:\n{v}");
+    }
+    for want in [
+        "Tariff-Time-Change: ",
+        "Tariff-Change-Usage: UNIT_AFTER_TARIFF_CHANGE (1)",
+        "Tariff-Change-Usage: UNIT_BEFORE_TARIFF_CHANGE (0)",
+        "Volume-Quota-Threshold: 1000000",
+        "Time-Quota-Threshold: 30",
+        "Quota-Holding-Time: 300",
+        "IMS-Information",
+        "Called-Party-Address: tel:+46900123456",
+        "SMS-Information",
+        "Recipient-Address",
+        "Address-Data: 46939555",
+        "3GPP-SGSN-MCC-MNC: 26201",
+    ] {
+        assert!(v.contains(want), "tshark output lacks {want:?}:\n{v}");
+    }
+}
