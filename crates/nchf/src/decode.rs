@@ -173,7 +173,8 @@ mod tests {
 
     #[test]
     fn malformed_json_is_invalid_msg_format() {
-        for body in ["{", "", "nonsense", "[1,2]", "42", "{} {}"] {
+        let trailing = format!("{OK} {{}}");
+        for body in ["{", "", "nonsense", "[1,2]", "42", "{\"a\":}", &trailing] {
             let p = decode_request(body.as_bytes()).unwrap_err();
             assert_eq!(p.status, 400, "{body}");
             assert_eq!(p.cause(), Some(cause::INVALID_MSG_FORMAT), "{body}");
