@@ -6,9 +6,9 @@
 //! Nchf sessions charged side by side. Every body sent and received is
 //! checked against the TS 32.291 data model (`support/nchf.rs`).
 
-mod support;
 #[path = "support/nchf.rs"]
 mod nchf;
+mod support;
 
 use std::collections::BTreeMap;
 use std::net::TcpStream;
@@ -55,7 +55,7 @@ fn problem(a: &Answer, status: u16, cause: Option<&str>) -> Value {
     body
 }
 
-fn unit<'a>(body: &'a Value, rg: u32) -> &'a Value {
+fn unit(body: &Value, rg: u32) -> &Value {
     body["multipleUnitInformation"]
         .as_array()
         .unwrap()
@@ -74,7 +74,10 @@ fn cdrs(data: &Path) -> Vec<Value> {
     for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
         for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
             let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
-            out.extend(text.lines().map(|l| serde_json::from_str::<Value>(l).unwrap()));
+            out.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
         }
     }
     out
@@ -86,7 +89,11 @@ fn ledger(data: &Path) -> Value {
         .arg(data)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
@@ -101,10 +108,18 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         // Create, update and release with rating groups 10 and 20.
         let msisdn = "46709880001";
         server.account_with(msisdn, 1_000_000);
-        let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true), (20, 0, true)])).await;
+        let a = post(
+            &c,
+            API,
+            &smf_request(msisdn, 0, &[(10, 0, true), (20, 0, true)]),
+        )
+        .await;
         let body = charged(&a, 201);
         let location = a.location.clone().expect("a Location");
-        assert!(location.starts_with(&format!("http://{}{API}/nchf-", server.nchf)), "{location}");
+        assert!(
+            location.starts_with(&format!("http://{}{API}/nchf-", server.nchf)),
+            "{location}"
+        );
         let reference = a.reference().unwrap().to_string();
         assert_eq!(body["invocationSequenceNumber"], 0);
         assert_eq!(body["sessionFailover"], "FAILOVER_NOT_SUPPORTED");
@@ -120,7 +135,10 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         assert_eq!(account["open_sessions"], 1);
 
         let update = smf_request(msisdn, 1, &[(10, 5_000_000, true), (20, 3_000_000, true)]);
-        let body = charged(&post(&c, &format!("{API}/{reference}/update"), &update).await, 200);
+        let body = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
         assert_eq!(body["invocationSequenceNumber"], 1);
         assert!(body.get("sessionFailover").is_none());
         assert_eq!(unit(&body, 10)["resultCode"], "SUCCESS");
@@ -142,23 +160,34 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
 
         // A retransmitted update is answered the same and charged once.
         let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
-        let reference = charged(&a, 201);
-        let reference = {
-            let _ = reference;
-            a.reference().unwrap().to_string()
-        };
+        charged(&a, 201);
+        let reference = a.reference().unwrap().to_string();
         let before = server.account(msisdn)["debited"].as_i64().unwrap();
         let update = smf_request(msisdn, 1, &[(10, 2_000_000, true)]);
-        let first = charged(&post(&c, &format!("{API}/{reference}/update"), &update).await, 200);
+        let first = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
         let mut again = update.clone();
         again["retransmissionIndicator"] = json!(true);
-        let second = charged(&post(&c, &format!("{API}/{reference}/update"), &again).await, 200);
-        let third = charged(&post(&c, &format!("{API}/{reference}/update"), &update).await, 200);
+        let second = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &again).await,
+            200,
+        );
+        let third = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
         assert_eq!(without_time(first.clone()), without_time(second));
         assert_eq!(without_time(first), without_time(third));
         let after = server.account(msisdn)["debited"].as_i64().unwrap();
         assert_eq!(after - before, cost(2_000_000, 100), "charged once");
-        let a = post(&c, &format!("{API}/{reference}/release"), &smf_request(msisdn, 2, &[])).await;
+        let a = post(
+            &c,
+            &format!("{API}/{reference}/release"),
+            &smf_request(msisdn, 2, &[]),
+        )
+        .await;
         assert_eq!(a.status, 204);
 
         // Quota exhaustion: the last units come with a final-unit
@@ -166,7 +195,12 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         // QUOTA_LIMIT_REACHED per rating group, then 403 at create.
         let poor = "46709880002";
         server.account_with(poor, 15);
-        let a = post(&c, API, &smf_request(poor, 0, &[(10, 0, true), (20, 0, true)])).await;
+        let a = post(
+            &c,
+            API,
+            &smf_request(poor, 0, &[(10, 0, true), (20, 0, true)]),
+        )
+        .await;
         let body = charged(&a, 201);
         let reference = a.reference().unwrap().to_string();
         let m10 = unit(&body, 10);
@@ -180,7 +214,10 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         assert_eq!(fui["redirectServer"]["redirectAddressType"], "URL");
         assert!(m20["grantedUnit"]["totalVolume"].as_u64().unwrap() < 10_485_760);
         let update = smf_request(poor, 1, &[(10, 10_485_760, true), (20, 0, true)]);
-        let body = charged(&post(&c, &format!("{API}/{reference}/update"), &update).await, 200);
+        let body = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
         for rg in [10, 20] {
             let m = unit(&body, rg);
             if m["resultCode"] == "SUCCESS" {
@@ -190,7 +227,12 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
             }
         }
         assert_eq!(unit(&body, 10)["resultCode"], "QUOTA_LIMIT_REACHED");
-        let a = post(&c, &format!("{API}/{reference}/release"), &smf_request(poor, 2, &[])).await;
+        let a = post(
+            &c,
+            &format!("{API}/{reference}/release"),
+            &smf_request(poor, 2, &[]),
+        )
+        .await;
         assert_eq!(a.status, 204);
         let empty = "46709880003";
         server.account_with(empty, 0);
@@ -208,31 +250,58 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         let a = post(&c, API, &by_imsi).await;
         charged(&a, 201);
         let r = a.reference().unwrap().to_string();
-        assert_eq!(post(&c, &format!("{API}/{r}/release"), &by_imsi).await.status, 204);
+        assert_eq!(
+            post(&c, &format!("{API}/{r}/release"), &by_imsi)
+                .await
+                .status,
+            204
+        );
 
         // Malformed JSON, wrong types, missing attributes.
         let raw = |b: &'static str| Bytes::from_static(b.as_bytes());
-        let a = c.post(API, raw("{\"nfConsumerIdentification\":")).await.unwrap();
+        let a = c
+            .post(API, raw("{\"nfConsumerIdentification\":"))
+            .await
+            .unwrap();
         problem(&a, 400, Some("INVALID_MSG_FORMAT"));
         let a = c.post(API, raw("[]")).await.unwrap();
         problem(&a, 400, Some("INVALID_MSG_FORMAT"));
         let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
         wrong["invocationSequenceNumber"] = json!("zero");
-        let p = problem(&post(&c, API, &wrong).await, 400, Some("MANDATORY_IE_INCORRECT"));
+        let p = problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("MANDATORY_IE_INCORRECT"),
+        );
         assert_eq!(p["invalidParams"][0]["param"], "/invocationSequenceNumber");
         let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
         wrong["multipleUnitUsage"][0]["requestedUnit"]["totalVolume"] = json!(-5);
-        let p = problem(&post(&c, API, &wrong).await, 400, Some("OPTIONAL_IE_INCORRECT"));
+        let p = problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("OPTIONAL_IE_INCORRECT"),
+        );
         assert_eq!(
             p["invalidParams"][0]["param"],
             "/multipleUnitUsage/0/requestedUnit/totalVolume"
         );
         let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
         wrong["multipleUnitUsage"][0]["ratingGroup"] = json!(4294967296u64);
-        problem(&post(&c, API, &wrong).await, 400, Some("MANDATORY_IE_INCORRECT"));
+        problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("MANDATORY_IE_INCORRECT"),
+        );
         let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
-        wrong.as_object_mut().unwrap().remove("nfConsumerIdentification");
-        let p = problem(&post(&c, API, &wrong).await, 400, Some("MANDATORY_IE_MISSING"));
+        wrong
+            .as_object_mut()
+            .unwrap()
+            .remove("nfConsumerIdentification");
+        let p = problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("MANDATORY_IE_MISSING"),
+        );
         assert_eq!(p["invalidParams"][0]["param"], "/nfConsumerIdentification");
         // Unknown attributes are ignored.
         let mut extra = smf_request(msisdn, 0, &[(10, 0, true)]);
@@ -241,26 +310,41 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         let a = post(&c, API, &extra).await;
         charged(&a, 201);
         let r = a.reference().unwrap().to_string();
-        assert_eq!(post(&c, &format!("{API}/{r}/release"), &extra).await.status, 204);
+        assert_eq!(
+            post(&c, &format!("{API}/{r}/release"), &extra).await.status,
+            204
+        );
         // Wrong media type, too large, wrong API, wrong method, unknown
         // references.
         let ok = serde_json::to_vec(&smf_request(msisdn, 0, &[(10, 0, true)])).unwrap();
-        let a = c.request("POST", API, Some("text/plain"), Bytes::from(ok.clone())).await.unwrap();
+        let a = c
+            .request("POST", API, Some("text/plain"), Bytes::from(ok.clone()))
+            .await
+            .unwrap();
         problem(&a, 415, None);
         let mut big = smf_request(msisdn, 0, &[(10, 0, true)]);
         big["padding"] = json!("x".repeat(100_000));
         problem(&post(&c, API, &big).await, 413, None);
         let a = c
-            .post("/nchf-convergedcharging/v2/chargingdata", Bytes::from(ok.clone()))
+            .post(
+                "/nchf-convergedcharging/v2/chargingdata",
+                Bytes::from(ok.clone()),
+            )
             .await
             .unwrap();
         problem(&a, 400, Some("INVALID_API"));
         let a = c.request("GET", API, None, Bytes::new()).await.unwrap();
         problem(&a, 405, None);
-        let a = c.post(&format!("{API}/x/y/update"), Bytes::from(ok.clone())).await.unwrap();
+        let a = c
+            .post(&format!("{API}/x/y/update"), Bytes::from(ok.clone()))
+            .await
+            .unwrap();
         problem(&a, 404, Some("RESOURCE_URI_STRUCTURE_NOT_FOUND"));
         for r in ["nchf-1-0123456789abcdef", "not-ours"] {
-            let a = c.post(&format!("{API}/{r}/update"), Bytes::from(ok.clone())).await.unwrap();
+            let a = c
+                .post(&format!("{API}/{r}/update"), Bytes::from(ok.clone()))
+                .await
+                .unwrap();
             problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
         }
         let mut event = smf_request(msisdn, 0, &[(10, 0, true)]);
@@ -275,15 +359,22 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
     assert!(!records.is_empty());
     let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
     for r in &records {
-        assert!(r["session_id"].as_str().unwrap().starts_with("nchf-"), "{r}");
+        assert!(
+            r["session_id"].as_str().unwrap().starts_with("nchf-"),
+            "{r}"
+        );
         assert_eq!(r["service_context"], "32251@3gpp.org");
-        *debited.entry(r["account"].as_u64().unwrap()).or_default() += r["amount"].as_i64().unwrap();
+        *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
+            r["amount"].as_i64().unwrap();
     }
     let books = ledger(&server.data);
     assert_eq!(books["violations"], 0, "{books}");
     for b in books["books"].as_array().unwrap() {
         let account = b["account"].as_u64().unwrap();
-        assert_eq!(b["debited"].as_i64().unwrap(), debited.get(&account).copied().unwrap_or(0));
+        assert_eq!(
+            b["debited"].as_i64().unwrap(),
+            debited.get(&account).copied().unwrap_or(0)
+        );
     }
 }
 
@@ -295,33 +386,58 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
         Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/example-charging.toml"),
     )
     .unwrap();
-    std::fs::write(&charging, demo.replace("supervision_secs = 1200", "supervision_secs = 2")).unwrap();
+    std::fs::write(
+        &charging,
+        demo.replace("supervision_secs = 1200", "supervision_secs = 2"),
+    )
+    .unwrap();
     let mut server = Server::start(&dir, "", Some(&charging));
     let rt = rt();
     let msisdn = "46700000500";
     let reference = rt.block_on(async {
         let c = Client::connect(server.nchf).await.unwrap();
-        let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true), (20, 0, true)])).await;
+        let a = post(
+            &c,
+            API,
+            &smf_request(msisdn, 0, &[(10, 0, true), (20, 0, true)]),
+        )
+        .await;
         charged(&a, 201);
         a.reference().unwrap().to_string()
     });
     assert_eq!(server.account(msisdn)["reserved"], 30);
     std::thread::sleep(Duration::from_millis(3500));
     let account = server.account(msisdn);
-    assert_eq!(account["reserved"], 0, "supervision released the reservation: {account}");
+    assert_eq!(
+        account["reserved"], 0,
+        "supervision released the reservation: {account}"
+    );
     assert_eq!(account["open_sessions"], 0);
 
     // Gy load and Nchf sessions at once on the same accounts' shards.
     let gy = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
         .args(["load", "--target"])
         .arg(server.diameter.to_string())
-        .args(["--duration", "3s", "--connections", "2", "--subscribers", "400", "--json"])
+        .args([
+            "--duration",
+            "3s",
+            "--connections",
+            "2",
+            "--subscribers",
+            "400",
+            "--json",
+        ])
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     let nchf_sessions = rt.block_on(async {
         let c = Client::connect(server.nchf).await.unwrap();
-        let a = post(&c, &format!("{API}/{reference}/release"), &smf_request(msisdn, 1, &[(10, 100, false)])).await;
+        let a = post(
+            &c,
+            &format!("{API}/{reference}/release"),
+            &smf_request(msisdn, 1, &[(10, 100, false)]),
+        )
+        .await;
         problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
         let mut done = 0;
         let mut tasks = Vec::new();
@@ -329,7 +445,12 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
             let c = c.clone();
             tasks.push(tokio::spawn(async move {
                 let msisdn = format!("467000005{:02}", i % 100);
-                let a = post(&c, API, &smf_request(&msisdn, 0, &[(10, 0, true), (20, 0, true)])).await;
+                let a = post(
+                    &c,
+                    API,
+                    &smf_request(&msisdn, 0, &[(10, 0, true), (20, 0, true)]),
+                )
+                .await;
                 if a.status != 201 {
                     return false;
                 }
@@ -358,19 +479,29 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
         .iter()
         .filter(|r| r["session_id"].as_str().unwrap().starts_with("nchf-"))
         .count();
-    assert!(nchf > 40 && nchf < records.len(), "{nchf} of {} CDRs", records.len());
-    assert!(records.iter().any(|r| r["closing_cause"] == "supervision-expired"
-        && r["session_id"].as_str().unwrap() == reference));
+    assert!(
+        nchf > 40 && nchf < records.len(),
+        "{nchf} of {} CDRs",
+        records.len()
+    );
+    assert!(records
+        .iter()
+        .any(|r| r["closing_cause"] == "supervision-expired"
+            && r["session_id"].as_str().unwrap() == reference));
     let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
     for r in &records {
-        *debited.entry(r["account"].as_u64().unwrap()).or_default() += r["amount"].as_i64().unwrap();
+        *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
+            r["amount"].as_i64().unwrap();
     }
     let books = ledger(&server.data);
     assert_eq!(books["violations"], 0, "{books}");
     assert_eq!(books["reserved"], 0);
     for b in books["books"].as_array().unwrap() {
         let account = b["account"].as_u64().unwrap();
-        assert_eq!(b["debited"].as_i64().unwrap(), debited.get(&account).copied().unwrap_or(0));
+        assert_eq!(
+            b["debited"].as_i64().unwrap(),
+            debited.get(&account).copied().unwrap_or(0)
+        );
     }
 }
 
@@ -396,7 +527,10 @@ fn http2_abuse_is_bounded() {
     }
     nchf::send(&mut s, &out);
     let (frames, closed) = nchf::read_frames(&mut s, Duration::from_millis(1500));
-    let settings = frames.iter().find(|f| f.0 == 0x4 && f.1 & 1 == 0).expect("server SETTINGS");
+    let settings = frames
+        .iter()
+        .find(|f| f.0 == 0x4 && f.1 & 1 == 0)
+        .expect("server SETTINGS");
     let advertised = settings
         .3
         .chunks(6)
@@ -409,7 +543,11 @@ fn http2_abuse_is_bounded() {
         .count();
     let goaway = frames.iter().any(|f| f.0 == 0x7);
     println!("many streams: {refused} refused, GOAWAY {goaway}, closed {closed}");
-    assert!(refused >= 42 || goaway || closed, "refused {refused}, frames {:?}", frames.len());
+    assert!(
+        refused >= 42 || goaway || closed,
+        "refused {refused}, frames {:?}",
+        frames.len()
+    );
     drop(s);
 
     // Oversized headers: a header list past 4096 bytes gets 431 or a
@@ -424,7 +562,9 @@ fn http2_abuse_is_bounded() {
     let answered_431 = frames.iter().any(|f| f.0 == 0x1 && f.2 == 1 && f.3.windows(3).any(|w| w == b"431"))
         // HPACK encodes :status 431 as a literal; look for the digits.
         ;
-    let reset = frames.iter().any(|f| (f.0 == 0x3 && f.2 == 1) || f.0 == 0x7);
+    let reset = frames
+        .iter()
+        .any(|f| (f.0 == 0x3 && f.2 == 1) || f.0 == 0x7);
     println!("oversized headers: 431 {answered_431}, reset {reset}, closed {closed}");
     assert!(answered_431 || reset || closed, "{frames:?}");
     drop(s);
@@ -446,7 +586,10 @@ fn http2_abuse_is_bounded() {
         .iter()
         .any(|f| f.0 == 0x7 && f.3.len() >= 8 && f.3[4..8] == [0, 0, 0, 0xb]);
     println!("rapid reset: GOAWAY ENHANCE_YOUR_CALM {calm}, closed {closed}");
-    assert!(calm || closed, "5000 rapid resets did not close the connection");
+    assert!(
+        calm || closed,
+        "5000 rapid resets did not close the connection"
+    );
     drop(s);
 
     // A body past the limit is refused once the limit is passed.
@@ -460,5 +603,8 @@ fn http2_abuse_is_bounded() {
         assert_eq!(a.status, 201, "{}", String::from_utf8_lossy(&a.body));
     });
     let account = server.account("46700000001");
-    assert_eq!(account["open_sessions"], 1, "only the one good create was charged");
+    assert_eq!(
+        account["open_sessions"], 1,
+        "only the one good create was charged"
+    );
 }

@@ -30,7 +30,7 @@ use anyhow::Context;
 use bytes::{Bytes, BytesMut};
 
 use crate::args::LoadArgs;
-use crate::stats::{ConnStats, ReqType, Report, RunInfo};
+use crate::stats::{ConnStats, Report, ReqType, RunInfo};
 
 const API: &str = "/nchf-convergedcharging/v3/chargingdata";
 
@@ -85,7 +85,11 @@ fn body(a: &LoadArgs, subscriber: u64, seq: u32, used: bool, more: bool) -> Byte
         }
         let _ = write!(s, "{{\"ratingGroup\":{rg}");
         if more {
-            let _ = write!(s, ",\"requestedUnit\":{{\"totalVolume\":{}}}", a.requested_octets);
+            let _ = write!(
+                s,
+                ",\"requestedUnit\":{{\"totalVolume\":{}}}",
+                a.requested_octets
+            );
         }
         if used {
             let up = a.used_octets / 4;
@@ -190,7 +194,11 @@ fn count_units(stats: &mut ConnStats, body: &[u8]) {
         stats.protocol_errors += 1;
         return;
     };
-    for m in v["multipleUnitInformation"].as_array().into_iter().flatten() {
+    for m in v["multipleUnitInformation"]
+        .as_array()
+        .into_iter()
+        .flatten()
+    {
         if let Some(code) = m["resultCode"].as_str() {
             stats.mscc_result_codes.add(unit_code(code));
         }
@@ -379,12 +387,17 @@ mod tests {
 
     #[test]
     fn bodies_are_json_charging_data_requests() {
-        let mut a = LoadArgs::default();
-        a.imsi = true;
+        let a = LoadArgs {
+            imsi: true,
+            ..LoadArgs::default()
+        };
         let b = body(&a, a.subscriber_start + 7, 3, true, true);
         let v: serde_json::Value = serde_json::from_slice(&b).unwrap();
         assert_eq!(v["invocationSequenceNumber"], 3);
-        assert_eq!(v["subscriberIdentifier"], format!("imsi-{:015}", a.imsi_start + 7));
+        assert_eq!(
+            v["subscriberIdentifier"],
+            format!("imsi-{:015}", a.imsi_start + 7)
+        );
         let u = &v["multipleUnitUsage"][0];
         assert_eq!(u["ratingGroup"], 10);
         assert_eq!(u["usedUnitContainer"][0]["totalVolume"], a.used_octets);

@@ -88,7 +88,14 @@ pub fn decode_request(body: &[u8]) -> Result<ChargingDataRequest, Problem> {
             if let Some(field) = missing_field(&message) {
                 return Err(Problem::bad_request(
                     cause::MANDATORY_IE_MISSING,
-                    format!("{field} is required in {}", if full.is_empty() { "ChargingDataRequest" } else { &full }),
+                    format!(
+                        "{field} is required in {}",
+                        if full.is_empty() {
+                            "ChargingDataRequest"
+                        } else {
+                            &full
+                        }
+                    ),
                 )
                 .param(format!("{full}/{field}"), "missing"));
             }
@@ -186,7 +193,10 @@ mod tests {
         let body = OK.replace(",\"invocationSequenceNumber\":0", "");
         let p = decode_request(body.as_bytes()).unwrap_err();
         assert_eq!(p.cause(), Some(cause::MANDATORY_IE_MISSING));
-        assert_eq!(p.details.invalid_params[0].param, "/invocationSequenceNumber");
+        assert_eq!(
+            p.details.invalid_params[0].param,
+            "/invocationSequenceNumber"
+        );
         let body = OK.replace(
             "\"invocationSequenceNumber\":0",
             "\"invocationSequenceNumber\":0,\"multipleUnitUsage\":[{\"requestedUnit\":{}}]",
@@ -207,7 +217,10 @@ mod tests {
         );
         let p = decode_request(body.as_bytes()).unwrap_err();
         assert_eq!(p.cause(), Some(cause::MANDATORY_IE_INCORRECT));
-        assert_eq!(p.details.invalid_params[0].param, "/invocationSequenceNumber");
+        assert_eq!(
+            p.details.invalid_params[0].param,
+            "/invocationSequenceNumber"
+        );
         let body = OK.replace(
             "\"invocationSequenceNumber\":0",
             "\"invocationSequenceNumber\":4294967296",
@@ -240,7 +253,10 @@ mod tests {
             "\"invocationSequenceNumber\":0,\"multipleUnitUsage\":[{\"ratingGroup\":10},{\"ratingGroup\":10}]",
         );
         let p = decode_request(body.as_bytes()).unwrap_err();
-        assert_eq!(p.details.invalid_params[0].param, "/multipleUnitUsage/1/ratingGroup");
+        assert_eq!(
+            p.details.invalid_params[0].param,
+            "/multipleUnitUsage/1/ratingGroup"
+        );
     }
 
     proptest::proptest! {

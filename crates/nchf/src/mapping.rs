@@ -259,7 +259,7 @@ fn final_unit(f: &gyro_charging::FinalUnitIndication) -> FinalUnitIndication {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Reply {
     /// 201 Created (Create) or 200 OK (Update) with this body.
-    Charged(ChargingDataResponse),
+    Charged(Box<ChargingDataResponse>),
     /// 204 No Content (Release).
     Released,
     /// An error answer.
@@ -288,7 +288,7 @@ pub fn reply(op: Operation, request: &ChargingDataRequest, a: &CcAnswer, now_ms:
             final_unit_indication: m.final_unit.as_ref().map(final_unit),
         })
         .collect();
-    Reply::Charged(ChargingDataResponse {
+    Reply::Charged(Box::new(ChargingDataResponse {
         invocation_time_stamp: crate::time::format_rfc3339(now_ms),
         invocation_sequence_number: a.request_number,
         invocation_result: None,
@@ -296,7 +296,7 @@ pub fn reply(op: Operation, request: &ChargingDataRequest, a: &CcAnswer, now_ms:
         session_failover: (op == Operation::Create).then(|| "FAILOVER_NOT_SUPPORTED".into()),
         multiple_unit_information: units,
         triggers: Vec::new(),
-    })
+    }))
 }
 
 /// The JSON pointer of the request attribute an engine failure names.
@@ -422,7 +422,13 @@ mod tests {
     #[test]
     fn a_request_maps_to_the_engine_request_gy_would_make() {
         let mut cc = CcRequest::default();
-        to_cc_request(&request(), Operation::Update, "ref", "32251@3gpp.org", &mut cc);
+        to_cc_request(
+            &request(),
+            Operation::Update,
+            "ref",
+            "32251@3gpp.org",
+            &mut cc,
+        );
         assert_eq!(cc.request_type, RequestType::Update);
         assert_eq!(cc.request_number, 3);
         assert_eq!(cc.end_to_end, 3);
@@ -430,7 +436,10 @@ mod tests {
         assert_eq!(cc.origin_host, "5e1a3c02-0000-4000-8000-000000000001");
         assert_eq!(
             cc.subscription_ids,
-            vec![SubscriptionId::new(SubscriptionType::Imsi, "001010000000001")]
+            vec![SubscriptionId::new(
+                SubscriptionType::Imsi,
+                "001010000000001"
+            )]
         );
         assert_eq!(cc.multiple_services, Some(true));
         assert_eq!(cc.mscc.len(), 2);
@@ -490,7 +499,10 @@ mod tests {
             m.final_unit_indication.as_ref().unwrap().final_unit_action,
             "TERMINATE"
         );
-        assert_eq!(body.session_failover.as_deref(), Some("FAILOVER_NOT_SUPPORTED"));
+        assert_eq!(
+            body.session_failover.as_deref(),
+            Some("FAILOVER_NOT_SUPPORTED")
+        );
         assert_eq!(reply(Operation::Release, &r, &a, 0), Reply::Released);
         for (code, status, c) in [
             (4010, 403, cause::END_USER_REQUEST_DENIED),

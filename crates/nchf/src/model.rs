@@ -213,7 +213,11 @@ pub struct PduSessionChargingInformation {
 #[serde(rename_all = "camelCase")]
 pub struct UserInformation {
     /// GPSI, e.g. `msisdn-46700000000`.
-    #[serde(rename = "servedGPSI", default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        rename = "servedGPSI",
+        default,
+        skip_serializing_if = "Option::is_none"
+    )]
     pub served_gpsi: Option<String>,
     /// PEI.
     #[serde(rename = "servedPEI", default, skip_serializing_if = "Option::is_none")]

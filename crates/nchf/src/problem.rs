@@ -26,7 +26,7 @@ pub struct Problem {
     /// HTTP status code.
     pub status: u16,
     /// The body.
-    pub details: ProblemDetails,
+    pub details: Box<ProblemDetails>,
 }
 
 /// Application error causes gyro sends.
@@ -84,13 +84,13 @@ impl Problem {
     pub fn new(status: u16, cause: Option<&str>, detail: impl Into<String>) -> Problem {
         Problem {
             status,
-            details: ProblemDetails {
+            details: Box::new(ProblemDetails {
                 title: Some(title(status).to_string()),
                 status: Some(status),
                 detail: Some(detail.into()),
                 cause: cause.map(str::to_string),
                 ..ProblemDetails::default()
-            },
+            }),
         }
     }
 

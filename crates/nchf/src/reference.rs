@@ -53,7 +53,16 @@ mod tests {
         assert!(a.starts_with("nchf-42-"));
         assert!(!a.contains(';'));
         assert_eq!(account_of(&a), Some(AccountId(42)));
-        for bad in ["", "nchf-", "nchf-42", "nchf-42-", "nchf-x-1", "gy-42-1", "nchf-42-zz", "nchf-42-1/2"] {
+        for bad in [
+            "",
+            "nchf-",
+            "nchf-42",
+            "nchf-42-",
+            "nchf-x-1",
+            "gy-42-1",
+            "nchf-42-zz",
+            "nchf-42-1/2",
+        ] {
             assert_eq!(account_of(bad), None, "{bad}");
         }
     }

@@ -174,13 +174,21 @@ impl NchfServer {
                 rt.block_on(async move {
                     let mut tasks = Vec::new();
                     if let Some(l) = plain {
-                        let (state, limits, stopped) = (state.clone(), limits.clone(), stopped.clone());
+                        let (state, limits, stopped) =
+                            (state.clone(), limits.clone(), stopped.clone());
                         tasks.push(tokio::spawn(accept_loop(l, None, state, limits, stopped)));
                     }
                     if let Some((l, tls)) = secure {
                         let acceptor = Acceptor::new(tls);
-                        let (state, limits, stopped) = (state.clone(), limits.clone(), stopped.clone());
-                        tasks.push(tokio::spawn(accept_loop(l, Some(acceptor), state, limits, stopped)));
+                        let (state, limits, stopped) =
+                            (state.clone(), limits.clone(), stopped.clone());
+                        tasks.push(tokio::spawn(accept_loop(
+                            l,
+                            Some(acceptor),
+                            state,
+                            limits,
+                            stopped,
+                        )));
                     }
                     for t in tasks {
                         let _ = t.await;
@@ -188,8 +196,11 @@ impl NchfServer {
                     // Open connections got GOAWAY; give them a moment to
                     // finish what is in flight.
                     let all = limits.connections.clone();
-                    let _ = tokio::time::timeout(Duration::from_secs(5), all.acquire_many(limits.total))
-                        .await;
+                    let _ = tokio::time::timeout(
+                        Duration::from_secs(5),
+                        all.acquire_many(limits.total),
+                    )
+                    .await;
                 });
                 rt.shutdown_timeout(Duration::from_secs(1));
             })
@@ -394,10 +405,14 @@ fn route(method: &Method, path: &str) -> Result<(Operation, Option<String>), Pro
         Some(r) => {
             let r = r.strip_prefix('/').unwrap_or("\u{0}");
             match r.rsplit_once('/') {
-                Some((reference, "update")) if !reference.is_empty() && !reference.contains('/') => {
+                Some((reference, "update"))
+                    if !reference.is_empty() && !reference.contains('/') =>
+                {
                     (Operation::Update, Some(reference.to_string()))
                 }
-                Some((reference, "release")) if !reference.is_empty() && !reference.contains('/') => {
+                Some((reference, "release"))
+                    if !reference.is_empty() && !reference.contains('/') =>
+                {
                     (Operation::Release, Some(reference.to_string()))
                 }
                 _ => return Err(no_such_resource()),
@@ -506,25 +521,26 @@ async fn answer(state: &State, req: Request<Incoming>, https: bool) -> Answer {
     if declared.is_some_and(|n| n > state.max_body as u64) {
         return too_large(state.max_body).into();
     }
-    let authority = req
-        .uri()
-        .authority()
-        .map(|a| a.to_string())
-        .or_else(|| {
-            req.headers()
-                .get(header::HOST)
-                .and_then(|h| h.to_str().ok())
-                .map(str::to_string)
-        });
+    let authority = req.uri().authority().map(|a| a.to_string()).or_else(|| {
+        req.headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .map(str::to_string)
+    });
     let body = Limited::new(req.into_body(), state.max_body);
     let bytes = match tokio::time::timeout(state.request_timeout, body.collect()).await {
         Err(_) => return Problem::new(408, None, "the request body did not arrive in time").into(),
         Ok(Err(e)) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 return too_large(state.max_body).into();
             }
-            return Problem::bad_request(cause::INVALID_MSG_FORMAT, format!("reading the body: {e}"))
-                .into();
+            return Problem::bad_request(
+                cause::INVALID_MSG_FORMAT,
+                format!("reading the body: {e}"),
+            )
+            .into();
         }
         Ok(Ok(b)) => b.to_bytes(),
     };
@@ -662,13 +678,24 @@ mod tests {
     #[test]
     fn paths_route_to_operations_or_to_the_errors_ts_29_500_names() {
         let post = Method::POST;
-        assert_eq!(route(&post, "/nchf-convergedcharging/v3/chargingdata").unwrap(), (Operation::Create, None));
         assert_eq!(
-            route(&post, "/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/update").unwrap(),
+            route(&post, "/nchf-convergedcharging/v3/chargingdata").unwrap(),
+            (Operation::Create, None)
+        );
+        assert_eq!(
+            route(
+                &post,
+                "/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/update"
+            )
+            .unwrap(),
             (Operation::Update, Some("nchf-1-ab".into()))
         );
         assert_eq!(
-            route(&post, "/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/release").unwrap(),
+            route(
+                &post,
+                "/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/release"
+            )
+            .unwrap(),
             (Operation::Release, Some("nchf-1-ab".into()))
         );
         let e = route(&post, "/nchf-convergedcharging/v2/chargingdata").unwrap_err();
@@ -681,7 +708,11 @@ mod tests {
             "/nchf-convergedcharging/v3/other",
         ] {
             let e = route(&post, p).unwrap_err();
-            assert_eq!(e.cause(), Some(cause::RESOURCE_URI_STRUCTURE_NOT_FOUND), "{p}");
+            assert_eq!(
+                e.cause(),
+                Some(cause::RESOURCE_URI_STRUCTURE_NOT_FOUND),
+                "{p}"
+            );
         }
         let e = route(&Method::GET, "/nchf-convergedcharging/v3/chargingdata").unwrap_err();
         assert_eq!(e.status, 405);

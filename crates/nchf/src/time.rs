@@ -27,7 +27,10 @@ mod tests {
         let s = format_rfc3339(1_700_000_000_123);
         assert_eq!(s, "2023-11-14T22:13:20.123Z");
         assert_eq!(parse_rfc3339(&s), Some(1_700_000_000_123));
-        assert_eq!(parse_rfc3339("2023-11-14T23:13:20+01:00"), Some(1_700_000_000_000));
+        assert_eq!(
+            parse_rfc3339("2023-11-14T23:13:20+01:00"),
+            Some(1_700_000_000_000)
+        );
         assert_eq!(parse_rfc3339("2023-11-14"), None);
     }
 }

@@ -110,11 +110,21 @@ mod tests {
         let s = NchfSection::default();
         assert!(!s.enabled());
         s.check().unwrap();
-        let mut s = NchfSection::default();
-        s.max_concurrent_streams = 0;
-        assert!(s.check().unwrap_err().to_string().contains("nchf.max_concurrent_streams"));
+        let s = NchfSection {
+            max_concurrent_streams: 0,
+            ..NchfSection::default()
+        };
+        assert!(s
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("nchf.max_concurrent_streams"));
         let mut s = NchfSection::default();
         s.service_context.clear();
-        assert!(s.check().unwrap_err().to_string().contains("nchf.service_context"));
+        assert!(s
+            .check()
+            .unwrap_err()
+            .to_string()
+            .contains("nchf.service_context"));
     }
 }

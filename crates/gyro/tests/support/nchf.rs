@@ -324,7 +324,10 @@ fn free_port() -> u16 {
 fn wait_for(addr: SocketAddr, what: &str) {
     let t = Instant::now();
     while TcpStream::connect(addr).is_err() {
-        assert!(t.elapsed() < Duration::from_secs(30), "{what} did not start");
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "{what} did not start"
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -542,7 +545,10 @@ pub fn post_headers(path: &str, extra: &[(&str, &str)]) -> Vec<u8> {
 
 /// What a raw connection read back: frames as (type, flags, stream,
 /// payload), until the server closed it or `wait` passed without a byte.
-pub fn read_frames(s: &mut TcpStream, wait: Duration) -> (Vec<(u8, u8, u32, Vec<u8>)>, bool) {
+/// A frame read back: type, flags, stream, payload.
+pub type Frame = (u8, u8, u32, Vec<u8>);
+
+pub fn read_frames(s: &mut TcpStream, wait: Duration) -> (Vec<Frame>, bool) {
     s.set_read_timeout(Some(wait)).unwrap();
     let mut buf = Vec::new();
     let mut closed = false;
@@ -554,7 +560,12 @@ pub fn read_frames(s: &mut TcpStream, wait: Duration) -> (Vec<(u8, u8, u32, Vec<
                 break;
             }
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock || e.kind() == std::io::ErrorKind::TimedOut => break,
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut =>
+            {
+                break
+            }
             Err(_) => {
                 closed = true;
                 break;
@@ -568,8 +579,14 @@ pub fn read_frames(s: &mut TcpStream, wait: Duration) -> (Vec<(u8, u8, u32, Vec<
         if at + 9 + n > buf.len() {
             break;
         }
-        let stream = u32::from_be_bytes([buf[at + 5], buf[at + 6], buf[at + 7], buf[at + 8]]) & 0x7fff_ffff;
-        frames.push((buf[at + 3], buf[at + 4], stream, buf[at + 9..at + 9 + n].to_vec()));
+        let stream =
+            u32::from_be_bytes([buf[at + 5], buf[at + 6], buf[at + 7], buf[at + 8]]) & 0x7fff_ffff;
+        frames.push((
+            buf[at + 3],
+            buf[at + 4],
+            stream,
+            buf[at + 9..at + 9 + n].to_vec(),
+        ));
         at += 9 + n;
     }
     (frames, closed)
