@@ -406,7 +406,12 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
         a.reference().unwrap().to_string()
     });
     assert_eq!(server.account(msisdn)["reserved"], 30);
-    std::thread::sleep(Duration::from_millis(3500));
+    // Supervision (2 s here) closes it at the shard's next tick.
+    std::thread::sleep(Duration::from_millis(2500));
+    let t = std::time::Instant::now();
+    while server.account(msisdn)["reserved"] != 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let account = server.account(msisdn);
     assert_eq!(
         account["reserved"], 0,
