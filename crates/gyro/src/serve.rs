@@ -86,6 +86,11 @@ pub struct Running {
     pub cdr_dir: Option<PathBuf>,
     /// The operator API, when it runs.
     pub admin: Option<gyro_admin::AdminServer>,
+    /// The Nchf_ConvergedCharging listener(s), when `[nchf]` names one.
+    pub nchf: Option<gyro_nchf::NchfServer>,
+    /// The TLS settings Nchf over TLS uses when Diameter has no TLS
+    /// listener (SIGHUP reloads them too).
+    pub nchf_tls: Option<std::sync::Arc<gyro_server::tls::TlsContext>>,
 }
 
 /// Storage as the configuration's `[storage]` section says, under
@@ -119,7 +124,7 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     // Before anything is created on disk: a bad configuration (too many
     // workers, a TLS file that cannot be read) leaves no trace.
     config.check()?;
-    if !config.tls.listen.is_empty() {
+    if !config.tls.listen.is_empty() || config.nchf.tls_listen.is_some() {
         gyro_server::tls::TlsContext::load(&config.tls)?;
     }
     raise_fd_limit(&config);
@@ -170,6 +175,7 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     let cdr_dir = app.cdr_dir();
     let subscribers = app.subscribers();
     let (handle, control) = gyro_server::start_controlled(config.clone(), app)?;
+    let (nchf, nchf_tls) = start_nchf(&config, &handle, &control, &subscribers, workers)?;
     if let Some(a) = &admin {
         a.ready(gyro_admin::Backend {
             control,
@@ -239,7 +245,52 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
         totals,
         cdr_dir,
         admin,
+        nchf,
+        nchf_tls,
     })
+}
+
+/// Starts the Nchf_ConvergedCharging listener(s) `[nchf]` names, on the
+/// running server's shards. Nchf over TLS uses the Diameter TLS settings
+/// in use, or loads `[tls]` itself when Diameter has no TLS listener
+/// (returned, so SIGHUP can reload it).
+#[allow(clippy::type_complexity)]
+fn start_nchf(
+    config: &Config,
+    handle: &ServerHandle,
+    control: &gyro_server::Control<gyro_ocs::CreditShard>,
+    subscribers: &std::sync::Arc<gyro_ocs::Subscribers>,
+    workers: usize,
+) -> anyhow::Result<(
+    Option<gyro_nchf::NchfServer>,
+    Option<std::sync::Arc<gyro_server::tls::TlsContext>>,
+)> {
+    if !config.nchf.enabled() {
+        return Ok((None, None));
+    }
+    let (tls, own) = match (config.nchf.tls_listen, handle.tls()) {
+        (None, _) => (None, None),
+        (Some(_), Some(t)) => (Some(t), None),
+        (Some(_), None) => {
+            let t = std::sync::Arc::new(gyro_server::tls::TlsContext::load(&config.tls)?);
+            (Some(t.clone()), Some(t))
+        }
+    };
+    let server = gyro_nchf::NchfServer::start(
+        &config.nchf,
+        workers,
+        tls,
+        gyro_nchf::Backend {
+            control: control.clone(),
+            subscribers: subscribers.clone(),
+        },
+        config.limits.max_queue_wait_ms,
+    )?;
+    info!(
+        service_context = %config.nchf.service_context,
+        "Nchf sessions are rated under this Service-Context-Id ([nchf] service_context)"
+    );
+    Ok((Some(server), own))
 }
 
 /// Raises the soft limit on open files to the hard one and says so; warns
@@ -360,9 +411,29 @@ fn reload_tls(tls: Option<&gyro_server::tls::TlsContext>) {
 pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
     let signals = Signals::catch()?;
-    let running = start(config)?;
+    let mut running = start(config)?;
     let tls = running.handle.tls();
-    signals.wait(|| reload_tls(tls.as_deref()));
+    let nchf_tls = running.nchf_tls.clone();
+    signals.wait(|| {
+        reload_tls(tls.as_deref());
+        if nchf_tls.is_some() {
+            reload_tls(nchf_tls.as_deref());
+        }
+    });
+    if let Some(mut nchf) = running.nchf.take() {
+        info!("shutting down Nchf: GOAWAY on every connection, answering what is in flight");
+        nchf.shutdown();
+        let s = nchf.stats();
+        let load = |a: &std::sync::atomic::AtomicU64| a.load(std::sync::atomic::Ordering::Relaxed);
+        info!(
+            answered_2xx = load(&s.charged),
+            answered_4xx = load(&s.refused),
+            answered_5xx = load(&s.failed),
+            connections = load(&s.connections),
+            refused_connections = load(&s.refused_connections),
+            "Nchf totals"
+        );
+    }
     info!("shutting down: DPR to every peer, answering what is in flight");
     running.handle.shutdown();
     let workers = running.handle.worker_stats();

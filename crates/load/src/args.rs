@@ -32,6 +32,21 @@ pub enum Scenario {
     Topup,
 }
 
+/// Which interface the load is sent over.
+#[derive(
+    Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// Diameter Gy (RFC 8506), the default.
+    #[default]
+    Diameter,
+    /// 5G converged charging, Nchf_ConvergedCharging (TS 32.291) over
+    /// HTTP/2 (h2c): the data scenario as an SMF sends it (`--target`
+    /// defaults to 127.0.0.1:8585 then).
+    Nchf,
+}
+
 impl Scenario {
     /// The name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -228,6 +243,11 @@ pub struct LoadArgs {
     #[command(flatten)]
     #[serde(default)]
     pub tls: TlsOptions,
+    /// The interface: `diameter` (Gy) or `nchf` (5G converged charging
+    /// over HTTP/2, the data scenario).
+    #[arg(long, value_enum, default_value_t = Protocol::Diameter)]
+    #[serde(default)]
+    pub protocol: Protocol,
 }
 
 /// Diameter over TLS/TCP (RFC 6733 section 13): TLS starts at connect,

@@ -66,6 +66,7 @@
 mod args;
 mod ccr;
 mod conn;
+mod nchf;
 mod pacing;
 mod stats;
 
@@ -79,7 +80,7 @@ use anyhow::Context;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::Barrier;
 
-pub use args::{parse_duration, LoadArgs, Scenario};
+pub use args::{parse_duration, LoadArgs, Protocol, Scenario};
 pub use stats::{Latency, Report, Sessions, TypeReport};
 
 use conn::{Live, Plan};
@@ -143,6 +144,9 @@ pub fn exit_code(report: &Report, max_error_ratio: f64) -> ExitCode {
 }
 
 async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Report> {
+    if args.protocol == Protocol::Nchf {
+        return nchf::run(args, handle_signals).await;
+    }
     anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
     anyhow::ensure!(args.window > 0, "--window must be at least 1");
     anyhow::ensure!(args.subscribers > 0, "--subscribers must be at least 1");

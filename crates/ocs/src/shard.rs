@@ -570,3 +570,34 @@ impl Drop for CreditShard {
         }
     }
 }
+
+impl CreditShard {
+    /// Charges an engine request that came over another interface than
+    /// Diameter (Nchf_ConvergedCharging): the same engine, duplicate
+    /// detection, supervision, journal and CDRs as a CCR, with the answer
+    /// written to `answer` instead of a CCA. The effects join the shard's
+    /// batch, so the caller answers only once the runtime says the batch
+    /// is durable. Returns false, changing nothing, when the shard cannot
+    /// make changes durable now (answer as 3004 DIAMETER_TOO_BUSY).
+    pub fn charge(&mut self, request: &CcRequest, now_ms: u64, answer: &mut CcAnswer) -> bool {
+        let Some(ledger) = &mut self.ledger else {
+            return false;
+        };
+        self.output.clear();
+        let (store, archive) = (&ledger.store, &self.archive);
+        ledger.engine.handle_with(
+            request,
+            Timestamp(now_ms),
+            answer,
+            &mut self.output,
+            |seq| match store {
+                Some(store) => store.read_answer(seq).unwrap_or_else(|e| {
+                    warn!(error = %e, seq, "cannot read a remembered answer; answering anew");
+                    None
+                }),
+                None => archive.read(seq).map(<[u8]>::to_vec),
+            },
+        );
+        self.record_output()
+    }
+}

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use serde::{Deserialize, Serialize};
 
 pub use crate::config_admin::AdminSection;
+pub use crate::config_nchf::NchfSection;
 use crate::error::Error;
 
 /// The most workers (`server.workers`) gyro runs: each owns a shard
@@ -31,6 +32,8 @@ pub struct Config {
     pub admin: AdminSection,
     /// Diameter over TLS (RFC 6733 section 13).
     pub tls: TlsSection,
+    /// 5G converged charging (Nchf) over HTTP/2.
+    pub nchf: NchfSection,
 }
 
 /// `[storage]`.
@@ -399,6 +402,7 @@ impl Default for Config {
             validation: ValidationSection::default(),
             storage: StorageSection::default(),
             admin: AdminSection::default(),
+            nchf: NchfSection::default(),
             tls: TlsSection::default(),
         }
     }
@@ -426,6 +430,7 @@ impl Config {
             return bad("server.listen: at least one address is needed (here or in tls.listen)");
         }
         self.check_tls()?;
+        self.nchf.check()?;
         if self.server.origin_host.is_empty() || self.server.origin_realm.is_empty() {
             return bad("server.origin_host and server.origin_realm must not be empty");
         }

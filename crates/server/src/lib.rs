@@ -27,6 +27,7 @@
 mod commit;
 pub mod config;
 mod config_admin;
+mod config_nchf;
 mod conn;
 mod conn_limit;
 pub mod control;

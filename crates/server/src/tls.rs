@@ -88,6 +88,12 @@ impl TlsContext {
         tokio_rustls::TlsAcceptor::from(self.read().config)
     }
 
+    /// The rustls configuration in use (for another protocol served with
+    /// the same certificate, such as Nchf over HTTP/2).
+    pub fn server_config(&self) -> Arc<ServerConfig> {
+        self.read().config
+    }
+
     fn read(&self) -> Loaded {
         self.current
             .read()

@@ -1,0 +1,615 @@
+//! Nchf_ConvergedCharging (TS 32.291) against a real `gyro serve`, over
+//! real HTTP/2 connections: create/update/release on two rating groups,
+//! quota exhaustion, unknown subscribers, a retransmitted update, a
+//! release after supervision closed the session, ProblemDetails for bad
+//! requests, HTTP/2 abuse bounded, and the books balanced with Gy and
+//! Nchf sessions charged side by side. Every body sent and received is
+//! checked against the TS 32.291 data model (`support/nchf.rs`).
+
+#[path = "support/nchf.rs"]
+mod nchf;
+mod support;
+
+use std::collections::BTreeMap;
+use std::net::TcpStream;
+use std::path::Path;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gyro_nchf::client::{Answer, Client};
+use nchf::{kb, smf_request, validate, Server};
+use serde_json::{json, Value};
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+const API: &str = "/nchf-convergedcharging/v3/chargingdata";
+
+async fn post(c: &Client, path: &str, body: &Value) -> Answer {
+    c.post(path, Bytes::from(serde_json::to_vec(body).unwrap()))
+        .await
+        .expect("an HTTP/2 answer")
+}
+
+/// Checks a success answer's body; returns it.
+fn charged(a: &Answer, status: u16) -> Value {
+    assert_eq!(a.status, status, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type.as_deref(), Some("application/json"));
+    let body = a.json();
+    validate("ChargingDataResponse", &body);
+    body
+}
+
+/// Checks an error answer: status, ProblemDetails with `cause`.
+fn problem(a: &Answer, status: u16, cause: Option<&str>) -> Value {
+    assert_eq!(a.status, status, "{}", String::from_utf8_lossy(&a.body));
+    assert_eq!(a.content_type.as_deref(), Some("application/problem+json"));
+    let body = a.json();
+    validate("ProblemDetails", &body);
+    assert_eq!(body["status"], status);
+    assert_eq!(body["cause"].as_str(), cause, "{body}");
+    body
+}
+
+fn unit(body: &Value, rg: u32) -> &Value {
+    body["multipleUnitInformation"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["ratingGroup"] == rg)
+        .unwrap_or_else(|| panic!("no rating group {rg} in {body}"))
+}
+
+fn without_time(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("invocationTimeStamp");
+    v
+}
+
+fn cdrs(data: &Path) -> Vec<Value> {
+    let mut out = Vec::new();
+    for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
+        for f in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let text = std::fs::read_to_string(f.unwrap().path()).unwrap();
+            out.extend(
+                text.lines()
+                    .map(|l| serde_json::from_str::<Value>(l).unwrap()),
+            );
+        }
+    }
+    out
+}
+
+fn ledger(data: &Path) -> Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["ledger", "--json", "--expire-sessions", "--data-dir"])
+        .arg(data)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
+    let dir = support::scratch("nchf-charging");
+    let mut server = Server::start(&dir, "", None);
+    let rt = rt();
+    rt.block_on(async {
+        let c = Client::connect(server.nchf).await.unwrap();
+
+        // Create, update and release with rating groups 10 and 20.
+        let msisdn = "46709880001";
+        server.account_with(msisdn, 1_000_000);
+        let a = post(
+            &c,
+            API,
+            &smf_request(msisdn, 0, &[(10, 0, true), (20, 0, true)]),
+        )
+        .await;
+        let body = charged(&a, 201);
+        let location = a.location.clone().expect("a Location");
+        assert!(
+            location.starts_with(&format!("http://{}{API}/nchf-", server.nchf)),
+            "{location}"
+        );
+        let reference = a.reference().unwrap().to_string();
+        assert_eq!(body["invocationSequenceNumber"], 0);
+        assert_eq!(body["sessionFailover"], "FAILOVER_NOT_SUPPORTED");
+        for rg in [10, 20] {
+            let m = unit(&body, rg);
+            assert_eq!(m["resultCode"], "SUCCESS");
+            assert_eq!(m["grantedUnit"]["totalVolume"], 10_485_760, "{m}");
+            assert_eq!(m["validityTime"], 600);
+            assert!(m.get("finalUnitIndication").is_none());
+        }
+        let account = server.account(msisdn);
+        assert_eq!(account["reserved"], 10 + 20, "{account}");
+        assert_eq!(account["open_sessions"], 1);
+
+        let update = smf_request(msisdn, 1, &[(10, 5_000_000, true), (20, 3_000_000, true)]);
+        let body = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
+        assert_eq!(body["invocationSequenceNumber"], 1);
+        assert!(body.get("sessionFailover").is_none());
+        assert_eq!(unit(&body, 10)["resultCode"], "SUCCESS");
+        let release = smf_request(msisdn, 2, &[(10, 1_000_000, false), (20, 0, false)]);
+        let a = post(&c, &format!("{API}/{reference}/release"), &release).await;
+        assert_eq!(a.status, 204, "{}", String::from_utf8_lossy(&a.body));
+        assert!(a.body.is_empty());
+        // 1.00 per 100 MiB on 10, 2.00 on 20, rounded up per report.
+        let cost = |octets: u64, price: u64| (kb(octets) * price).div_ceil(104_857_600) as i64;
+        let expected = cost(5_000_000, 100) + cost(3_000_000, 200) + cost(1_000_000, 100);
+        let account = server.account(msisdn);
+        assert_eq!(account["debited"], expected, "{account}");
+        assert_eq!(account["reserved"], 0);
+        assert_eq!(account["open_sessions"], 0);
+        // Released: an update or a release again is 404.
+        let again = smf_request(msisdn, 3, &[(10, 1, false)]);
+        let a = post(&c, &format!("{API}/{reference}/update"), &again).await;
+        problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
+
+        // A retransmitted update is answered the same and charged once.
+        let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
+        charged(&a, 201);
+        let reference = a.reference().unwrap().to_string();
+        let before = server.account(msisdn)["debited"].as_i64().unwrap();
+        let update = smf_request(msisdn, 1, &[(10, 2_000_000, true)]);
+        let first = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
+        let mut again = update.clone();
+        again["retransmissionIndicator"] = json!(true);
+        let second = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &again).await,
+            200,
+        );
+        let third = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
+        assert_eq!(without_time(first.clone()), without_time(second));
+        assert_eq!(without_time(first), without_time(third));
+        let after = server.account(msisdn)["debited"].as_i64().unwrap();
+        assert_eq!(after - before, cost(2_000_000, 100), "charged once");
+        let a = post(
+            &c,
+            &format!("{API}/{reference}/release"),
+            &smf_request(msisdn, 2, &[]),
+        )
+        .await;
+        assert_eq!(a.status, 204);
+
+        // Quota exhaustion: the last units come with a final-unit
+        // indication (terminate on 10, redirect on 20), then
+        // QUOTA_LIMIT_REACHED per rating group, then 403 at create.
+        let poor = "46709880002";
+        server.account_with(poor, 15);
+        let a = post(
+            &c,
+            API,
+            &smf_request(poor, 0, &[(10, 0, true), (20, 0, true)]),
+        )
+        .await;
+        let body = charged(&a, 201);
+        let reference = a.reference().unwrap().to_string();
+        let m10 = unit(&body, 10);
+        assert_eq!(m10["resultCode"], "SUCCESS");
+        assert_eq!(m10["grantedUnit"]["totalVolume"], 10_485_760);
+        assert!(m10.get("finalUnitIndication").is_none());
+        let m20 = unit(&body, 20);
+        assert_eq!(m20["resultCode"], "SUCCESS");
+        let fui = &m20["finalUnitIndication"];
+        assert_eq!(fui["finalUnitAction"], "REDIRECT", "{body}");
+        assert_eq!(fui["redirectServer"]["redirectAddressType"], "URL");
+        assert!(m20["grantedUnit"]["totalVolume"].as_u64().unwrap() < 10_485_760);
+        let update = smf_request(poor, 1, &[(10, 10_485_760, true), (20, 0, true)]);
+        let body = charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
+        for rg in [10, 20] {
+            let m = unit(&body, rg);
+            if m["resultCode"] == "SUCCESS" {
+                assert!(m.get("finalUnitIndication").is_some(), "{m}");
+            } else {
+                assert_eq!(m["resultCode"], "QUOTA_LIMIT_REACHED", "{m}");
+            }
+        }
+        assert_eq!(unit(&body, 10)["resultCode"], "QUOTA_LIMIT_REACHED");
+        let a = post(
+            &c,
+            &format!("{API}/{reference}/release"),
+            &smf_request(poor, 2, &[]),
+        )
+        .await;
+        assert_eq!(a.status, 204);
+        let empty = "46709880003";
+        server.account_with(empty, 0);
+        let a = post(&c, API, &smf_request(empty, 0, &[(10, 0, true)])).await;
+        problem(&a, 403, Some("QUOTA_LIMIT_REACHED"));
+        assert_eq!(server.account(empty)["open_sessions"], 0);
+
+        // Unknown subscriber.
+        let a = post(&c, API, &smf_request("46709889999", 0, &[(10, 0, true)])).await;
+        let p = problem(&a, 404, Some("USER_UNKNOWN"));
+        assert_eq!(p["invalidParams"][0]["param"], "/subscriberIdentifier");
+        // The demo accounts are found by their IMSI too.
+        let mut by_imsi = smf_request("46709889999", 0, &[(10, 0, true)]);
+        by_imsi["subscriberIdentifier"] = json!("imsi-240010000001000");
+        let a = post(&c, API, &by_imsi).await;
+        charged(&a, 201);
+        let r = a.reference().unwrap().to_string();
+        assert_eq!(
+            post(&c, &format!("{API}/{r}/release"), &by_imsi)
+                .await
+                .status,
+            204
+        );
+
+        // Malformed JSON, wrong types, missing attributes.
+        let raw = |b: &'static str| Bytes::from_static(b.as_bytes());
+        let a = c
+            .post(API, raw("{\"nfConsumerIdentification\":"))
+            .await
+            .unwrap();
+        problem(&a, 400, Some("INVALID_MSG_FORMAT"));
+        let a = c.post(API, raw("[]")).await.unwrap();
+        problem(&a, 400, Some("INVALID_MSG_FORMAT"));
+        let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
+        wrong["invocationSequenceNumber"] = json!("zero");
+        let p = problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("MANDATORY_IE_INCORRECT"),
+        );
+        assert_eq!(p["invalidParams"][0]["param"], "/invocationSequenceNumber");
+        let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
+        wrong["multipleUnitUsage"][0]["requestedUnit"]["totalVolume"] = json!(-5);
+        let p = problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("OPTIONAL_IE_INCORRECT"),
+        );
+        assert_eq!(
+            p["invalidParams"][0]["param"],
+            "/multipleUnitUsage/0/requestedUnit/totalVolume"
+        );
+        let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
+        wrong["multipleUnitUsage"][0]["ratingGroup"] = json!(4294967296u64);
+        problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("MANDATORY_IE_INCORRECT"),
+        );
+        let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
+        wrong
+            .as_object_mut()
+            .unwrap()
+            .remove("nfConsumerIdentification");
+        let p = problem(
+            &post(&c, API, &wrong).await,
+            400,
+            Some("MANDATORY_IE_MISSING"),
+        );
+        assert_eq!(p["invalidParams"][0]["param"], "/nfConsumerIdentification");
+        // Unknown attributes are ignored.
+        let mut extra = smf_request(msisdn, 0, &[(10, 0, true)]);
+        extra["someFutureAttribute"] = json!({"x": [1, 2]});
+        extra["multipleUnitUsage"][0]["vendorSpecific"] = json!(true);
+        let a = post(&c, API, &extra).await;
+        charged(&a, 201);
+        let r = a.reference().unwrap().to_string();
+        assert_eq!(
+            post(&c, &format!("{API}/{r}/release"), &extra).await.status,
+            204
+        );
+        // Wrong media type, too large, wrong API, wrong method, unknown
+        // references.
+        let ok = serde_json::to_vec(&smf_request(msisdn, 0, &[(10, 0, true)])).unwrap();
+        let a = c
+            .request("POST", API, Some("text/plain"), Bytes::from(ok.clone()))
+            .await
+            .unwrap();
+        problem(&a, 415, None);
+        let mut big = smf_request(msisdn, 0, &[(10, 0, true)]);
+        big["padding"] = json!("x".repeat(100_000));
+        problem(&post(&c, API, &big).await, 413, None);
+        let a = c
+            .post(
+                "/nchf-convergedcharging/v2/chargingdata",
+                Bytes::from(ok.clone()),
+            )
+            .await
+            .unwrap();
+        problem(&a, 400, Some("INVALID_API"));
+        let a = c.request("GET", API, None, Bytes::new()).await.unwrap();
+        problem(&a, 405, None);
+        let a = c
+            .post(&format!("{API}/x/y/update"), Bytes::from(ok.clone()))
+            .await
+            .unwrap();
+        problem(&a, 404, Some("RESOURCE_URI_STRUCTURE_NOT_FOUND"));
+        for r in ["nchf-1-0123456789abcdef", "not-ours"] {
+            let a = c
+                .post(&format!("{API}/{r}/update"), Bytes::from(ok.clone()))
+                .await
+                .unwrap();
+            problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
+        }
+        let mut event = smf_request(msisdn, 0, &[(10, 0, true)]);
+        event["oneTimeEvent"] = json!(true);
+        problem(&post(&c, API, &event).await, 400, Some("CHARGING_FAILED"));
+    });
+    server.stop();
+
+    // Every CDR of an Nchf session says so in its session_id, and the
+    // books balance.
+    let records = cdrs(&server.data);
+    assert!(!records.is_empty());
+    let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
+    for r in &records {
+        assert!(
+            r["session_id"].as_str().unwrap().starts_with("nchf-"),
+            "{r}"
+        );
+        assert_eq!(r["service_context"], "32251@3gpp.org");
+        *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
+            r["amount"].as_i64().unwrap();
+    }
+    let books = ledger(&server.data);
+    assert_eq!(books["violations"], 0, "{books}");
+    for b in books["books"].as_array().unwrap() {
+        let account = b["account"].as_u64().unwrap();
+        assert_eq!(
+            b["debited"].as_i64().unwrap(),
+            debited.get(&account).copied().unwrap_or(0)
+        );
+    }
+}
+
+#[test]
+fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_balance() {
+    let dir = support::scratch("nchf-supervision");
+    let charging = dir.join("charging.toml");
+    let demo = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/example-charging.toml"),
+    )
+    .unwrap();
+    std::fs::write(
+        &charging,
+        demo.replace("supervision_secs = 1200", "supervision_secs = 2"),
+    )
+    .unwrap();
+    let mut server = Server::start(&dir, "", Some(&charging));
+    let rt = rt();
+    let msisdn = "46700000500";
+    let reference = rt.block_on(async {
+        let c = Client::connect(server.nchf).await.unwrap();
+        let a = post(
+            &c,
+            API,
+            &smf_request(msisdn, 0, &[(10, 0, true), (20, 0, true)]),
+        )
+        .await;
+        charged(&a, 201);
+        a.reference().unwrap().to_string()
+    });
+    assert_eq!(server.account(msisdn)["reserved"], 30);
+    // Supervision (2 s here) closes it at the shard's next tick.
+    std::thread::sleep(Duration::from_millis(2500));
+    let t = std::time::Instant::now();
+    while server.account(msisdn)["reserved"] != 0 && t.elapsed() < Duration::from_secs(10) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let account = server.account(msisdn);
+    assert_eq!(
+        account["reserved"], 0,
+        "supervision released the reservation: {account}"
+    );
+    assert_eq!(account["open_sessions"], 0);
+
+    // Gy load and Nchf sessions at once on the same accounts' shards.
+    let gy = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["load", "--target"])
+        .arg(server.diameter.to_string())
+        .args([
+            "--duration",
+            "3s",
+            "--connections",
+            "2",
+            "--subscribers",
+            "400",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let nchf_sessions = rt.block_on(async {
+        let c = Client::connect(server.nchf).await.unwrap();
+        let a = post(
+            &c,
+            &format!("{API}/{reference}/release"),
+            &smf_request(msisdn, 1, &[(10, 100, false)]),
+        )
+        .await;
+        problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
+        let mut done = 0;
+        let mut tasks = Vec::new();
+        for i in 0..40u32 {
+            let c = c.clone();
+            tasks.push(tokio::spawn(async move {
+                let msisdn = format!("467000005{:02}", i % 100);
+                let a = post(
+                    &c,
+                    API,
+                    &smf_request(&msisdn, 0, &[(10, 0, true), (20, 0, true)]),
+                )
+                .await;
+                if a.status != 201 {
+                    return false;
+                }
+                let r = a.reference().unwrap().to_string();
+                for seq in 1..4 {
+                    let u = smf_request(&msisdn, seq, &[(10, 700_000, true), (20, 300_000, true)]);
+                    assert_eq!(post(&c, &format!("{API}/{r}/update"), &u).await.status, 200);
+                }
+                let last = smf_request(&msisdn, 4, &[(10, 1000, false), (20, 1000, false)]);
+                post(&c, &format!("{API}/{r}/release"), &last).await.status == 204
+            }));
+        }
+        for t in tasks {
+            done += usize::from(t.await.unwrap());
+        }
+        done
+    });
+    assert_eq!(nchf_sessions, 40);
+    let out = gy.wait_with_output().unwrap();
+    let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+    assert!(out.status.success(), "{report}");
+    server.stop();
+
+    let records = cdrs(&server.data);
+    let nchf = records
+        .iter()
+        .filter(|r| r["session_id"].as_str().unwrap().starts_with("nchf-"))
+        .count();
+    assert!(
+        nchf > 40 && nchf < records.len(),
+        "{nchf} of {} CDRs",
+        records.len()
+    );
+    assert!(records
+        .iter()
+        .any(|r| r["closing_cause"] == "supervision-expired"
+            && r["session_id"].as_str().unwrap() == reference));
+    let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
+    for r in &records {
+        *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
+            r["amount"].as_i64().unwrap();
+    }
+    let books = ledger(&server.data);
+    assert_eq!(books["violations"], 0, "{books}");
+    assert_eq!(books["reserved"], 0);
+    for b in books["books"].as_array().unwrap() {
+        let account = b["account"].as_u64().unwrap();
+        assert_eq!(
+            b["debited"].as_i64().unwrap(),
+            debited.get(&account).copied().unwrap_or(0)
+        );
+    }
+}
+
+#[test]
+fn http2_abuse_is_bounded() {
+    let dir = support::scratch("nchf-abuse");
+    let server = Server::start(
+        &dir,
+        "max_concurrent_streams = 8\nmax_header_list_size = 4096\nmax_connections = 64\n",
+        None,
+    );
+    let body = serde_json::to_vec(&smf_request("46700000001", 0, &[(10, 0, true)])).unwrap();
+
+    // Many streams: past the advertised 8, HEADERS are refused
+    // (RST_STREAM REFUSED_STREAM), or the connection is closed.
+    let mut s = TcpStream::connect(server.nchf).unwrap();
+    let mut out = nchf::preface();
+    let headers = nchf::post_headers(API, &[]);
+    for i in 0..50u32 {
+        // END_HEADERS, no END_STREAM: each stream stays open, waiting for
+        // a body that never comes.
+        out.extend(nchf::frame(0x1, 0x4, 1 + 2 * i, &headers));
+    }
+    nchf::send(&mut s, &out);
+    let (frames, closed) = nchf::read_frames(&mut s, Duration::from_millis(1500));
+    let settings = frames
+        .iter()
+        .find(|f| f.0 == 0x4 && f.1 & 1 == 0)
+        .expect("server SETTINGS");
+    let advertised = settings
+        .3
+        .chunks(6)
+        .find(|c| c[..2] == [0, 3])
+        .map(|c| u32::from_be_bytes([c[2], c[3], c[4], c[5]]));
+    assert_eq!(advertised, Some(8), "SETTINGS_MAX_CONCURRENT_STREAMS");
+    let refused = frames
+        .iter()
+        .filter(|f| f.0 == 0x3 && f.3 == [0, 0, 0, 7])
+        .count();
+    let goaway = frames.iter().any(|f| f.0 == 0x7);
+    println!("many streams: {refused} refused, GOAWAY {goaway}, closed {closed}");
+    assert!(
+        refused >= 42 || goaway || closed,
+        "refused {refused}, frames {:?}",
+        frames.len()
+    );
+    drop(s);
+
+    // Oversized headers: a header list past 4096 bytes gets 431 or a
+    // reset, never a charge; the connection stays bounded.
+    let mut s = TcpStream::connect(server.nchf).unwrap();
+    let big = "y".repeat(12_000);
+    let headers = nchf::post_headers(API, &[("x-big", &big)]);
+    let mut out = nchf::preface();
+    out.extend(nchf::frame(0x1, 0x4, 1, &headers));
+    nchf::send(&mut s, &out);
+    let (frames, closed) = nchf::read_frames(&mut s, Duration::from_millis(1500));
+    let answered_431 = frames.iter().any(|f| f.0 == 0x1 && f.2 == 1 && f.3.windows(3).any(|w| w == b"431"))
+        // HPACK encodes :status 431 as a literal; look for the digits.
+        ;
+    let reset = frames
+        .iter()
+        .any(|f| (f.0 == 0x3 && f.2 == 1) || f.0 == 0x7);
+    println!("oversized headers: 431 {answered_431}, reset {reset}, closed {closed}");
+    assert!(answered_431 || reset || closed, "{frames:?}");
+    drop(s);
+
+    // Rapid reset (CVE-2023-44487): streams opened and reset at once, by
+    // the thousand; the server closes the connection with GOAWAY (or
+    // simply keeps up) and goes on serving others.
+    let mut s = TcpStream::connect(server.nchf).unwrap();
+    let headers = nchf::post_headers(API, &[]);
+    let mut out = nchf::preface();
+    for i in 0..5000u32 {
+        out.extend(nchf::frame(0x1, 0x4, 1 + 2 * i, &headers));
+        out.extend(nchf::frame(0x3, 0, 1 + 2 * i, &8u32.to_be_bytes()));
+    }
+    let _ = s.set_write_timeout(Some(Duration::from_secs(5)));
+    nchf::send(&mut s, &out);
+    let (frames, closed) = nchf::read_frames(&mut s, Duration::from_millis(1500));
+    let calm = frames
+        .iter()
+        .any(|f| f.0 == 0x7 && f.3.len() >= 8 && f.3[4..8] == [0, 0, 0, 0xb]);
+    println!("rapid reset: GOAWAY ENHANCE_YOUR_CALM {calm}, closed {closed}");
+    assert!(
+        calm || closed,
+        "5000 rapid resets did not close the connection"
+    );
+    drop(s);
+
+    // A body past the limit is refused once the limit is passed.
+    let rt = rt();
+    rt.block_on(async {
+        let c = Client::connect(server.nchf).await.unwrap();
+        let a = c.post(API, Bytes::from(vec![b' '; 200_000])).await.unwrap();
+        assert_eq!(a.status, 413);
+        // And the server still serves.
+        let a = c.post(API, Bytes::from(body)).await.unwrap();
+        assert_eq!(a.status, 201, "{}", String::from_utf8_lossy(&a.body));
+    });
+    let account = server.account("46700000001");
+    assert_eq!(
+        account["open_sessions"], 1,
+        "only the one good create was charged"
+    );
+}
