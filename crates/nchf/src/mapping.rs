@@ -115,6 +115,7 @@ fn requested(u: &RequestedUnit) -> ServiceUnits {
         input_octets: u.uplink_volume,
         output_octets: u.downlink_volume,
         service_specific: u.service_specific_units,
+        tariff_time_change: None,
     }
 }
 
@@ -130,6 +131,7 @@ fn used(containers: &[UsedUnitContainer]) -> Option<ServiceUnits> {
             input_octets: c.uplink_volume,
             output_octets: c.downlink_volume,
             service_specific: c.service_specific_units,
+            tariff_time_change: None,
         });
     }
     Some(sum)
@@ -196,6 +198,9 @@ pub fn to_cc_request(
             service_id: None,
             requested: u.requested_unit.as_ref().map(requested),
             used: used(&u.used_unit_container),
+            // Usage before and after a tariff change comes in separate
+            // containers (TARIFF_TIME_CHANGE triggers); not split yet.
+            used_after: None,
             reporting_reason: reason,
         });
     }
