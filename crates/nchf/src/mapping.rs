@@ -221,6 +221,9 @@ pub fn unit_result(code: u32) -> &'static str {
 
 fn granted(u: &ServiceUnits) -> GrantedUnit {
     GrantedUnit {
+        tariff_time_change: u
+            .tariff_time_change
+            .map(|t| crate::time::format_rfc3339(t.as_millis())),
         time: u.time,
         total_volume: u.total_octets,
         uplink_volume: u.input_octets,
@@ -289,8 +292,10 @@ pub fn reply(op: Operation, request: &ChargingDataRequest, a: &CcAnswer, now_ms:
             granted_unit: m.granted.as_ref().map(granted),
             triggers: Vec::new(),
             validity_time: m.validity_time,
-            quota_holding_time: None,
+            quota_holding_time: m.quota_holding_time,
             final_unit_indication: m.final_unit.as_ref().map(final_unit),
+            time_quota_threshold: m.time_quota_threshold,
+            volume_quota_threshold: m.volume_quota_threshold.map(u64::from),
         })
         .collect();
     Reply::Charged(Box::new(ChargingDataResponse {
@@ -492,6 +497,8 @@ mod tests {
             granted: Some(ServiceUnits::of(gyro_charging::UnitKind::Octets, 1024)),
             validity_time: Some(600),
             final_unit: Some(gyro_charging::FinalUnitIndication::default()),
+            volume_quota_threshold: Some(100),
+            quota_holding_time: Some(30),
             ..Default::default()
         });
         let Reply::Charged(body) = reply(Operation::Create, &r, &a, 0) else {
@@ -499,7 +506,13 @@ mod tests {
         };
         let m = &body.multiple_unit_information[0];
         assert_eq!(m.result_code.as_deref(), Some("SUCCESS"));
-        assert_eq!(m.granted_unit.unwrap().total_volume, Some(1024));
+        assert_eq!(m.granted_unit.as_ref().unwrap().total_volume, Some(1024));
+        // Thresholds and holding time pass through; no time threshold was
+        // configured, so none is sent.
+        assert_eq!(m.volume_quota_threshold, Some(100));
+        assert_eq!(m.quota_holding_time, Some(30));
+        assert_eq!(m.time_quota_threshold, None);
+        assert_eq!(m.granted_unit.as_ref().unwrap().tariff_time_change, None);
         assert_eq!(
             m.final_unit_indication.as_ref().unwrap().final_unit_action,
             "TERMINATE"

@@ -298,12 +298,22 @@ pub struct MultipleUnitInformation {
     /// What to do when the granted units are used up: they are the last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub final_unit_indication: Option<FinalUnitIndication>,
+    /// Seconds of the granted time left when the SMF asks for more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_quota_threshold: Option<u32>,
+    /// Octets of the granted volume left when the SMF asks for more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub volume_quota_threshold: Option<u64>,
 }
 
 /// GrantedUnit (clause 6.1.6.2.1.12).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct GrantedUnit {
+    /// When the price changes inside this grant (RFC 3339); usage after it
+    /// is reported in its own container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tariff_time_change: Option<String>,
     /// Seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub time: Option<u32>,
