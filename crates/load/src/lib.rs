@@ -34,8 +34,8 @@
 //! latency measured from the intended send time so a slow server cannot
 //! hide behind a lower rate). Open loop has no 1 ms timer floor: each load
 //! thread has one sub-millisecond timer, woken at most every 50 us, that
-//! releases the requests due by then to their connections (see the
-//! `pacing` module); the report says what rate was actually offered
+//! releases the requests due by then to their connections, those of one
+//! 50 us quantum to one connection (see the `pacing` module); the report says what rate was actually offered
 //! (`offered_rate`) and how late requests left after their intended time
 //! (`send_lag_us`). The [`Report`] has counts, rates, latency percentiles
 //! per request type (hdrhistogram, microseconds), counts per Result-Code,
