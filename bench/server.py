@@ -10,6 +10,8 @@ server), and prints ONE Markdown table (or JSON with --json):
         --connections 1 50 --duration 8s
     bench/server.py --servers gyro-sync@/tmp/gyro-before gyro-sync   # before/after
     bench/server.py --servers gyro-sync --connections 50 --rate 50000  # open loop
+    bench/server.py --servers gyro-sync --workers 1 --connections 50 \
+        --rate-of-max 0.5           # closed loop, then open loop at half its rate
     bench/server.py --servers gyro-sync --connections 1 --duration 60s \\
         --config-extra storage.snapshot_every_records=200000 storage.cdr_max_bytes=8000000
     bench/server.py --servers gyro-sync gyro-none --allocations       # heap allocations
@@ -41,9 +43,12 @@ not); heap allocations per request in steady state with --allocations
 the difference of the allocation counts over the difference of requests).
 
 A run where the load generator was the bottleneck (its CPU at 90 % or more
-of --load-cpus while the server used less than 85 % of --server-cpus) is
-not reported: the row says so instead of showing numbers that measure the
-generator.
+of --load-cpus, or its busiest load thread busy 90 % of the run by its own
+report, while the server used less than 85 % of --server-cpus) is not
+reported: the row says so instead of showing numbers that measure the
+generator. Open-loop rows also show the rate asked, the rate `gyro load`
+actually offered and how late requests left after their intended send
+time (p99), so a reader sees the generator kept its schedule.
 
 Each gyro server gets its own free admin API port (admin.listen). With
 --scrape-metrics SECONDS a thread (on --load-cpus) fetches /metrics from it
@@ -200,13 +205,13 @@ def start_server(server, binary, workers, port, cpus, data_dir, extras, admin_po
     return p
 
 
-def run_load(gyro, port, args, connections, count=None):
+def run_load(gyro, port, args, connections, count=None, rate=None):
     cmd = [gyro, "load", "--target", f"127.0.0.1:{port}", "--connections", str(connections),
            "--threads", str(args.load_threads), "--scenario", args.scenario, "--json", "--quiet",
            "--max-error-ratio", "1"]
     cmd += ["--count", str(count)] if count else ["--duration", args.duration]
-    if args.rate:
-        cmd += ["--rate", str(args.rate)]
+    if rate:
+        cmd += ["--rate", str(rate)]
     if args.window:
         cmd += ["--window", str(args.window)]
     if args.load_cpus:
@@ -339,7 +344,7 @@ def has_admin(binary):
     return _ADMIN[binary]
 
 
-def measure(args, server, binary, load_gyro, workers, connections, count=None):
+def measure(args, server, binary, load_gyro, workers, connections, count=None, rate=None):
     port = free_port()
     gyro = server["kind"] == "gyro"
     admin_ok = gyro and has_admin(binary)
@@ -353,7 +358,7 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None):
                           args.top_ups if admin_ok else None)
         cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         with admin:
-            report, load_cpu, wall = run_load(load_gyro, port, args, connections, count)
+            report, load_cpu, wall = run_load(load_gyro, port, args, connections, count, rate)
             cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         alive = proc.poll() is None
         proc.terminate()
@@ -378,16 +383,26 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None):
     lag = report.get("send_lag_us")
     if lag and lag["p99"] > 1000:
         notes.append(f"requests left up to {fmt_us(lag['p99'])} late (p99)")
-    load_bound = load_util >= LOAD_BOUND and server_util < SERVER_SATURATED
+    offered = report.get("offered_rate")
+    if rate and offered is not None and offered < 0.97 * rate:
+        notes.append(f"offered only {offered:,.0f}/s of the {rate:,.0f}/s asked")
+    # gyro load's own account: its busiest load thread (one thread can be
+    # saturated while the process uses half of two CPUs).
+    gen = report.get("generator") or {}
+    load_busy = max(load_util, gen.get("busiest_thread", 0.0))
+    load_bound = load_busy >= LOAD_BOUND and server_util < SERVER_SATURATED
     if load_bound:
-        notes.append(f"LOAD-BOUND: gyro load at {load_util:.0%} of its CPUs, server at "
+        notes.append(f"LOAD-BOUND: gyro load at {load_util:.0%} of its CPUs (busiest load thread "
+                     f"{gen.get('busiest_thread', load_util):.0%}), server at "
                      f"{server_util:.0%}: not reported")
     return {
         "server": server["label"], "workers": workers, "connections": connections,
-        "rate_target": args.rate, "answered": answered, "rate": report["rate"],
+        "rate_target": rate, "offered_rate": offered, "answered": answered, "rate": report["rate"],
         "errors": report["errors"], "server_cpu_s": cpu1 - cpu0,
         "cpu_us_per_answer": (cpu1 - cpu0) * 1e6 / max(answered, 1),
         "server_cpu_util": server_util, "load_cpu_util": load_util, "load_bound": load_bound,
+        "load_busiest_thread": gen.get("busiest_thread"),
+        "load_cpu_us_per_request": load_cpu * 1e6 / max(report["sent"], 1),
         "p50": lat["p50"], "p90": lat["p90"], "p99": lat["p99"], "p999": lat["p999"], "max": lat["max"],
         "ccr_u_answered": updates, "write_bytes": io1 - io0,
         "disk_bytes_per_ccr_u": (io1 - io0) / updates if updates else None,
@@ -422,12 +437,21 @@ def fmt_us(us):
 
 
 def print_table(args, rows):
-    mode = f"open loop at {args.rate:.0f} req/s" if args.rate else "closed loop"
+    if args.rate_of_max:
+        mode = f"closed loop, then open loop at {args.rate_of_max:.0%} of each closed-loop rate"
+    elif args.rate:
+        mode = f"open loop at {args.rate:.0f} req/s"
+    else:
+        mode = "closed loop"
     extra = f", config {' '.join(args.config_extra)}" if args.config_extra else ""
     print(f"{args.scenario} scenario, {mode}, {args.duration if not args.count else args.count} per run, "
           f"server on CPUs {args.server_cpus or 'any'}, gyro load on CPUs {args.load_cpus or 'any'}{extra}\n")
-    cols = ["server", "workers", "conns", "answers/s", "server CPU us/answer", "p50", "p99", "p99.9",
-            "max", "disk B/CCR-U (write_bytes)", "file B/CCR-U (data dir growth)"]
+    open_loop = bool(args.rate or args.rate_of_max)
+    cols = ["server", "workers", "conns"]
+    if open_loop:
+        cols += ["asked/s", "offered/s", "send lag p99"]
+    cols += ["answers/s", "server CPU us/answer", "p50", "p99", "p99.9",
+             "max", "disk B/CCR-U (write_bytes)", "file B/CCR-U (data dir growth)"]
     if args.allocations:
         cols.append("allocs/request")
     if args.scrape_metrics:
@@ -439,8 +463,13 @@ def print_table(args, rows):
     print("|" + "---|" * len(cols))
     for r in rows:
         cells = [r["server"], str(r["workers"]), str(r["connections"])]
+        if open_loop:
+            asked, offered, lag = r["rate_target"], r["offered_rate"], r["send_lag_us"]
+            cells += [f"{asked:,.0f}" if asked else "closed loop",
+                      f"{offered:,.0f}" if offered is not None else "-",
+                      fmt_us(lag["p99"]) if lag else "-"]
         if r["load_bound"]:
-            cells += ["-"] * (len(cols) - 4)
+            cells += ["-"] * (len(cols) - len(cells) - 1)
         else:
             disk, grown = r["disk_bytes_per_ccr_u"], r["file_bytes_per_ccr_u"]
             cells += [f"{r['rate']:,.0f}", f"{r['cpu_us_per_answer']:.2f}", fmt_us(r["p50"]),
@@ -470,6 +499,9 @@ def main():
     ap.add_argument("--duration", default="10s")
     ap.add_argument("--count", type=int, help="requests per run instead of --duration")
     ap.add_argument("--rate", type=float, help="open loop at this many requests/s over all connections")
+    ap.add_argument("--rate-of-max", type=float, metavar="FRACTION",
+                    help="run each row closed loop first, then open loop at this fraction of the "
+                         "rate it reached (e.g. 0.5 for half the measured maximum)")
     ap.add_argument("--window", type=int, help="gyro load --window")
     ap.add_argument("--scenario", default="data")
     ap.add_argument("--repeat", type=int, default=1, help="run the whole set this many times")
@@ -516,7 +548,15 @@ def main():
             for c in args.connections:
                 for s in servers:
                     binary = s.get("binary")
-                    row = measure(args, s, binary, gyro, w, c, args.count)
+                    if args.rate_of_max:
+                        top = measure(args, s, binary, gyro, w, c, args.count)
+                        rows.append(top)
+                        print(f"{s['label']} workers={w} conns={c} closed loop: {top['rate']:,.0f}/s",
+                              file=sys.stderr)
+                        rate = round(top["rate"] * args.rate_of_max)
+                    else:
+                        rate = args.rate
+                    row = measure(args, s, binary, gyro, w, c, args.count, rate)
                     if args.allocations and s["kind"] == "gyro":
                         row["allocations_per_request"] = allocations_per_request(
                             args, s, binary if s["own_binary"] else count_gyro, gyro, w, c)

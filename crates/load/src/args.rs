@@ -142,7 +142,8 @@ pub struct LoadArgs {
     #[arg(long, default_value = "5s", value_parser = parse_duration)]
     pub timeout: Duration,
 
-    /// Runtime threads (0 = one per CPU).
+    /// Load threads, each driving its share of the connections (0 = one
+    /// per CPU).
     #[arg(long, default_value_t = 0)]
     pub threads: usize,
 

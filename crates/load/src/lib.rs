@@ -27,14 +27,20 @@
 //! each ends the run with a DPR (Disconnect-Cause
 //! DO_NOT_WANT_TO_TALK_TO_YOU) and waits, bounded, for the DPA.
 //!
+//! The connections are shared out among `--threads` load threads, each a
+//! single-threaded runtime of its own that drives its connections.
+//!
 //! Closed loop (as fast as the window allows) or open loop (`--rate`, with
 //! latency measured from the intended send time so a slow server cannot
-//! hide behind a lower rate). Open loop has no 1 ms timer floor: each
-//! connection wakes on a sub-millisecond timer and sends every request due
-//! by then in one batch (see the `pacing` module), and the report says how
-//! late requests left after their intended time (`send_lag_us`). The [`Report`] has counts, rates, latency
-//! percentiles per request type (hdrhistogram, microseconds) and counts per
-//! Result-Code.
+//! hide behind a lower rate). Open loop has no 1 ms timer floor: each load
+//! thread has one sub-millisecond timer, woken at most every 50 us, that
+//! releases the requests due by then to their connections, those of one
+//! 50 us quantum to one connection (see the `pacing` module); the report says what rate was actually offered
+//! (`offered_rate`) and how late requests left after their intended time
+//! (`send_lag_us`). The [`Report`] has counts, rates, latency percentiles
+//! per request type (hdrhistogram, microseconds), counts per Result-Code,
+//! and what the generator's own threads cost (`generator`, with a
+//! `load_bound` flag when one was busy 90 % of the run or more).
 //!
 //! The benchmark of the thesis is one command,
 //! `gyro load --connections 50 --count 3000000`. Until the binary is wired,
@@ -81,36 +87,34 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::Barrier;
 
 pub use args::{parse_duration, LoadArgs, Protocol, Scenario};
-pub use stats::{Latency, Report, Sessions, TypeReport};
+pub use stats::{Generator, Latency, Report, Sessions, TypeReport, LOAD_BOUND};
 
 use conn::{Live, Plan};
-use stats::{ConnStats, RunInfo};
+use pacing::Pace;
+use stats::{ConnStats, RunInfo, ThreadTime};
 
 /// How long a run lasts when neither `--duration` nor `--count` is given.
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 
-/// Runs a load test on a runtime of its own (`--threads` threads) and
-/// returns the report. Ctrl-C stops the run early; the report covers what
-/// was done. Must not be called from inside a tokio runtime: use
+/// Runs a load test on threads of its own (`--threads` load threads, each
+/// a single-threaded runtime) and returns the report, with the CPU time
+/// the load threads used. Ctrl-C stops the run early; the report covers
+/// what was done. Must not be called from inside a tokio runtime: use
 /// [`run_async`] there.
 pub fn run(args: LoadArgs) -> anyhow::Result<Report> {
-    let threads = match args.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(threads)
-        .thread_name("gyro-load")
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
-    rt.block_on(run_inner(args, true))
+    rt.block_on(run_inner(args, true, true))
 }
 
 /// Runs a load test on the current tokio runtime and returns the report
-/// (for tests and `gyro demo`). Ctrl-C is left to the caller.
+/// (for tests). The `--threads` groups of connections run as tasks of
+/// that runtime, and the report has no CPU figures. Ctrl-C is left to the
+/// caller.
 pub async fn run_async(args: LoadArgs) -> anyhow::Result<Report> {
-    run_inner(args, false).await
+    run_inner(args, false, false).await
 }
 
 /// `gyro load`: runs, prints the report (JSON on stdout with `--json`,
@@ -143,7 +147,11 @@ pub fn exit_code(report: &Report, max_error_ratio: f64) -> ExitCode {
     }
 }
 
-async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Report> {
+async fn run_inner(
+    args: LoadArgs,
+    handle_signals: bool,
+    own_threads: bool,
+) -> anyhow::Result<Report> {
     if args.protocol == Protocol::Nchf {
         return nchf::run(args, handle_signals).await;
     }
@@ -194,15 +202,37 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
     let a = &plan.args;
     let live = Arc::new(Live::default());
     let n = a.connections as usize;
-    let barrier = Arc::new(Barrier::new(n + 1));
-    let tasks: Vec<_> = (0..a.connections)
-        .map(|i| {
-            tokio::spawn(conn::run_connection(
-                i,
-                plan.clone(),
-                live.clone(),
-                barrier.clone(),
-            ))
+    let threads = match a.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        t => t,
+    }
+    .min(n);
+    // Every connection, this task and each thread's pacer start together.
+    let pacers = if a.rate.is_some() { threads } else { 0 };
+    let barrier = Arc::new(Barrier::new(n + 1 + pacers));
+    let groups: Vec<Group> = (0..threads)
+        .map(|g| Group::new(g, threads, &plan, &live, &barrier))
+        .collect();
+    let runtimes = if own_threads {
+        let mut rts = Vec::with_capacity(threads);
+        for _ in 0..threads {
+            rts.push(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .context("starting a load thread's runtime")?,
+            );
+        }
+        rts
+    } else {
+        Vec::new()
+    };
+    let mut runtimes = runtimes.into_iter();
+    let pending: Vec<_> = groups
+        .into_iter()
+        .map(|g| {
+            let members = g.members.clone();
+            (members, g.start(runtimes.next()))
         })
         .collect();
     barrier.wait().await;
@@ -218,13 +248,20 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
     let progress = (!a.quiet && std::io::stderr().is_terminal())
         .then(|| spawn_progress(a, duration, live.clone(), start));
     let mut conns = Vec::with_capacity(n);
-    for t in tasks {
-        match t.await {
-            Ok(s) => conns.push(s),
-            Err(e) => {
-                let mut s = ConnStats::new();
-                s.connection_error(format!("connection task failed: {e}"));
-                conns.push(s);
+    let mut times = Vec::with_capacity(threads);
+    for (members, done) in pending {
+        match done.await {
+            Ok(done) => {
+                conns.extend(done.conns);
+                times.push(done.time);
+            }
+            Err(_) => {
+                for _ in members {
+                    let mut s = ConnStats::new();
+                    s.connection_error("load thread failed".to_string());
+                    conns.push(s);
+                }
+                times.push(None);
             }
         }
     }
@@ -243,11 +280,151 @@ async fn run_inner(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Repor
             connections: a.connections,
             window: a.effective_window(),
             target_rate: a.rate,
+            duration,
             start,
             end,
+            threads: times.into_iter().collect(),
         },
         &conns,
     ))
+}
+
+/// One load thread's share of the connections: connections `g`, `g +
+/// threads`, `g + 2 * threads`, ... and, in open loop, the same share of
+/// the rate with one pacer.
+#[derive(Clone)]
+struct Group {
+    members: Vec<u32>,
+    pace: Option<Arc<Pace>>,
+    plan: Arc<Plan>,
+    live: Arc<Live>,
+    barrier: Arc<Barrier>,
+}
+
+/// What a load thread hands back: its connections' counters and, when it
+/// ran on a thread of its own, its CPU and wall time.
+struct GroupDone {
+    conns: Vec<ConnStats>,
+    time: Option<ThreadTime>,
+}
+
+impl Group {
+    fn new(
+        g: usize,
+        threads: usize,
+        plan: &Arc<Plan>,
+        live: &Arc<Live>,
+        barrier: &Arc<Barrier>,
+    ) -> Self {
+        let n = plan.args.connections;
+        let members: Vec<u32> = (g as u32..n).step_by(threads).collect();
+        let pace = plan.args.rate.map(|r| {
+            let rate = r * members.len() as f64 / f64::from(n);
+            // Threads start a fraction of a slot apart, so that their
+            // slots interleave instead of coinciding.
+            let phase = (g as f64 / threads as f64 / rate).min(1.0e6);
+            Arc::new(Pace::new(
+                rate,
+                Duration::from_secs_f64(phase),
+                members.len(),
+            ))
+        });
+        Group {
+            members,
+            pace,
+            plan: plan.clone(),
+            live: live.clone(),
+            barrier: barrier.clone(),
+        }
+    }
+
+    /// Starts the group on `rt` in a thread of its own, or as a task of
+    /// the current runtime without one (or when no thread can be started).
+    fn start(
+        self,
+        rt: Option<tokio::runtime::Runtime>,
+    ) -> tokio::sync::oneshot::Receiver<GroupDone> {
+        if let Some(rt) = rt {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let group = self.clone();
+            let spawned = std::thread::Builder::new()
+                .name("gyro-load".to_string())
+                .spawn(move || {
+                    let _ = tx.send(rt.block_on(group.run(true)));
+                });
+            if spawned.is_ok() {
+                return rx;
+            }
+        }
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            let _ = tx.send(self.run(false).await);
+        });
+        rx
+    }
+
+    /// Runs the group's connections and pacer to the end. With `timed`,
+    /// measures the CPU time of the thread it runs on (all of it its own).
+    async fn run(self, timed: bool) -> GroupDone {
+        let cpu0 = timed.then(thread_cpu).flatten();
+        let t0 = Instant::now();
+        let tasks: Vec<_> = self
+            .members
+            .iter()
+            .enumerate()
+            .map(|(i, &idx)| {
+                tokio::spawn(conn::run_connection(
+                    idx,
+                    self.plan.clone(),
+                    self.live.clone(),
+                    self.barrier.clone(),
+                    self.pace.clone().map(|p| (p, i)),
+                ))
+            })
+            .collect();
+        let pacer = self.pace.clone().map(|pace| {
+            let (plan, barrier) = (self.plan.clone(), self.barrier.clone());
+            tokio::spawn(async move {
+                barrier.wait().await;
+                let start = *plan.start.get_or_init(Instant::now);
+                pacing::run_pacer(pace, start).await;
+            })
+        });
+        let mut conns = Vec::with_capacity(tasks.len());
+        for t in tasks {
+            match t.await {
+                Ok(s) => conns.push(s),
+                Err(e) => {
+                    let mut s = ConnStats::new();
+                    s.connection_error(format!("connection task failed: {e}"));
+                    conns.push(s);
+                }
+            }
+        }
+        if let Some(p) = pacer {
+            p.abort();
+        }
+        let time = cpu0.zip(thread_cpu()).map(|(c0, c1)| ThreadTime {
+            cpu: c1.saturating_sub(c0),
+            wall: t0.elapsed(),
+        });
+        GroupDone { conns, time }
+    }
+}
+
+/// CPU time of the calling thread, user + system.
+fn thread_cpu() -> Option<Duration> {
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::time::{clock_gettime, ClockId};
+        let t = clock_gettime(ClockId::ThreadCPUTime);
+        Some(Duration::new(
+            u64::try_from(t.tv_sec).ok()?,
+            u32::try_from(t.tv_nsec).ok()?,
+        ))
+    }
+    #[cfg(not(target_os = "linux"))]
+    None
 }
 
 fn spawn_progress(

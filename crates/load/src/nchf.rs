@@ -359,8 +359,11 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
             connections,
             window,
             target_rate: None,
+            duration: None,
             start,
             end,
+            // The Nchf load runs on the caller's runtime.
+            threads: None,
         },
         &stats,
     ))

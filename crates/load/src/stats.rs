@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
@@ -11,6 +11,11 @@ use serde::{Deserialize, Serialize};
 /// Highest latency the histograms hold, in microseconds (larger values are
 /// recorded as this).
 const MAX_LATENCY_US: u64 = 3_600_000_000;
+
+/// A load thread busy this share of its wall time or more may have set the
+/// pace instead of the server (the same threshold as bench/server.py's
+/// LOAD-BOUND).
+pub const LOAD_BOUND: f64 = 0.9;
 
 /// The four kinds of CCR.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,6 +151,11 @@ pub(crate) struct ConnStats {
     pub send_lag: Histogram<u64>,
     /// `--tls`: how long this connection's TLS handshake took.
     pub tls_handshake_us: Option<u64>,
+    /// Open loop: requests that left before the deadline (all of them
+    /// without one).
+    pub offered: u64,
+    /// Open loop: when the last request left.
+    pub last_send: Option<Instant>,
 }
 
 impl ConnStats {
@@ -174,13 +184,26 @@ impl ConnStats {
             first_error: None,
             send_lag: new_histogram(),
             tls_handshake_us: None,
+            offered: 0,
+            last_send: None,
         }
     }
 
-    /// Open loop: a request left `us` microseconds after its intended time.
+    /// Open loop: a request intended at `intended` left at `now`; the run
+    /// offers requests until `deadline`.
     #[inline]
-    pub(crate) fn record_send_lag(&mut self, us: u64) {
+    pub(crate) fn record_send(
+        &mut self,
+        intended: Instant,
+        now: Instant,
+        deadline: Option<Instant>,
+    ) {
+        let us = now.saturating_duration_since(intended).as_micros() as u64;
         self.send_lag.saturating_record(us.clamp(1, MAX_LATENCY_US));
+        if deadline.is_none_or(|d| now < d) {
+            self.offered += 1;
+        }
+        self.last_send = Some(now);
     }
 
     pub(crate) fn connection_error(&mut self, what: String) {
@@ -248,6 +271,25 @@ pub struct TypeReport {
     /// Answers per command-level Result-Code (or Experimental-Result-Code
     /// when there is no Result-Code).
     pub result_codes: BTreeMap<u32, u64>,
+}
+
+/// What the load generator itself cost, when it ran on threads of its own
+/// (`gyro load`, not [`crate::run_async`] on a caller's runtime).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Generator {
+    /// Load threads, each a runtime driving its share of the connections.
+    pub threads: u32,
+    /// CPU time of the load threads (user + system), in seconds.
+    pub cpu_secs: f64,
+    /// CPU time of the load threads per request sent, in microseconds.
+    pub cpu_us_per_request: f64,
+    /// The busiest load thread's CPU time over its wall time (1.0: it was
+    /// never idle).
+    pub busiest_thread: f64,
+    /// True when the busiest thread was busy [`LOAD_BOUND`] (90 %) of its
+    /// time or more: the generator, not the server, may have set the pace
+    /// (or, in open loop, fallen behind its schedule).
+    pub load_bound: bool,
 }
 
 /// Session outcomes.
@@ -343,6 +385,16 @@ pub struct Report {
     /// in microseconds, from the TCP connection to the handshake's end.
     #[serde(default)]
     pub tls_handshakes_us: Option<Latency>,
+    /// Open loop only: the rate the generator actually offered, requests
+    /// per second: those that left before the end of `--duration` over
+    /// it (with `--count`, all of them over the time to the last one).
+    /// Below `target_rate` when sessions were not ready in time (a full
+    /// window) or the generator fell behind.
+    #[serde(default)]
+    pub offered_rate: Option<f64>,
+    /// The generator's own CPU use, when it ran on threads of its own.
+    #[serde(default)]
+    pub generator: Option<Generator>,
     /// Figures per request type (only types that were sent).
     pub per_type: Vec<TypeReport>,
     /// Answers per command-level Result-Code (or Experimental-Result-Code
@@ -368,8 +420,20 @@ pub(crate) struct RunInfo {
     pub connections: u32,
     pub window: u32,
     pub target_rate: Option<f64>,
+    /// How long requests were offered (none with `--count`).
+    pub duration: Option<Duration>,
     pub start: Instant,
     pub end: Instant,
+    /// CPU and wall time of each load thread, when the generator ran on
+    /// threads of its own.
+    pub threads: Option<Vec<ThreadTime>>,
+}
+
+/// CPU and wall time of one load thread.
+#[derive(Debug, Clone, Copy, Default)]
+pub(crate) struct ThreadTime {
+    pub cpu: Duration,
+    pub wall: Duration,
 }
 
 impl Report {
@@ -447,6 +511,35 @@ impl Report {
                 let _ = lag.add(&c.send_lag);
             }
             r.send_lag_us = Some(Latency::of(&lag));
+            let offered: u64 = conns.iter().map(|c| c.offered).sum();
+            let span = match info.duration {
+                Some(d) => d.min(info.end.saturating_duration_since(info.start)),
+                None => conns
+                    .iter()
+                    .filter_map(|c| c.last_send)
+                    .max()
+                    .map_or(Duration::ZERO, |l| l.saturating_duration_since(info.start)),
+            };
+            r.offered_rate = Some(if span.is_zero() {
+                0.0
+            } else {
+                offered as f64 / span.as_secs_f64()
+            });
+        }
+        if let Some(threads) = &info.threads {
+            let cpu: Duration = threads.iter().map(|t| t.cpu).sum();
+            let busiest = threads
+                .iter()
+                .filter(|t| !t.wall.is_zero())
+                .map(|t| t.cpu.as_secs_f64() / t.wall.as_secs_f64())
+                .fold(0.0, f64::max);
+            r.generator = Some(Generator {
+                threads: threads.len() as u32,
+                cpu_secs: cpu.as_secs_f64(),
+                cpu_us_per_request: cpu.as_secs_f64() * 1e6 / r.sent.max(1) as f64,
+                busiest_thread: busiest,
+                load_bound: busiest >= LOAD_BOUND,
+            });
         }
         let tls: Vec<u64> = conns.iter().filter_map(|c| c.tls_handshake_us).collect();
         if !tls.is_empty() {
@@ -546,11 +639,18 @@ impl Report {
                 self.unknown_session_requests
             );
         }
+        if let (Some(target), Some(offered)) = (self.target_rate, self.offered_rate) {
+            let _ = writeln!(
+                s,
+                "  open loop: offered {offered:.0} req/s of the {target:.0} asked ({:.1}%)",
+                offered * 100.0 / target
+            );
+        }
         if let Some(l) = &self.send_lag_us {
             let _ = writeln!(
                 s,
-                "  open loop: requests left p50 {} us, p99 {} us, max {} us after their intended time",
-                l.p50, l.p99, l.max
+                "  open loop: requests left on average {:.0} us (p50 {} us, p99 {} us, max {} us) after their intended time",
+                l.mean, l.p50, l.p99, l.max
             );
         }
         if let Some(l) = &self.tls_handshakes_us {
@@ -559,6 +659,24 @@ impl Report {
                 "  TLS handshakes {}: mean {:.0} us, p99 {} us, max {} us",
                 l.count, l.mean, l.p99, l.max
             );
+        }
+        if let Some(g) = &self.generator {
+            let _ = writeln!(
+                s,
+                "  generator: {} thread{}, {:.2} s CPU, {:.2} us per request, busiest thread {:.0}% busy",
+                g.threads,
+                if g.threads == 1 { "" } else { "s" },
+                g.cpu_secs,
+                g.cpu_us_per_request,
+                g.busiest_thread * 100.0
+            );
+            if g.load_bound {
+                let _ = writeln!(
+                    s,
+                    "  LOAD-BOUND: a load thread was busy {:.0}% of the run: the generator, not the server, may have set the pace",
+                    g.busiest_thread * 100.0
+                );
+            }
         }
         if let Some(e) = &self.first_connection_error {
             let _ = writeln!(s, "  first connection error: {e}");

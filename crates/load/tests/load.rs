@@ -347,3 +347,48 @@ async fn open_loop_offers_rates_above_one_request_per_millisecond() {
     // Sessions sized to the rate: 20 ms of it, not the default 128.
     assert_eq!(r.window, 400);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_loop_deals_the_rate_evenly_over_threads_and_connections() {
+    let (addr, obs) = start(FakeConfig::default()).await;
+    // Five connections on two load threads (three and two connections):
+    // each thread offers its share of the rate, and each connection a
+    // fifth of it.
+    let a = LoadArgs {
+        connections: 5,
+        threads: 2,
+        rate: Some(2_000.0),
+        duration: Some(Duration::from_millis(1_000)),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.errors, 0, "{}", r.human());
+    assert_eq!(r.answered, r.sent);
+    assert_eq!(r.sessions.started, r.sessions.completed);
+    // 2,000 scheduled in the second, plus at most 4 more requests for each
+    // of the 8 sessions of each connection still open at the end.
+    assert!(
+        (1_800..=2_200 + 5 * 8 * 4).contains(&r.sent),
+        "{}",
+        r.human()
+    );
+    let lag = r
+        .send_lag_us
+        .as_ref()
+        .expect("open loop reports its send lag");
+    assert_eq!(lag.count, r.sent);
+    let offered = r.offered_rate.expect("open loop reports the rate offered");
+    assert!((1_800.0..=2_200.0).contains(&offered), "{}", r.human());
+    // On the caller's runtime the generator cannot tell its CPU time.
+    assert!(r.generator.is_none());
+    let per_conn: Vec<usize> = obs.log.lock().unwrap().iter().map(Vec::len).collect();
+    assert_eq!(per_conn.len(), 5);
+    assert_eq!(per_conn.iter().sum::<usize>() as u64, r.sent);
+    // Every connection got its fifth of the slots; they differ by no more
+    // than the tails of their sessions.
+    let (lo, hi) = (
+        per_conn.iter().min().unwrap(),
+        per_conn.iter().max().unwrap(),
+    );
+    assert!(hi - lo <= 8 * 4 + 2, "{per_conn:?}");
+}

@@ -12,7 +12,8 @@
 //! * [`handshake`]: connect, TLS with `--tls`, and exchange capabilities
 //!   (CER/CEA);
 //! * [`sessions`]: the session slots, which request each sends next and
-//!   when (closed loop, or the open-loop schedule of [`crate::pacing`]);
+//!   when (closed loop, or, in open loop, when its thread's pacer releases
+//!   a slot of the schedule to it: see [`crate::pacing`]);
 //! * [`accounting`]: what each answer counts for, the progress counters
 //!   and the `--record` file.
 
@@ -36,7 +37,7 @@ use tokio::sync::Barrier;
 
 use crate::args::LoadArgs;
 use crate::ccr::Builder;
-use crate::pacing::{PreciseTimer, Schedule};
+use crate::pacing::{Pace, Paced};
 use crate::stats::{ConnStats, ReqType};
 
 use handshake::{open, Stream, Transport};
@@ -106,8 +107,9 @@ struct Conn<'p> {
     deadline: Option<Instant>,
     hard_stop: Option<Instant>,
     stopping: bool,
-    /// Intended send times (open loop only).
-    schedule: Option<Schedule>,
+    /// The slots of the schedule released to this connection by its
+    /// thread's pacer (open loop only).
+    paced: Option<Paced>,
     next_scan: Instant,
     scan_every: Duration,
     /// Picks subscribers and, in the mix scenario, the kind of session.
@@ -122,11 +124,14 @@ struct Conn<'p> {
 }
 
 /// Runs one connection from connect to close and returns its counters.
+/// In open loop `pace` is its thread's pace and the connection's index in
+/// it.
 pub(crate) async fn run_connection(
     idx: u32,
     plan: Arc<Plan>,
     live: Arc<Live>,
     barrier: Arc<Barrier>,
+    pace: Option<(Arc<Pace>, usize)>,
 ) -> ConnStats {
     let opened = open(idx, &plan).await;
     barrier.wait().await;
@@ -143,7 +148,8 @@ pub(crate) async fn run_connection(
         }
     };
     stats.opened = true;
-    let mut c = Conn::new(idx, &plan, &live, stats, t0);
+    let paced = pace.map(|(pace, i)| Paced::new(pace, i, t0));
+    let mut c = Conn::new(idx, &plan, &live, stats, t0, paced);
     match stream {
         Stream::Plain(s) => c.drive(s, conn).await,
         Stream::Tls(s) => c.drive(*s, conn).await,
@@ -151,6 +157,15 @@ pub(crate) async fn run_connection(
     c.flush_live();
     c.flush_record();
     c.stats
+}
+
+/// Waits until the pacer releases a slot past the `taken` ones to this
+/// connection (never, in closed loop).
+async fn wait_slot(lane: &Option<(Arc<Pace>, usize)>, taken: u64) {
+    match lane {
+        Some((pace, i)) => pace.lane(*i).wait(taken).await,
+        None => std::future::pending().await,
+    }
 }
 
 fn now_ms(plan: &Plan) -> u64 {
@@ -165,7 +180,14 @@ enum Io {
 }
 
 impl<'p> Conn<'p> {
-    fn new(idx: u32, plan: &'p Plan, live: &'p Live, stats: ConnStats, now: Instant) -> Self {
+    fn new(
+        idx: u32,
+        plan: &'p Plan,
+        live: &'p Live,
+        stats: ConnStats,
+        now: Instant,
+        paced: Option<Paced>,
+    ) -> Self {
         let a = &plan.args;
         let window = a.effective_window();
         let slot_bits = 32 - (window - 1).leading_zeros();
@@ -173,11 +195,6 @@ impl<'p> Conn<'p> {
         let budget = a
             .count
             .map(|n| n / conns + u64::from(u64::from(idx) < n % conns));
-        let interval = a
-            .rate
-            .map(|r| Duration::from_secs_f64((conns as f64 / r).min(1.0e6)));
-        let schedule =
-            interval.map(|iv| Schedule::new(iv, now + iv.mul_f64(f64::from(idx) / conns as f64)));
         let deadline = plan.duration.map(|d| now + d);
         let scan_every =
             (a.timeout / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
@@ -227,7 +244,7 @@ impl<'p> Conn<'p> {
             deadline,
             hard_stop: deadline.map(|d| d + a.timeout),
             stopping: false,
-            schedule,
+            paced,
             next_scan: now + scan_every,
             scan_every,
             rng: fastrand::Rng::with_seed(plan.seed ^ (u64::from(idx) + 1).rotate_left(32)),
@@ -270,7 +287,7 @@ impl<'p> Conn<'p> {
             let sleep = tokio::time::sleep_until(Instant::now().into());
             tokio::pin!(sleep);
             let mut armed: Option<Instant> = None;
-            let mut pacer = PreciseTimer::new();
+            let lane = self.paced.as_ref().map(Paced::lane);
             let mut healthy = match self.on_events(&mut conn) {
                 Ok(()) => true,
                 Err(e) => {
@@ -318,7 +335,10 @@ impl<'p> Conn<'p> {
                     sleep.as_mut().reset(wake.into());
                     armed = Some(wake);
                 }
-                let due = self.next_due(&conn, now);
+                // Open loop, a session ready: wait for the pacer to
+                // release the next slot.
+                let want_slot = self.wants_slot(&conn);
+                let taken = self.paced.as_ref().map_or(0, Paced::taken);
                 let rbuf = conn.read_buffer();
                 if rbuf.capacity() - rbuf.len() < MIN_READ_ROOM {
                     rbuf.reserve(READ_CHUNK);
@@ -327,7 +347,7 @@ impl<'p> Conn<'p> {
                     biased;
                     r = wr.write_buf(&mut wbuf), if !wbuf.is_empty() => Io::Wrote(r),
                     r = rd.read_buf(rbuf) => Io::Read(r),
-                    () = pacer.wait_until(due.unwrap_or(now)), if due.is_some() => Io::Due,
+                    () = wait_slot(&lane, taken), if want_slot => Io::Due,
                     () = &mut sleep => Io::Timer,
                 };
                 match io {
@@ -417,11 +437,10 @@ impl<'p> Conn<'p> {
         w
     }
 
-    /// When the pacer must wake for the next scheduled request (open loop,
-    /// a session ready to send).
-    fn next_due(&self, conn: &Connection, now: Instant) -> Option<Instant> {
-        let s = self.schedule.as_ref()?;
-        (!self.ready.is_empty() && conn.state() == State::Open).then(|| s.wake(now))
+    /// True when the connection waits for its pacer: open loop, a session
+    /// ready to send and no slot released for it.
+    fn wants_slot(&self, conn: &Connection) -> bool {
+        self.paced.is_some() && !self.ready.is_empty() && conn.state() == State::Open
     }
 
     /// Handles everything the connection has for us: answers, requests

@@ -1,6 +1,6 @@
 //! The session slots of a connection: which request each session sends
-//! next, when it may (the window, the open-loop schedule, the `--count`
-//! budget), and how the request is built.
+//! next, when it may (the window, the slots its pacer released in open
+//! loop, the `--count` budget), and how the request is built.
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -183,7 +183,7 @@ impl Conn<'_> {
                 self.ready.pop_front();
                 continue;
             }
-            if self.schedule.as_ref().is_some_and(|s| !s.due(now)) {
+            if self.paced.as_ref().is_some_and(|p| !p.due()) {
                 break;
             }
             self.ready.pop_front();
@@ -192,11 +192,10 @@ impl Conn<'_> {
                 // slot.
                 continue;
             }
-            let intended = match &mut self.schedule {
-                Some(s) => {
-                    let t = s.take();
-                    self.stats
-                        .record_send_lag(now.saturating_duration_since(t).as_micros() as u64);
+            let intended = match &mut self.paced {
+                Some(p) => {
+                    let t = p.take();
+                    self.stats.record_send(t, now, self.deadline);
                     t
                 }
                 None => now,
