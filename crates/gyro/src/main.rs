@@ -114,3 +114,16 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    /// clap's own consistency checks over every subcommand (unique names
+    /// and groups, valid requirements): a mistake would otherwise panic
+    /// only when that subcommand's options are parsed in a debug build.
+    #[test]
+    fn the_command_line_is_consistent() {
+        super::Cli::command().debug_assert();
+    }
+}

@@ -14,6 +14,7 @@ use tracing::{info, warn};
 
 /// Options of `gyro serve`.
 #[derive(Debug, Clone, Default, clap::Args)]
+#[group(id = "serve_options")]
 pub struct Args {
     /// Configuration file (TOML; see config/gyro.toml for every key and its
     /// default). Without it gyro runs on its embedded default.
