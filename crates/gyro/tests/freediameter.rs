@@ -253,8 +253,13 @@ enum Link<'a> {
     /// Plain TCP to gyro's listener.
     Tcp,
     /// TLS at connect to gyro's `[tls]` listener, with the certificate
-    /// `<certs>/<file>.pem` (and `.key`) and the CA `<certs>/ca.pem`.
-    Tls { certs: &'a Path, file: &'a str },
+    /// `<certs>/<file>.pem` (and `.key`) and the CA `<certs>/ca.pem`;
+    /// `prio`: GnuTLS priorities (default "NORMAL").
+    Tls {
+        certs: &'a Path,
+        file: &'a str,
+        prio: Option<&'a str>,
+    },
 }
 
 /// TLS with the relay's certificate from [`relay_certs`].
@@ -262,6 +267,7 @@ fn link_tls(certs: &Path) -> Link<'_> {
     Link::Tls {
         certs,
         file: "relay",
+        prio: None,
     }
 }
 
@@ -300,13 +306,16 @@ impl Relay {
         let port = free_port();
         let (tls, peer_tls) = match link {
             Link::Tcp => (String::new(), "No_TLS;"),
-            Link::Tls { certs, file } => (
-                format!(
+            Link::Tls { certs, file, prio } => {
+                let mut lines = format!(
                     "TLS_Cred = \"{c}/{file}.pem\", \"{c}/{file}.key\";\nTLS_CA = \"{c}/ca.pem\";",
                     c = certs.display()
-                ),
-                "",
-            ),
+                );
+                if let Some(prio) = prio {
+                    lines.push_str(&format!("\nTLS_Prio = \"{prio}\";"));
+                }
+                (lines, "")
+            }
         };
         let conf_dir = interop_dir().canonicalize().unwrap();
         let conf = template
@@ -557,58 +566,6 @@ fn stop_and_check_dpr(gyro: &mut Gyro, relay: &Relay) {
     );
 }
 
-#[test]
-fn gy_through_a_freediameter_relay_over_tcp() {
-    let Some(ext) = freediameter("gy_through_a_freediameter_relay_over_tcp") else {
-        return;
-    };
-    let dir = scratch("fd-tcp");
-    // gyro's own watchdog is slow here (30 s): on the idle link the DWRs
-    // come from freeDiameterd (Tw 6 s) and gyro answers them.
-    let mut gyro = Gyro::start(&dir, 30.0, |_| String::new());
-    let relay = Relay::start(&dir, "relay", &ext, RELAY, 6, gyro.plain_port, Link::Tcp);
-    let peer = wait_open(&gyro, &relay);
-    assert_eq!(peer["origin_realm"], "gyro.test");
-    assert_eq!(
-        relay.count(&["Connected to 'ocs.gyro.test' (TCP,soc"]),
-        1,
-        "plain TCP to gyro: {}",
-        tail(&relay.log, 20)
-    );
-
-    let report = load_through(&relay, REQUESTS);
-    assert_all_answered(&report);
-    assert_relayed(&relay, REQUESTS);
-
-    // gyro saw one peer, the relay, carry every request; gyro load's own
-    // identities never reached it.
-    let peers = gyro.peers();
-    assert_eq!(peers.len(), 1, "{peers:?}");
-    assert_eq!(peers[0]["origin_host"], RELAY);
-    assert_eq!(peers[0]["requests"], REQUESTS, "{peers:?}");
-    assert_eq!(peers[0]["answers"], REQUESTS, "{peers:?}");
-
-    // Watchdog: idle, freeDiameterd sends DWR (Tw 6 s, +/- 2 s of jitter)
-    // and gyro answers; the link stays up.
-    wait_for(
-        "freeDiameterd's DWR answered by gyro",
-        Duration::from_secs(40),
-        || {
-            relay.count(&["SND to 'ocs.gyro.test'", "Device-Watchdog-Request"]) >= 1
-                && relay.count(&["RCV from 'ocs.gyro.test'", "0/280 f:-"]) >= 1
-        },
-        || context(&gyro, &relay),
-    );
-    let still = gyro.open_peer(RELAY).expect("the relay's link still open");
-    assert_eq!(still["connected_since"], peer["connected_since"]);
-    assert_eq!(relay.count(&["Connected to 'ocs.gyro.test'"]), 1);
-
-    stop_and_check_dpr(&mut gyro, &relay);
-    assert_books(&gyro.data, &report);
-    drop(relay);
-    let _ = std::fs::remove_dir_all(&dir);
-}
-
 /// `gyro certs DIR/certs` with a client certificate for the relay;
 /// returns the certificate directory.
 fn relay_certs(dir: &Path) -> PathBuf {
@@ -620,73 +577,136 @@ fn relay_certs(dir: &Path) -> PathBuf {
 }
 
 /// gyro's `[tls]` listener on `port` with the certificates in `certs`,
-/// client certificates required.
-fn tls_section(certs: &Path, port: u16) -> String {
+/// client certificates required, TLS `min_version` or later.
+fn tls_section(certs: &Path, port: u16, min_version: &str) -> String {
     format!(
         "[tls]\nlisten = [\"127.0.0.1:{port}\"]\ncert = \"{c}/server.pem\"\n\
-         key = \"{c}/server.key\"\nclient_ca = \"{c}/ca.pem\"\nclient_auth = \"required\"\n",
+         key = \"{c}/server.key\"\nclient_ca = \"{c}/ca.pem\"\nclient_auth = \"required\"\n\
+         min_version = \"{min_version}\"\n",
         c = certs.display()
     )
 }
 
-#[test]
-fn gy_through_a_freediameter_relay_over_tls() {
-    let Some(ext) = freediameter("gy_through_a_freediameter_relay_over_tls") else {
+/// The link from the relay to gyro in [`through_a_relay`].
+#[derive(Clone, Copy, PartialEq)]
+enum Case {
+    /// Plain TCP. gyro's watchdog is slow (30 s), freeDiameterd's fast
+    /// (Tw 6 s, +/- 2 s of jitter): on the idle link the DWRs come from
+    /// freeDiameterd and gyro answers them.
+    Tcp,
+    /// TLS 1.3 (gyro accepts nothing older; GnuTLS's default priorities).
+    /// Here gyro's watchdog is the fast one (6 s) and freeDiameterd's
+    /// slow (12 s, +/- 2 s): gyro sends the DWRs, freeDiameterd answers.
+    Tls13,
+    /// TLS 1.2 (freeDiameterd's GnuTLS offers nothing else); no watchdog
+    /// wait.
+    Tls12,
+}
+
+/// gyro load -> freeDiameterd -> gyro serve over `case`, `REQUESTS`
+/// requests: every one answered 2001, counted alike by gyro load, the
+/// relay and gyro; the watchdog (per `case`); DPR when gyro stops; the
+/// CDRs and the ledger.
+fn through_a_relay(test: &str, case: Case) {
+    let Some(ext) = freediameter(test) else {
         return;
     };
-    let dir = scratch("fd-tls");
-    let certs = relay_certs(&dir);
-    // Here gyro's watchdog is the fast one (6 s) and freeDiameterd's slow
-    // (12 s, +/- 2 s): on the idle link gyro sends the DWRs and
-    // freeDiameterd answers them, over TLS.
-    let mut gyro = Gyro::start(&dir, 6.0, |port| tls_section(&certs, port));
-    let relay = Relay::start(
-        &dir,
-        "relay",
-        &ext,
-        RELAY,
-        12,
-        gyro.tls_port,
-        link_tls(&certs),
-    );
+    let dir = scratch(test);
+    let certs = (case != Case::Tcp).then(|| relay_certs(&dir));
+    let (gyro_watchdog, relay_tw) = match case {
+        Case::Tcp => (30.0, 6),
+        Case::Tls13 => (6.0, 12),
+        Case::Tls12 => (30.0, 30),
+    };
+    let mut gyro = Gyro::start(&dir, gyro_watchdog, |port| match (&certs, case) {
+        (Some(c), Case::Tls13) => tls_section(c, port, "1.3"),
+        (Some(c), _) => tls_section(c, port, "1.2"),
+        (None, _) => String::new(),
+    });
+    let (gyro_port, link) = match &certs {
+        None => (gyro.plain_port, Link::Tcp),
+        Some(c) => (
+            gyro.tls_port,
+            Link::Tls {
+                certs: c,
+                file: "relay",
+                prio: (case == Case::Tls12).then_some("NORMAL:-VERS-ALL:+VERS-TLS1.2"),
+            },
+        ),
+    };
+    let relay = Relay::start(&dir, "relay", &ext, RELAY, relay_tw, gyro_port, link);
     let peer = wait_open(&gyro, &relay);
     assert_eq!(peer["origin_realm"], "gyro.test");
-    // TLS at connect (GnuTLS verified gyro's certificate for
-    // ocs.gyro.test; gyro required the relay's client certificate and
-    // found relay.gyro.test in it).
+    // Over TLS, the handshake came first (GnuTLS verified gyro's
+    // certificate for ocs.gyro.test; gyro required the relay's client
+    // certificate and found relay.gyro.test in it), then the CER.
+    let transport = if case == Case::Tcp {
+        "TCP,soc"
+    } else {
+        "TCP,TLS,soc"
+    };
     assert_eq!(
-        relay.count(&["Connected to 'ocs.gyro.test' (TCP,TLS,soc"]),
+        relay.count(&[&format!("Connected to 'ocs.gyro.test' ({transport}")]),
         1,
-        "TLS to gyro: {}",
+        "{transport} to gyro: {}",
         tail(&relay.log, 20)
     );
 
     let report = load_through(&relay, REQUESTS);
     assert_all_answered(&report);
     assert_relayed(&relay, REQUESTS);
+    // gyro saw one peer, the relay, carry every request: gyro load's
+    // own identities never reached it.
     let peers = gyro.peers();
     assert_eq!(peers.len(), 1, "{peers:?}");
     assert_eq!(peers[0]["origin_host"], RELAY);
     assert_eq!(peers[0]["requests"], REQUESTS, "{peers:?}");
     assert_eq!(peers[0]["answers"], REQUESTS, "{peers:?}");
 
-    wait_for(
-        "gyro's DWR answered by freeDiameterd",
-        Duration::from_secs(40),
-        || {
-            relay.count(&["RCV from 'ocs.gyro.test'", "0/280 f:R"]) >= 1
-                && relay.count(&["SND to 'ocs.gyro.test'", "Device-Watchdog-Answer"]) >= 1
-        },
-        || context(&gyro, &relay),
-    );
-    let still = gyro.open_peer(RELAY).expect("the relay's link still open");
-    assert_eq!(still["connected_since"], peer["connected_since"]);
+    let watchdog: Option<(&str, [&str; 2], [&str; 2])> = match case {
+        Case::Tcp => Some((
+            "freeDiameterd's DWR answered by gyro",
+            ["SND to 'ocs.gyro.test'", "Device-Watchdog-Request"],
+            ["RCV from 'ocs.gyro.test'", "0/280 f:-"],
+        )),
+        Case::Tls13 => Some((
+            "gyro's DWR answered by freeDiameterd",
+            ["RCV from 'ocs.gyro.test'", "0/280 f:R"],
+            ["SND to 'ocs.gyro.test'", "Device-Watchdog-Answer"],
+        )),
+        Case::Tls12 => None,
+    };
+    if let Some((what, request, answer)) = watchdog {
+        wait_for(
+            what,
+            Duration::from_secs(40),
+            || relay.count(&request) >= 1 && relay.count(&answer) >= 1,
+            || context(&gyro, &relay),
+        );
+        let still = gyro.open_peer(RELAY).expect("the relay's link still open");
+        assert_eq!(still["connected_since"], peer["connected_since"]);
+    }
     assert_eq!(relay.count(&["Connected to 'ocs.gyro.test'"]), 1);
 
     stop_and_check_dpr(&mut gyro, &relay);
     assert_books(&gyro.data, &report);
     drop(relay);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn gy_through_a_freediameter_relay_over_tcp() {
+    through_a_relay("gy_through_a_freediameter_relay_over_tcp", Case::Tcp);
+}
+
+#[test]
+fn gy_through_a_freediameter_relay_over_tls_1_3() {
+    through_a_relay("gy_through_a_freediameter_relay_over_tls_1_3", Case::Tls13);
+}
+
+#[test]
+fn gy_through_a_freediameter_relay_over_tls_1_2() {
+    through_a_relay("gy_through_a_freediameter_relay_over_tls_1_2", Case::Tls12);
 }
 
 #[test]
@@ -701,7 +721,7 @@ fn gyro_refuses_a_relay_whose_certificate_does_not_name_it() {
     let gyro = Gyro::start(&dir, 30.0, |port| {
         format!(
             "[[peers.identity]]\norigin_host = \"{RELAY}\"\nsan = \"pinned.gyro.test\"\n{}",
-            tls_section(&certs, port)
+            tls_section(&certs, port, "1.2")
         )
     });
     let relay = Relay::start(
