@@ -398,8 +398,8 @@ fn wait_open(gyro: &Gyro, relay: &Relay) -> Value {
     gyro.open_peer(RELAY).unwrap()
 }
 
-/// Runs `gyro load` for `REQUESTS` data-session requests against the
-/// relay on two connections; returns its JSON report.
+/// Runs `gyro load` for `count` requests of data sessions against the
+/// relay, on two connections; returns its JSON report.
 fn load_through(relay: &Relay, count: u64) -> Value {
     let target = format!("127.0.0.1:{}", relay.port);
     let n = count.to_string();
