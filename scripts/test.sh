@@ -18,6 +18,11 @@ command -v tshark >/dev/null 2>&1 || need_apt+=(tshark)
 command -v text2pcap >/dev/null 2>&1 || need_apt+=(wireshark-common)
 # promtool (Prometheus's own checker) validates the admin API's /metrics.
 command -v promtool >/dev/null 2>&1 || need_apt+=(prometheus)
+# freeDiameterd (an independent Diameter stack in C, TLS by GnuTLS) relays
+# gyro load's requests to gyro serve in the freeDiameter interop tests;
+# they need its dictionary, routing and ACL extensions too.
+command -v freeDiameterd >/dev/null 2>&1 || need_apt+=(freediameterd)
+[ -e /usr/lib/freeDiameter/dict_dcca_3gpp.fdx ] || need_apt+=(freediameter-extensions)
 if ((${#need_apt[@]})); then
     step "installing ${need_apt[*]}"
     SUDO="$SUDO_CMD"
