@@ -6,9 +6,7 @@
 
 use crate::accounts::{Account, AccountStatus, Bundle, SharedSubscriptionId, SubscriptionId};
 use crate::error::{Error, Result};
-use crate::session::{
-    BundleHold, BundleHolds, RatingContext, Reservation, Reservations, Session,
-};
+use crate::session::{BundleHold, BundleHolds, RatingContext, Reservation, Reservations, Session};
 use crate::tariff::Currency;
 use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};

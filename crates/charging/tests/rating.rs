@@ -717,7 +717,9 @@ fn a_handover_prices_the_usage_before_it_at_the_old_zone_and_new_grants_at_the_n
     assert_eq!(a.mscc[0].granted.unwrap().total_octets, Some(5_000_000));
     assert_eq!(e.account(AccountId(1)).unwrap().reserved, 2500);
     assert_eq!(
-        context_of(&e, "hand").visited.map(|d| d.as_str().to_string()),
+        context_of(&e, "hand")
+            .visited
+            .map(|d| d.as_str().to_string()),
         Some("26201".to_string())
     );
     // Roaming on, no location sent: the EU price.
