@@ -1388,4 +1388,28 @@ mod tests {
             Err(DecodeError::VarintOverflow { at: 1 })
         );
     }
+
+    #[test]
+    fn a_session_context_is_digits_or_a_decode_error() {
+        let e = Effect::SessionContextChanged {
+            session: SessionKey(7),
+            context: RatingContext {
+                called: Digits::new(b"46900123456"),
+                visited: None,
+            },
+        };
+        let mut out = Vec::new();
+        encode_effect(&mut out, &e);
+        assert_eq!(out[..4], [17, 7, 1, 11]);
+        assert_eq!(Decoder::new(&out).effect(), Ok(e));
+        // Not digits: refused where the string starts.
+        let bad = [17, 7, 1, 3, b'4', b'x', b'6', 0];
+        assert_eq!(
+            Decoder::new(&bad).effect(),
+            Err(DecodeError::OutOfRange {
+                what: "rating context digits",
+                at: 3
+            })
+        );
+    }
 }
