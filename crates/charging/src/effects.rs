@@ -6,7 +6,7 @@
 
 use crate::accounts::{Account, AccountStatus, Bundle, SharedSubscriptionId, SubscriptionId};
 use crate::error::{Error, Result};
-use crate::session::{BundleHold, BundleHolds, Reservation, Reservations, Session};
+use crate::session::{BundleHold, BundleHolds, RatingContext, Reservation, Reservations, Session};
 use crate::tariff::Currency;
 use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
@@ -46,6 +46,16 @@ pub enum Effect {
         at: Timestamp,
         /// New Tcc deadline.
         supervision_until: Timestamp,
+    },
+    /// What a session is rated by (its called party, its visited
+    /// network) set: after [`Effect::SessionOpened`] when the CCR-Initial
+    /// carries it, and when a later request of the session carries a new
+    /// value.
+    SessionContextChanged {
+        /// Engine handle.
+        session: SessionKey,
+        /// The session's context from now on.
+        context: RatingContext,
     },
     /// A session closed; it must hold no reservation.
     SessionClosed {
@@ -323,6 +333,7 @@ impl Ledger {
                         supervision_until: *supervision_until,
                         last_request_number: 0,
                         reservations: Reservations::new(),
+                        context: RatingContext::default(),
                     },
                 );
                 self.session_index.insert(Arc::clone(session_id), *session);
@@ -341,6 +352,12 @@ impl Ledger {
                 s.last_request_number = *request_number;
                 s.last_seen = *at;
                 s.supervision_until = *supervision_until;
+            }
+            Effect::SessionContextChanged { session, context } => {
+                self.sessions
+                    .get_mut(session)
+                    .ok_or(Error::Replay("unknown session"))?
+                    .context = *context;
             }
             Effect::SessionClosed { session } => {
                 let s = self

@@ -126,7 +126,7 @@ pub use error::{Error, Result};
 pub use rating::quote::{Quote, QuotePart, QuoteRequest};
 pub use rating::{Choice, Location, Plan, PlanSpec, RatingError, DEFAULT_PLAN};
 pub use request::{CcRequest, Mscc, RequestType, RequestedAction};
-pub use session::{Reservation, Session};
+pub use session::{Digits, RatingContext, Reservation, Session};
 pub use tariff::{
     Catalog, Currency, FinalUnitAction, FinalUnitIndication, HourWindow, RedirectAddressType,
     RedirectServer, Rounding, Tariff, Weekday, ZeroRated,

@@ -75,6 +75,11 @@ pub struct Session {
     pub last_request_number: u32,
     /// Open reservations, one per rating key.
     pub reservations: Reservations,
+    /// The called party and visited network the session is rated by:
+    /// from its CCR-Initial, replaced by a later request that carries a
+    /// new one ([`crate::Effect::SessionContextChanged`]).
+    #[serde(default, skip_serializing_if = "RatingContext::is_empty")]
+    pub context: RatingContext,
 }
 
 impl Session {
@@ -85,5 +90,130 @@ impl Session {
     /// Money held by all reservations.
     pub fn reserved_money(&self) -> i64 {
         self.reservations.iter().map(|r| r.money).sum()
+    }
+}
+
+/// Most digits [`Digits`] holds: as many as destination prefixes compare
+/// ([`crate::rating::prefix::MAX_DIGITS`]).
+pub const MAX_CONTEXT_DIGITS: usize = crate::rating::prefix::MAX_DIGITS;
+
+/// Up to [`MAX_CONTEXT_DIGITS`] decimal digits, held inline (no heap):
+/// the digits a called party dials, or a visited network's MCC and MNC.
+/// Serialised as a string of digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Digits {
+    len: u8,
+    digits: [u8; MAX_CONTEXT_DIGITS],
+}
+
+impl Digits {
+    /// `digits` (ASCII), when they are all decimal digits and at most
+    /// [`MAX_CONTEXT_DIGITS`] of them.
+    pub fn new(digits: &[u8]) -> Option<Self> {
+        if digits.len() > MAX_CONTEXT_DIGITS || !digits.iter().all(u8::is_ascii_digit) {
+            return None;
+        }
+        let mut d = Digits {
+            len: digits.len() as u8,
+            digits: [0; MAX_CONTEXT_DIGITS],
+        };
+        d.digits[..digits.len()].copy_from_slice(digits);
+        Some(d)
+    }
+
+    /// The digits a called-party address dials
+    /// ([`crate::rating::prefix::dialled_digits`]: the first
+    /// [`MAX_CONTEXT_DIGITS`], all that destinations look at).
+    pub fn dialled(address: &str) -> Self {
+        let mut digits = [0; MAX_CONTEXT_DIGITS];
+        let len = crate::rating::prefix::dialled_digits(address, &mut digits) as u8;
+        Digits { len, digits }
+    }
+
+    /// A visited network's MCC and MNC digits; empty when `plmn` is not
+    /// digits (it is then in no zone).
+    pub fn plmn(plmn: &str) -> Self {
+        Digits::new(plmn.as_bytes()).unwrap_or_default()
+    }
+
+    /// The digits, ASCII.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.digits[..usize::from(self.len)]
+    }
+
+    /// The digits as a string.
+    pub fn as_str(&self) -> &str {
+        // Only ASCII digits are ever stored.
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
+    }
+
+    /// Whether there are no digits.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+impl std::fmt::Debug for Digits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.as_str())
+    }
+}
+
+impl Serialize for Digits {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl<'de> Deserialize<'de> for Digits {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Digits::new(s.as_bytes()).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "expected at most {MAX_CONTEXT_DIGITS} decimal digits"
+            ))
+        })
+    }
+}
+
+/// What a session is rated by besides its service: the digits its called
+/// party dials (Ro: IMS-Information Called-Party-Address, SMS-Information
+/// recipient) and its visited network (3GPP-SGSN-MCC-MNC, or the PLMN of
+/// 3GPP-User-Location-Info), as last carried. Gateways send
+/// Service-Information in the CCR-Initial and again only when it changes
+/// (3GPP TS 32.299), so a session remembers it. The raw digits are kept,
+/// not the destination or zone they fall in, so a session rates by the
+/// destinations and zones of the configuration in force.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct RatingContext {
+    /// The called party's digits; none: never carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub called: Option<Digits>,
+    /// The visited network's MCC and MNC digits; none: never carried.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub visited: Option<Digits>,
+}
+
+impl RatingContext {
+    /// What a request carries: its called party and visited network
+    /// (each empty string: not carried).
+    pub fn carried(called_party: &str, visited_plmn: &str) -> Self {
+        RatingContext {
+            called: (!called_party.is_empty()).then(|| Digits::dialled(called_party)),
+            visited: (!visited_plmn.is_empty()).then(|| Digits::plmn(visited_plmn)),
+        }
+    }
+
+    /// Whether nothing was ever carried.
+    pub fn is_empty(&self) -> bool {
+        self.called.is_none() && self.visited.is_none()
+    }
+
+    /// This context with what `newer` carries put in its place.
+    pub fn updated(self, newer: RatingContext) -> Self {
+        RatingContext {
+            called: newer.called.or(self.called),
+            visited: newer.visited.or(self.visited),
+        }
     }
 }

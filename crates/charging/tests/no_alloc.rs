@@ -2,7 +2,9 @@
 //! a counting global allocator: at most one per CCR-Update and CCR-Event;
 //! a whole session (CCR-I, U, T) at most two, all in the CCR-Initial (its
 //! Session-Id, shared by the journaled effect, the open session and the
-//! Session-Id index), none in its CCR-Updates and CCR-Terminate.
+//! Session-Id index), none in its CCR-Updates and CCR-Terminate. The
+//! session's rating context (its visited network) is held inline: a
+//! session that carries one, or moves to another, allocates no more.
 
 use gyro_charging::*;
 
@@ -125,9 +127,17 @@ fn a_warm_engine_allocates_at_most_once_per_ccr_update() {
     r = request(RequestType::Update, "pgw.example;1;1", 0);
     // Warm up past the answers' time to live (one request a second), so
     // the duplicate index recycles its slots.
+    // Every other update carries a visited network, a new one each time
+    // (a handover: the session's rating context moves).
     let mut update = |w: &mut Warm| {
         r.request_number += 1;
         w.now = w.now.plus_secs(1);
+        r.visited_plmn.clear();
+        match r.request_number % 4 {
+            1 => r.visited_plmn.push_str("26201"),
+            3 => r.visited_plmn.push_str("20801"),
+            _ => {}
+        }
         w.send(&mut r);
     };
     w.per_request(1_000, &mut update);
@@ -152,6 +162,11 @@ fn a_whole_session_allocates_at_most_twice_all_in_its_ccr_initial() {
             request(RequestType::Update, &sid, 1),
             request(RequestType::Termination, &sid, 2),
         ];
+        // A roaming session: its CCR-Initial and CCR-Update carry the
+        // visited network (the session remembers it), its CCR-Terminate
+        // does not.
+        reqs[0].visited_plmn = "26201".into();
+        reqs[1].visited_plmn = "26201".into();
         w.now = w.now.plus_secs(1);
         // Supervision timers of closed sessions fall due and are dropped,
         // as the runtime's periodic tick does.

@@ -31,6 +31,21 @@ default_quota = 1000000
 validity_time = 60
 final_unit = { action = "terminate" }
 
+[zones]
+eu = ["262"]
+
+[[tariff]]
+name = "rg10-roaming"
+service_context = "32251@3gpp.org"
+rating_group = 10
+zone = "eu"
+unit = "octets"
+price = 40
+per = 1000000
+increment = 1000
+default_quota = 500000
+validity_time = 60
+
 [[tariff]]
 name = "rg20"
 service_context = "32251@3gpp.org"
@@ -98,17 +113,25 @@ subscribers = ["e164:4"]
 
 const RGS: [u32; 4] = [10, 20, 30, 40];
 
+/// Visited networks a request may carry: none, one in the zone with its
+/// own rate for rating group 10, one in no zone.
+const VISITED: [&str; 3] = ["", "26201", "24001"];
+
 #[derive(Clone, Debug)]
 enum Op {
     Initial {
         slot: usize,
         account: u8,
         rgs: Vec<(usize, Option<u64>)>,
+        /// The visited network carried ([`VISITED`]).
+        visited: usize,
     },
     Update {
         slot: usize,
         reports: Vec<(usize, u64, bool)>,
         skip: u32,
+        /// The visited network carried ([`VISITED`]): none, or a move.
+        visited: usize,
     },
     Terminate {
         slot: usize,
@@ -141,10 +164,10 @@ enum Op {
 fn op() -> impl Strategy<Value = Op> {
     let rg = 0usize..RGS.len();
     prop_oneof![
-        3 => (0usize..6, 1u8..=5, prop::collection::vec((rg.clone(), prop::option::of(0u64..3_000_000)), 0..4))
-            .prop_map(|(slot, account, rgs)| Op::Initial { slot, account, rgs }),
-        6 => (0usize..6, prop::collection::vec((rg.clone(), 0u64..2_500_000, any::<bool>()), 0..4), 0u32..2)
-            .prop_map(|(slot, reports, skip)| Op::Update { slot, reports, skip }),
+        3 => (0usize..6, 1u8..=5, prop::collection::vec((rg.clone(), prop::option::of(0u64..3_000_000)), 0..4), 0..VISITED.len())
+            .prop_map(|(slot, account, rgs, visited)| Op::Initial { slot, account, rgs, visited }),
+        6 => (0usize..6, prop::collection::vec((rg.clone(), 0u64..2_500_000, any::<bool>()), 0..4), 0u32..2, prop_oneof![3 => Just(0), 1 => 1..VISITED.len()])
+            .prop_map(|(slot, reports, skip, visited)| Op::Update { slot, reports, skip, visited }),
         2 => (0usize..6, prop::collection::vec((rg, 0u64..2_000_000), 0..3))
             .prop_map(|(slot, reports)| Op::Terminate { slot, reports }),
         2 => (1u8..=5, 0u8..5, 0u64..4).prop_map(|(account, action, units)| Op::Event { account, action, units }),
@@ -255,10 +278,16 @@ impl World {
 
     fn step(&mut self, op: Op) {
         match op {
-            Op::Initial { slot, account, rgs } => {
+            Op::Initial {
+                slot,
+                account,
+                rgs,
+                visited,
+            } => {
                 self.next_session += 1;
                 let sid = format!("gw;{};{}", self.next_session, slot);
                 let mut r = self.request(sid.clone(), RequestType::Initial, 0);
+                r.visited_plmn = VISITED[visited].into();
                 r.subscription_ids = vec![SubscriptionId::e164(account.to_string())];
                 r.mscc = rgs
                     .into_iter()
@@ -279,6 +308,7 @@ impl World {
                 slot,
                 reports,
                 skip,
+                visited,
             } => {
                 let Some((sid, n)) = self.slots[slot].clone() else {
                     return;
@@ -286,6 +316,7 @@ impl World {
                 let number = n + 1 + skip;
                 self.slots[slot] = Some((sid.clone(), number));
                 let mut r = self.request(sid, RequestType::Update, number);
+                r.visited_plmn = VISITED[visited].into();
                 r.mscc = reports
                     .into_iter()
                     .map(|(i, used, more)| Mscc {

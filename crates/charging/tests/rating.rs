@@ -596,6 +596,260 @@ fn accounts_created_with_a_plan_journal_it_and_refuse_a_mismatch() {
     assert_eq!(fresh.account(AccountId(10)), e.account(AccountId(10)));
 }
 
+/// Like [`run`], journaling the effects.
+fn run_journaled(
+    e: &mut TestEngine,
+    r: &CcRequest,
+    now: Timestamp,
+    journal: &mut Vec<Effect>,
+) -> (CcAnswer, Vec<Cdr>) {
+    let mut out = Output::default();
+    let a = e.handle_request(r, now, &mut out);
+    check_invariants(e);
+    journal.extend(out.effects.iter().cloned());
+    (a, out.cdrs.iter().cloned().collect())
+}
+
+/// The rating context of the open session `sid`.
+fn context_of(e: &Engine, sid: &str) -> RatingContext {
+    e.ledger()
+        .sessions
+        .values()
+        .find(|s| &*s.session_id == sid)
+        .expect("open session")
+        .context
+}
+
+#[test]
+fn a_premium_call_whose_updates_carry_no_called_party_stays_at_the_premium_rate() {
+    let mut e = engine();
+    let mut r = request("prem", RequestType::Initial, 0, "4670001", VOICE);
+    r.called_party = "tel:+46900123456".into();
+    r.mscc = vec![mscc(None, Some(ServiceUnits::default()), None)];
+    let (a, _) = run(&mut e, &r, utc("2026-01-15T12:00:00Z"));
+    assert_eq!(a.result_code, 2001);
+    // CCR-Update and CCR-Terminate without IMS-Information.
+    let mut u = request("prem", RequestType::Update, 1, "", VOICE);
+    u.mscc = vec![mscc(None, Some(ServiceUnits::default()), Some(seconds(5)))];
+    let (a, cdrs) = run(&mut e, &u, utc("2026-01-15T12:00:05Z"));
+    assert_eq!(a.result_code, 2001);
+    assert_eq!(
+        (
+            cdrs[0].rate.as_str(),
+            cdrs[0].destination.as_str(),
+            cdrs[0].amount
+        ),
+        ("voice-premium", "premium", 300)
+    );
+    // The new grant is premium too: its time threshold is sent.
+    assert_eq!(a.mscc[0].time_quota_threshold, Some(30));
+    let mut t = request("prem", RequestType::Termination, 2, "", VOICE);
+    t.mscc = vec![mscc(None, None, Some(seconds(30)))];
+    let (_, cdrs) = run(&mut e, &t, utc("2026-01-15T12:00:35Z"));
+    assert_eq!(
+        (
+            cdrs[0].rate.as_str(),
+            cdrs[0].destination.as_str(),
+            cdrs[0].amount
+        ),
+        ("voice-premium", "premium", 150)
+    );
+    assert_eq!(debited(&e, 1), 450);
+}
+
+#[test]
+fn a_roaming_session_whose_updates_carry_no_location_stays_at_the_roaming_price() {
+    let mut e = engine();
+    let mut r = request("roamu", RequestType::Initial, 0, "4670001", DATA);
+    r.visited_plmn = "26201".into();
+    r.mscc = vec![mscc(Some(10), Some(ServiceUnits::default()), None)];
+    run(&mut e, &r, utc("2026-01-15T12:00:00Z"));
+    let mut u = request("roamu", RequestType::Update, 1, "", DATA);
+    u.mscc = vec![mscc(
+        Some(10),
+        Some(ServiceUnits::default()),
+        Some(octets(1_000_000)),
+    )];
+    let (a, cdrs) = run(&mut e, &u, utc("2026-01-15T12:05:00Z"));
+    assert_eq!(
+        (cdrs[0].rate.as_str(), cdrs[0].zone.as_str(), cdrs[0].amount),
+        ("data-roaming-eu", "eu", 500)
+    );
+    // Granted at the roaming rate's quota, and held at its price.
+    assert_eq!(a.mscc[0].granted.unwrap().total_octets, Some(5_000_000));
+    assert_eq!(e.account(AccountId(1)).unwrap().reserved, 2500);
+    let mut t = request("roamu", RequestType::Termination, 2, "", DATA);
+    t.mscc = vec![mscc(Some(10), None, Some(octets(2_000_000)))];
+    let (_, cdrs) = run(&mut e, &t, utc("2026-01-15T12:10:00Z"));
+    assert_eq!(
+        (cdrs[0].rate.as_str(), cdrs[0].zone.as_str(), cdrs[0].amount),
+        ("data-roaming-eu", "eu", 1000)
+    );
+    assert_eq!(debited(&e, 1), 1500);
+}
+
+#[test]
+fn a_handover_prices_the_usage_before_it_at_the_old_zone_and_new_grants_at_the_new_one() {
+    let mut e = engine();
+    let mut journal = Vec::new();
+    // Opened at home (a network in no zone): the day rate.
+    let mut r = request("hand", RequestType::Initial, 0, "4670001", DATA);
+    r.visited_plmn = "24001".into();
+    r.mscc = vec![mscc(Some(10), Some(ServiceUnits::default()), None)];
+    let (a, _) = run_journaled(&mut e, &r, utc("2026-01-15T12:00:00Z"), &mut journal);
+    assert_eq!(a.mscc[0].granted.unwrap().total_octets, Some(10_000_000));
+    // Into Germany: the 2 MB reported were used at home (granted there);
+    // the new grant is at the EU roaming price.
+    let mut u = request("hand", RequestType::Update, 1, "", DATA);
+    u.visited_plmn = "26201".into();
+    let mut m = mscc(
+        Some(10),
+        Some(ServiceUnits::default()),
+        Some(octets(2_000_000)),
+    );
+    m.reporting_reason = Some(6); // RATING_CONDITION_CHANGE
+    u.mscc = vec![m];
+    let (a, cdrs) = run_journaled(&mut e, &u, utc("2026-01-15T12:05:00Z"), &mut journal);
+    assert_eq!(
+        (cdrs[0].rate.as_str(), cdrs[0].zone.as_str(), cdrs[0].amount),
+        ("data-day", "", 200)
+    );
+    assert_eq!(a.mscc[0].granted.unwrap().total_octets, Some(5_000_000));
+    assert_eq!(e.account(AccountId(1)).unwrap().reserved, 2500);
+    assert_eq!(
+        context_of(&e, "hand")
+            .visited
+            .map(|d| d.as_str().to_string()),
+        Some("26201".to_string())
+    );
+    // Roaming on, no location sent: the EU price.
+    let mut u2 = request("hand", RequestType::Update, 2, "", DATA);
+    u2.mscc = vec![mscc(
+        Some(10),
+        Some(ServiceUnits::default()),
+        Some(octets(1_000_000)),
+    )];
+    let (_, cdrs) = run_journaled(&mut e, &u2, utc("2026-01-15T12:10:00Z"), &mut journal);
+    assert_eq!(
+        (cdrs[0].rate.as_str(), cdrs[0].zone.as_str(), cdrs[0].amount),
+        ("data-roaming-eu", "eu", 500)
+    );
+    // Back home: the last roaming usage at the EU price, then the day
+    // rate's grant.
+    let mut u3 = request("hand", RequestType::Update, 3, "", DATA);
+    u3.visited_plmn = "24001".into();
+    u3.mscc = vec![mscc(
+        Some(10),
+        Some(ServiceUnits::default()),
+        Some(octets(1_000_000)),
+    )];
+    let (a, cdrs) = run_journaled(&mut e, &u3, utc("2026-01-15T12:15:00Z"), &mut journal);
+    assert_eq!(
+        (cdrs[0].rate.as_str(), cdrs[0].zone.as_str(), cdrs[0].amount),
+        ("data-roaming-eu", "eu", 500)
+    );
+    assert_eq!(a.mscc[0].granted.unwrap().total_octets, Some(10_000_000));
+    assert_eq!(e.account(AccountId(1)).unwrap().reserved, 1000);
+    // The moves replay from the journal.
+    let mut fresh = ChargingConfig::from_toml_str(CONFIG)
+        .unwrap()
+        .build_engine()
+        .unwrap();
+    for ef in &journal {
+        fresh.apply(ef).unwrap();
+    }
+    assert_eq!(fresh.ledger(), e.ledger());
+}
+
+#[test]
+fn a_restart_from_a_snapshot_or_the_journal_keeps_the_sessions_rating_context() {
+    let mut e = engine();
+    let mut journal = Vec::new();
+    let t0 = utc("2026-01-15T12:00:00Z");
+    let mut r = request("ctxroam", RequestType::Initial, 0, "4670001", DATA);
+    r.visited_plmn = "20801".into();
+    r.mscc = vec![mscc(Some(10), Some(ServiceUnits::default()), None)];
+    run_journaled(&mut e, &r, t0, &mut journal);
+    let mut v = request("ctxcall", RequestType::Initial, 0, "4670001", VOICE);
+    v.called_party = "sip:+46939000111@ims.example;user=phone".into();
+    v.mscc = vec![mscc(None, Some(ServiceUnits::default()), None)];
+    run_journaled(&mut e, &v, t0, &mut journal);
+    assert!(journal
+        .iter()
+        .any(|ef| matches!(ef, Effect::SessionContextChanged { .. })));
+
+    // From a snapshot, through its serialised form.
+    let text = serde_json::to_string(&e.snapshot()).unwrap();
+    let from_snapshot = e.restart(serde_json::from_str(&text).unwrap(), t0);
+    // From the journal.
+    let mut from_journal: TestEngine = ChargingConfig::from_toml_str(CONFIG)
+        .unwrap()
+        .build_engine()
+        .unwrap()
+        .into();
+    for ef in &journal {
+        from_journal.apply(ef).unwrap();
+    }
+    for mut restarted in [from_snapshot, from_journal] {
+        assert_eq!(restarted.ledger(), e.ledger());
+        assert_eq!(
+            context_of(&restarted, "ctxcall")
+                .called
+                .map(|d| d.as_str().to_string()),
+            Some("46939000111".to_string())
+        );
+        let mut u = request("ctxroam", RequestType::Update, 1, "", DATA);
+        u.mscc = vec![mscc(
+            Some(10),
+            Some(ServiceUnits::default()),
+            Some(octets(1_000_000)),
+        )];
+        let (_, cdrs) = run(&mut restarted, &u, utc("2026-01-15T12:05:00Z"));
+        assert_eq!(
+            (cdrs[0].rate.as_str(), cdrs[0].zone.as_str(), cdrs[0].amount),
+            ("data-roaming-eu", "eu", 500)
+        );
+        let mut t = request("ctxcall", RequestType::Termination, 1, "", VOICE);
+        t.mscc = vec![mscc(None, None, Some(seconds(10)))];
+        let (_, cdrs) = run(&mut restarted, &t, utc("2026-01-15T12:00:10Z"));
+        assert_eq!(
+            (
+                cdrs[0].rate.as_str(),
+                cdrs[0].destination.as_str(),
+                cdrs[0].amount
+            ),
+            ("voice-premium", "premium", 300)
+        );
+    }
+}
+
+#[test]
+fn a_snapshot_written_before_sessions_had_a_rating_context_still_reads() {
+    let mut e = engine();
+    let mut r = request("old", RequestType::Initial, 0, "4670001", DATA);
+    r.visited_plmn = "26201".into();
+    r.mscc = vec![mscc(Some(10), Some(ServiceUnits::default()), None)];
+    run(&mut e, &r, utc("2026-01-15T12:00:00Z"));
+    let mut v = serde_json::to_value(e.snapshot()).unwrap();
+    let text = v.to_string();
+    assert!(text.contains("\"context\""), "{text}");
+    // The snapshot as written before: no `context` in its sessions.
+    fn strip(v: &mut serde_json::Value) {
+        match v {
+            serde_json::Value::Object(m) => {
+                m.remove("context");
+                m.values_mut().for_each(strip);
+            }
+            serde_json::Value::Array(a) => a.iter_mut().for_each(strip),
+            _ => {}
+        }
+    }
+    strip(&mut v);
+    let old: Snapshot = serde_json::from_value(v).unwrap();
+    let restarted = e.restart(old, utc("2026-01-15T12:00:00Z"));
+    assert!(context_of(&restarted, "old").is_empty());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 

@@ -367,7 +367,9 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     };
 
     // A voice call to a premium number: 300 s granted with a 30 s
-    // threshold; 5 s cost the first minute, 30 s more by the second.
+    // threshold; 5 s cost the first minute, 30 s more by the second. Only
+    // the CCR-Initial carries IMS-Information (as gateways send it): the
+    // session remembers the called party.
     let called = "tel:+46900123456";
     let mut r = request("gw;voice;1", RequestType::Initial, 0, VOICE);
     r.called_party = called.into();
@@ -384,7 +386,6 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
         (RequestType::Termination, 2, 30, false),
     ] {
         let mut r = request("gw;voice;1", kind, n, VOICE);
-        r.called_party = called.into();
         r.mscc = vec![mscc(None, more, Some(seconds(used)))];
         assert_eq!(result_code(&peer.send(&r)), Some(2001));
     }
@@ -414,15 +415,29 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     t.mscc = vec![mscc(Some(10), false, Some(octets(1_000_000)))];
     assert_eq!(result_code(&peer.send(&t)), Some(2001));
 
-    // Roaming in Germany: the zone's rate.
+    // Roaming in Germany: the zone's rate. Only the CCR-Initial carries
+    // PS-Information with 3GPP-SGSN-MCC-MNC; the CCR-Update and
+    // CCR-Terminate are rated by the zone the session remembers.
     for (kind, n, used) in [
         (RequestType::Initial, 0, None),
-        (RequestType::Termination, 1, Some(octets(2_000_000))),
+        (RequestType::Update, 1, Some(octets(1_000_000))),
+        (RequestType::Termination, 2, Some(octets(2_000_000))),
     ] {
         let mut r = request("gw;roam;1", kind, n, DATA);
-        r.visited_plmn = "26201".into();
-        r.mscc = vec![mscc(Some(10), kind == RequestType::Initial, used)];
-        assert_eq!(result_code(&peer.send(&r)), Some(2001));
+        if kind == RequestType::Initial {
+            r.visited_plmn = "26201".into();
+        }
+        r.mscc = vec![mscc(Some(10), kind != RequestType::Termination, used)];
+        let cca = peer.send(&r);
+        assert_eq!(result_code(&cca), Some(2001));
+        if kind == RequestType::Update {
+            // The new grant is the roaming rate's quota.
+            let gsu = first_mscc(&cca).child(avp::GRANTED_SERVICE_UNIT).unwrap();
+            assert_eq!(
+                gsu.child(avp::CC_TOTAL_OCTETS).and_then(|a| a.u64().ok()),
+                Some(5_000_000)
+            );
+        }
     }
 
     // An SMS to a premium number, per event.
@@ -540,10 +555,17 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
             ("data-night".into(), 50, None),
         ]
     );
-    assert_eq!(usage("gw;roam;1"), [("data-roaming-eu".into(), 1000, None)]);
+    assert_eq!(
+        usage("gw;roam;1"),
+        [
+            ("data-roaming-eu".into(), 500, None),
+            ("data-roaming-eu".into(), 1000, None)
+        ]
+    );
     assert!(cdrs
         .iter()
-        .any(|c| c["session_id"] == "gw;roam;1" && c["zone"] == "eu"));
+        .filter(|c| c["session_id"] == "gw;roam;1" && c["record_type"] == "usage")
+        .all(|c| c["zone"] == "eu"));
     assert_eq!(usage("smsc;1"), [("sms-premium".into(), 500, None)]);
     assert_eq!(usage("gw;flat;1"), [("flat-data".into(), 100, None)]);
     let (code, books, err) = support::gyro(&[

@@ -25,6 +25,7 @@
 //! | 14 | `CreditLimitChanged` | account, credit_limit |
 //! | 15 | `ToppedUpWithKey` | account, amount, key |
 //! | 16 | `PlanChanged` | account, plan? (string), currency? (code, exponent byte) |
+//! | 17 | `SessionContextChanged` | session, called? (digits, a string), visited? (digits, a string) |
 //!
 //! A bundle is id, unit, rating group count, rating groups, service id
 //! count, service ids, valid_from, valid_until, initial, remaining,
@@ -38,15 +39,16 @@
 //! destination, zone or tariff-change side is tag 65: the same fields, then
 //! plan, rate, destination and zone (strings, empty when absent) and the
 //! tariff-change side (0 none, 1 before, 2 after). Tags 16 and 65 came with
-//! price plans; journals written before them read unchanged.
+//! price plans, tag 17 with the sessions' rating context; journals written
+//! before them read unchanged.
 //!
 //! Decoding never panics: anything malformed is a [`DecodeError`] that
 //! names what was wrong and where.
 
 use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionId, SubscriptionType};
 use gyro_charging::{
-    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Currency, Effect, RatingKey, RecordType,
-    RequestedAction, SessionKey, TariffChangeUsage, Timestamp, UnitKind,
+    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Currency, Digits, Effect, RatingContext,
+    RatingKey, RecordType, RequestedAction, SessionKey, TariffChangeUsage, Timestamp, UnitKind,
 };
 
 /// Tag byte of a CDR record.
@@ -186,6 +188,19 @@ pub fn encode_effect(out: &mut Vec<u8>, e: &Effect) {
             out.push(u8::from(*multiple_services));
             put_u64(out, at.0);
             put_u64(out, supervision_until.0);
+        }
+        Effect::SessionContextChanged { session, context } => {
+            out.push(17);
+            put_u64(out, session.0);
+            for d in [context.called, context.visited] {
+                match d {
+                    None => out.push(0),
+                    Some(d) => {
+                        out.push(1);
+                        put_str(out, d.as_str());
+                    }
+                }
+            }
         }
         Effect::SessionTouched {
             session,
@@ -617,6 +632,20 @@ impl<'a> Decoder<'a> {
         })
     }
 
+    fn opt_digits(&mut self) -> Result<Option<Digits>, DecodeError> {
+        if !self.bool()? {
+            return Ok(None);
+        }
+        let at = self.pos;
+        let s = self.str()?;
+        Digits::new(s.as_bytes())
+            .map(Some)
+            .ok_or(DecodeError::OutOfRange {
+                what: "rating context digits",
+                at,
+            })
+    }
+
     fn key(&mut self) -> Result<RatingKey, DecodeError> {
         Ok(RatingKey {
             rating_group: self.opt_u32("rating group")?,
@@ -855,6 +884,13 @@ impl<'a> Decoder<'a> {
                     None
                 },
             },
+            17 => Effect::SessionContextChanged {
+                session: self.session()?,
+                context: RatingContext {
+                    called: self.opt_digits()?,
+                    visited: self.opt_digits()?,
+                },
+            },
             t => {
                 return Err(DecodeError::UnknownTag {
                     what: "effect tag",
@@ -1044,6 +1080,18 @@ mod tests {
             any::<u64>().prop_map(|s| Effect::SessionClosed {
                 session: SessionKey(s)
             }),
+            (
+                any::<u64>(),
+                proptest::option::of("[0-9]{0,16}"),
+                proptest::option::of("[0-9]{0,16}")
+            )
+                .prop_map(|(s, called, visited)| Effect::SessionContextChanged {
+                    session: SessionKey(s),
+                    context: RatingContext {
+                        called: called.map(|d| Digits::new(d.as_bytes()).expect("digits")),
+                        visited: visited.map(|d| Digits::new(d.as_bytes()).expect("digits")),
+                    },
+                }),
             (
                 any::<u64>(),
                 any::<u64>(),
@@ -1338,6 +1386,30 @@ mod tests {
         assert_eq!(
             Decoder::new(&[3, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f]).effect(),
             Err(DecodeError::VarintOverflow { at: 1 })
+        );
+    }
+
+    #[test]
+    fn a_session_context_is_digits_or_a_decode_error() {
+        let e = Effect::SessionContextChanged {
+            session: SessionKey(7),
+            context: RatingContext {
+                called: Digits::new(b"46900123456"),
+                visited: None,
+            },
+        };
+        let mut out = Vec::new();
+        encode_effect(&mut out, &e);
+        assert_eq!(out[..4], [17, 7, 1, 11]);
+        assert_eq!(Decoder::new(&out).effect(), Ok(e));
+        // Not digits: refused where the string starts.
+        let bad = [17, 7, 1, 3, b'4', b'x', b'6', 0];
+        assert_eq!(
+            Decoder::new(&bad).effect(),
+            Err(DecodeError::OutOfRange {
+                what: "rating context digits",
+                at: 3
+            })
         );
     }
 }

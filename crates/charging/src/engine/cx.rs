@@ -2,6 +2,7 @@
 //! flow shares: committing an effect, drawing on bundles, writing a CDR.
 
 use super::*;
+use crate::session::RatingContext;
 
 /// Everything one request needs, borrowed apart so the catalog can be read
 /// while the ledger changes.
@@ -43,8 +44,15 @@ pub(crate) struct Rated {
     /// The account, and the index of its plan (none: it has no plan the
     /// catalog knows).
     plan: Option<(AccountId, Option<u16>)>,
-    /// The destination and zone of the request.
+    /// The destination and zone new grants are rated at.
     location: Option<Location>,
+    /// The destination and zone the usage the request reports is rated
+    /// at, when it differs from `location`.
+    usage_location: Option<Location>,
+    /// The rating context of the session the request belongs to: the one
+    /// its reported usage was granted under, and the one new grants are
+    /// rated under; none: the request's own (events).
+    session: Option<(RatingContext, RatingContext)>,
     /// Where the remembered ratings of the request's context are.
     context: Option<ContextHint>,
 }
@@ -81,27 +89,59 @@ impl Cx<'_> {
         p
     }
 
+    /// Rates the request by its session's context ([`RatingContext`]):
+    /// `used` for the usage it reports, `now` for new grants.
+    pub(super) fn rate_by_session(&mut self, used: RatingContext, now: RatingContext) {
+        self.rated.session = Some((used, now));
+        self.rated.location = None;
+        self.rated.usage_location = None;
+    }
+
+    /// Whether the usage the request reports is rated elsewhere than its
+    /// new grants (the session's context changed with it).
+    pub(super) fn context_moved(&self) -> bool {
+        self.rated.session.is_some_and(|(used, now)| used != now)
+    }
+
     /// Where the request is: the destination of its called party and the
-    /// zone of its visited network.
-    pub(crate) fn location(&mut self) -> Location {
-        if let Some(l) = self.rated.location {
+    /// zone of its visited network, from its session's context when it
+    /// belongs to one (`usage`: the context its reported usage was
+    /// granted under), else from what it carries.
+    pub(crate) fn location(&mut self, usage: bool) -> Location {
+        let moved = self.context_moved();
+        let slot = if usage && moved {
+            self.rated.usage_location
+        } else {
+            self.rated.location
+        };
+        if let Some(l) = slot {
             return l;
         }
-        let l = match self.request {
-            Some(r) => self.catalog.locate(&r.called_party, &r.visited_plmn),
-            None => Location::default(),
+        let l = match (self.rated.session, self.request) {
+            (Some((used, now)), _) => self
+                .catalog
+                .locate_context(if usage { &used } else { &now }),
+            (None, Some(r)) => self.catalog.locate(&r.called_party, &r.visited_plmn),
+            (None, None) => Location::default(),
         };
-        self.rated.location = Some(l);
+        if usage && moved {
+            self.rated.usage_location = Some(l);
+        } else {
+            self.rated.location = Some(l);
+        }
         l
     }
 
     /// Rates `key` of the service `who` uses at instant `at`: the plan's
-    /// index and the rate chosen (with the next price change).
+    /// index and the rate chosen (with the next price change). `usage`:
+    /// for usage reported (rated where it was granted, see
+    /// [`Cx::location`]), else for a new grant.
     pub(crate) fn rate(
         &mut self,
         who: &Charged<'_>,
         key: RatingKey,
         at: Timestamp,
+        usage: bool,
     ) -> Result<(u16, Choice), RatingError> {
         let plan = self
             .plan_of(who.account)
@@ -109,7 +149,7 @@ impl Cx<'_> {
         let catalog = self.catalog;
         let p = catalog.plan(plan).ok_or(RatingError::UnknownContext)?;
         let loc = if p.uses_location() {
-            self.location()
+            self.location(usage)
         } else {
             Location::default()
         };
@@ -126,10 +166,16 @@ impl Cx<'_> {
             .map(|c| (plan, c))
     }
 
-    /// Names the plan, rate, destination and zone on the last CDR.
+    /// Names the plan, rate, destination and zone on the last CDR (a
+    /// usage CDR: the destination and zone its usage was rated at).
     pub(crate) fn label_cdr(&mut self, plan: u16, rate: u16) {
         let catalog = self.catalog;
-        let loc = self.rated.location.unwrap_or_default();
+        let loc = if self.context_moved() {
+            self.rated.usage_location
+        } else {
+            self.rated.location
+        }
+        .unwrap_or_default();
         let Some(c) = self.out.cdrs.last_mut() else {
             return;
         };

@@ -50,7 +50,7 @@ impl Cx<'_> {
         };
         let catalog = self.catalog;
         let mut rated = None;
-        let tariff = match self.rate(&who, key, self.now) {
+        let tariff = match self.rate(&who, key, self.now, false) {
             Ok((plan, choice)) => {
                 rated = Some((plan, choice.rate));
                 catalog.plan(plan).and_then(|p| p.rate(choice.rate))

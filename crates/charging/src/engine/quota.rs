@@ -47,7 +47,7 @@ impl Cx<'_> {
             ..MsccAnswer::default()
         };
         let catalog = self.catalog;
-        let (plan, choice) = match self.rate(who, key, self.now) {
+        let (plan, choice) = match self.rate(who, key, self.now, false) {
             Ok(r) => r,
             Err(e) => {
                 ma.result_code = rc::RATING_FAILED;
@@ -83,7 +83,18 @@ impl Cx<'_> {
         };
         ma.unit = Some(t.unit);
         if let Some(u) = used {
-            self.charge_usage(who, key, plan, choice, u, reporting_reason);
+            // Usage is priced where it was granted: when the request moves
+            // the session (a new visited network, a new called party), at
+            // the session's context before the move.
+            let used_choice = if self.context_moved() {
+                match self.rate(who, key, self.now, true) {
+                    Ok((p, c)) if p == plan => c,
+                    _ => choice,
+                }
+            } else {
+                choice
+            };
+            self.charge_usage(who, key, plan, used_choice, u, reporting_reason);
         }
         if used.is_some() || requested.is_some() {
             self.release(who, key);
@@ -267,7 +278,7 @@ impl Cx<'_> {
         let choice = if same {
             now_choice
         } else {
-            match self.rate(who, key, start) {
+            match self.rate(who, key, start, true) {
                 Ok((p, c)) if p == plan => c,
                 _ => now_choice,
             }

@@ -2,6 +2,7 @@
 //! CCR-Update and CCR-Terminate, and closing a session.
 
 use super::*;
+use crate::session::RatingContext;
 
 impl Cx<'_> {
     pub(super) fn initial(&mut self, req: &CcRequest) {
@@ -48,6 +49,16 @@ impl Cx<'_> {
             at: self.now,
             supervision_until: self.supervision_deadline(),
         });
+        // What the session is rated by from now on: its called party and
+        // visited network, remembered for the requests that leave them out.
+        let context = RatingContext::carried(&req.called_party, &req.visited_plmn);
+        if !context.is_empty() {
+            self.commit(Effect::SessionContextChanged {
+                session: key,
+                context,
+            });
+        }
+        self.rate_by_session(context, context);
         let who = Charged {
             session: Some(key),
             account,
@@ -139,6 +150,7 @@ impl Cx<'_> {
             );
         }
         let account = s.account;
+        let context = s.context;
         // The subscriber is copied into a reused buffer so the session can
         // change while it is in use.
         let mut subscriber = std::mem::take(self.scratch);
@@ -156,6 +168,8 @@ impl Cx<'_> {
             at: self.now,
             supervision_until: self.supervision_deadline(),
         });
+        let (used, now) = self.move_context(key, context, req, true);
+        self.rate_by_session(used, now);
         let who = Charged {
             session: Some(key),
             account,
@@ -198,10 +212,15 @@ impl Cx<'_> {
             return self.fail(rc::UNKNOWN_SESSION_ID, None);
         };
         let account = s.account;
+        let context = s.context;
         let mut subscriber = std::mem::take(self.scratch);
         subscriber.kind = s.subscriber.kind;
         subscriber.data.clear();
         subscriber.data.push_str(&s.subscriber.data);
+        // The session ends: nothing is granted, so the context is not
+        // moved; the usage is rated where it was granted.
+        let (used, _) = self.move_context(key, context, req, false);
+        self.rate_by_session(used, used);
         let who = Charged {
             session: Some(key),
             account,
@@ -230,6 +249,39 @@ impl Cx<'_> {
             req.termination_cause,
             req.request_number,
         );
+    }
+
+    /// The rating contexts of a CCR-Update or CCR-Terminate of the
+    /// session `key`, whose context is `context`: the one the usage it
+    /// reports was granted under, and the one its new grants are rated
+    /// under. A called party or visited network the request carries
+    /// replaces the session's for new grants (committed when `keep`); the
+    /// usage it reports was granted before the change and is rated at the
+    /// session's context: 3GPP TS 32.299 has the client report the usage
+    /// up to a change of rating condition (a location change, a new
+    /// SGSN/serving node) with Reporting-Reason RATING_CONDITION_CHANGE
+    /// (clause 7.2.175) and ask for quota under the new condition. What
+    /// the session never knew (it came later than the CCR-Initial) is
+    /// taken from the request for both.
+    fn move_context(
+        &mut self,
+        key: SessionKey,
+        context: RatingContext,
+        req: &CcRequest,
+        keep: bool,
+    ) -> (RatingContext, RatingContext) {
+        let carried = RatingContext::carried(&req.called_party, &req.visited_plmn);
+        if carried.is_empty() {
+            return (context, context);
+        }
+        let now = context.updated(carried);
+        if keep && now != context {
+            self.commit(Effect::SessionContextChanged {
+                session: key,
+                context: now,
+            });
+        }
+        (carried.updated(context), now)
     }
 
     pub(super) fn release_all(&mut self, key: SessionKey, account: AccountId) {

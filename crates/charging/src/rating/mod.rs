@@ -518,6 +518,22 @@ impl Catalog {
         }
     }
 
+    /// Where a session with this rating context is.
+    pub fn locate_context(&self, ctx: &crate::session::RatingContext) -> Location {
+        Location {
+            destination: ctx
+                .called
+                .and_then(|d| self.destinations.lookup_digits(d.as_bytes())),
+            zone: ctx.visited.and_then(|v| {
+                if v.is_empty() {
+                    None
+                } else {
+                    self.zone_of(v.as_str())
+                }
+            }),
+        }
+    }
+
     /// A destination's name.
     pub fn destination_name(&self, index: u32) -> Option<&str> {
         self.destination_names
