@@ -613,3 +613,83 @@ fn http2_abuse_is_bounded() {
         "only the one good create was charged"
     );
 }
+
+/// Nchf over TLS (`[nchf] tls_listen` with the `[tls]` certificate): the
+/// server offers HTTP/2 by ALPN and charges as over h2c.
+#[test]
+fn nchf_over_tls_negotiates_h2_and_charges_like_h2c() {
+    use rustls_pki_types::pem::PemObject;
+    use rustls_pki_types::{CertificateDer, ServerName};
+    use std::sync::Arc;
+
+    let dir = support::scratch("nchf-tls");
+    let certs = dir.join("certs");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .arg("certs")
+        .arg(&certs)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let port = support::free_port();
+    let extra = format!(
+        "tls_listen = \"127.0.0.1:{port}\"\n[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_auth = \"none\"\n",
+        certs.join("server.pem").display(),
+        certs.join("server.key").display()
+    );
+    let mut server = Server::start(&dir, &extra, None);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let t = std::time::Instant::now();
+    while TcpStream::connect(addr).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(30), "no TLS listener");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let msisdn = "46709880077";
+    server.account_with(msisdn, 1_000_000);
+    rt().block_on(async {
+        let mut roots = rustls::RootCertStore::empty();
+        for c in CertificateDer::pem_file_iter(certs.join("ca.pem")).unwrap() {
+            roots.add(c.unwrap()).unwrap();
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut config = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        config.alpn_protocols = vec![b"h2".to_vec()];
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+            .connect(ServerName::try_from("ocs.gyro.test").unwrap(), tcp)
+            .await
+            .expect("a TLS handshake");
+        assert_eq!(tls.get_ref().1.alpn_protocol(), Some(&b"h2"[..]));
+        let c = Client::over(tls, true, format!("ocs.gyro.test:{port}"))
+            .await
+            .unwrap();
+        let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
+        let body = charged(&a, 201);
+        assert_eq!(unit(&body, 10)["resultCode"], "SUCCESS");
+        let location = a.location.clone().expect("a Location");
+        assert!(location.starts_with("https://"), "{location}");
+        let reference = a.reference().unwrap().to_string();
+        let update = smf_request(msisdn, 1, &[(10, 2_000_000, true)]);
+        charged(
+            &post(&c, &format!("{API}/{reference}/update"), &update).await,
+            200,
+        );
+        let release = smf_request(msisdn, 2, &[(10, 1_000_000, false)]);
+        let a = post(&c, &format!("{API}/{reference}/release"), &release).await;
+        assert_eq!(a.status, 204, "{}", String::from_utf8_lossy(&a.body));
+    });
+    let account = server.account(msisdn);
+    assert_eq!(account["reserved"], 0, "{account}");
+    assert!(
+        account["balance"].as_i64().unwrap() < 1_000_000,
+        "{account}"
+    );
+    server.stop();
+}
