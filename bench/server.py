@@ -365,6 +365,7 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
     admin_ok = gyro and has_admin(binary)
     admin_port = free_port() if admin_ok else None
     tmp = tempfile.mkdtemp(prefix="gyro-bench-")
+    proc = None
     try:
         proc = start_server(server, binary, workers, port, args.server_cpus, tmp, args.config_extra,
                             admin_port)
@@ -383,6 +384,9 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
         allocs = log_fields(log, "heap allocations since start").get("allocations") if gyro else None
         dur = log_fields(log, "durability totals") if gyro else {}
     finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     answered = report["answered"]
     lat = report["latency_us"]
