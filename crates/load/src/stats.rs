@@ -154,7 +154,12 @@ impl PerSecond {
             let h = s.hist.get_or_insert_with(|| {
                 Histogram::new(SECOND_SIGFIGS).unwrap_or_else(|_| unreachable_histogram_u32())
             });
-            h.saturating_record(us.clamp(1, MAX_LATENCY_US));
+            // Auto-resizing: record grows it (saturating_record would
+            // clamp to its current top instead).
+            let v = us.clamp(1, MAX_LATENCY_US);
+            if h.record(v).is_err() {
+                h.saturating_record(v);
+            }
         }
     }
 
