@@ -60,10 +60,9 @@ def run(args, server, gyro, connections, rate=None, count=None, report=None, kin
         extra += ["--report", report]
     if server.get("durability"):
         extra += ["--server-setting", f"durability={server['durability']}"]
-    extra += ["--server-setting", f"server={server['label']}",
-              "--server-setting", f"server workers={args.workers}",
-              "--server-setting", f"server CPUs={args.server_cpus or 'any'}",
-              "--server-setting", f"load CPUs={args.load_cpus or 'any'}"]
+    extra += ["--server-setting", f"name={server['label']}",
+              "--server-setting", f"workers={args.workers}",
+              "--server-setting", f"CPUs={args.server_cpus or 'any'}"]
     row = bench.measure(args, server, server.get("binary"), gyro, args.workers, connections,
                         count or args.count, rate, extra)
     row["kind"] = kind

@@ -188,7 +188,7 @@ pub(super) fn distribution(points: &[PercentilePoint]) -> Result<String, String>
             .configure_mesh()
             .x_desc("percentile")
             .y_desc("latency (us, log)")
-            .x_labels(right as usize * 2 + 1)
+            .x_labels(right as usize + 1)
             .x_label_formatter(&|x| {
                 let p = 100.0 * (1.0 - 10f64.powf(-x));
                 let s = format!("{p:.4}");
