@@ -29,6 +29,9 @@ Servers:
   NAME@PATH                          a gyro server NAME run from the binary
                                      PATH (e.g. one built before a change);
                                      the row is labelled NAME@<file name>
+  NAME=COMMAND                       any other server, started with COMMAND
+                                     ({port} and {workers} replaced), e.g.
+                                     'mine=/opt/ocs --port {port}'
 
 Columns: answers/s; server CPU time (user+sys from /proc/<pid>/stat)
 divided by answers; latency percentiles from each request's intended send
@@ -67,6 +70,7 @@ import http.client
 import json
 import os
 import resource
+import shlex
 import shutil
 import socket
 import subprocess
@@ -137,6 +141,11 @@ def cpu_count(cpus):
 
 
 def parse_server(spec, default_gyro):
+    name, eq, command = spec.partition("=")
+    if eq and name and "@" not in name:
+        if "{port}" not in command:
+            sys.exit(f"server {name!r}: its command must contain {{port}}")
+        return {"label": name, "kind": "command", "command": command}
     name, _, path = spec.partition("@")
     if name == "gyserver":
         if path:
@@ -191,6 +200,8 @@ def start_server(server, binary, workers, port, cpus, data_dir, extras, admin_po
             with open(cfg, "w") as f:
                 f.write(toml)
             cmd += ["--config", cfg]
+    elif server["kind"] == "command":
+        cmd = shlex.split(server["command"].format(port=port, workers=workers))
     else:
         cmd = [os.path.join(ROOT, "interop/go-diameter/bin/gyserver"), "-addr",
                f"127.0.0.1:{port}", "-procs", str(workers)]
@@ -205,10 +216,10 @@ def start_server(server, binary, workers, port, cpus, data_dir, extras, admin_po
     return p
 
 
-def run_load(gyro, port, args, connections, count=None, rate=None):
+def run_load(gyro, port, args, connections, count=None, rate=None, extra=()):
     cmd = [gyro, "load", "--target", f"127.0.0.1:{port}", "--connections", str(connections),
            "--threads", str(args.load_threads), "--scenario", args.scenario, "--json", "--quiet",
-           "--max-error-ratio", "1"]
+           "--max-error-ratio", "1", *extra]
     cmd += ["--count", str(count)] if count else ["--duration", args.duration]
     if rate:
         cmd += ["--rate", str(rate)]
@@ -344,12 +355,17 @@ def has_admin(binary):
     return _ADMIN[binary]
 
 
-def measure(args, server, binary, load_gyro, workers, connections, count=None, rate=None):
+def measure(args, server, binary, load_gyro, workers, connections, count=None, rate=None,
+            load_extra=()):
+    """One run: the server started on its CPUs, `gyro load` (with
+    `load_extra` arguments) against it; the row, with gyro load's whole
+    JSON report under "load_report"."""
     port = free_port()
     gyro = server["kind"] == "gyro"
     admin_ok = gyro and has_admin(binary)
     admin_port = free_port() if admin_ok else None
     tmp = tempfile.mkdtemp(prefix="gyro-bench-")
+    proc = None
     try:
         proc = start_server(server, binary, workers, port, args.server_cpus, tmp, args.config_extra,
                             admin_port)
@@ -358,7 +374,8 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
                           args.top_ups if admin_ok else None)
         cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         with admin:
-            report, load_cpu, wall = run_load(load_gyro, port, args, connections, count, rate)
+            report, load_cpu, wall = run_load(load_gyro, port, args, connections, count, rate,
+                                              load_extra)
             cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         alive = proc.poll() is None
         proc.terminate()
@@ -367,6 +384,9 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
         allocs = log_fields(log, "heap allocations since start").get("allocations") if gyro else None
         dur = log_fields(log, "durability totals") if gyro else {}
     finally:
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait()
         shutil.rmtree(tmp, ignore_errors=True)
     answered = report["answered"]
     lat = report["latency_us"]
@@ -389,8 +409,7 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
     # gyro load's own account: its busiest load thread (one thread can be
     # saturated while the process uses half of two CPUs).
     gen = report.get("generator") or {}
-    load_busy = max(load_util, gen.get("busiest_thread", 0.0))
-    load_bound = load_busy >= LOAD_BOUND and server_util < SERVER_SATURATED
+    load_bound = is_load_bound(load_util, gen.get("busiest_thread", 0.0), server_util)
     if load_bound:
         notes.append(f"LOAD-BOUND: gyro load at {load_util:.0%} of its CPUs (busiest load thread "
                      f"{gen.get('busiest_thread', load_util):.0%}), server at "
@@ -411,8 +430,15 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
         "allocations": int(allocs) if allocs is not None else None,
         "fsyncs": int(dur["syncs"]) if "syncs" in dur else None,
         "records_per_commit": float(dur["records_per_commit"]) if "records_per_commit" in dur else None,
-        "send_lag_us": lag, "notes": notes, **admin.fields(),
+        "send_lag_us": lag, "notes": notes, **admin.fields(), "load_report": report,
     }
+
+
+def is_load_bound(load_util, busiest_thread, server_util):
+    """The generator, not the server, set the pace: gyro load's CPUs (or its
+    busiest load thread) busy LOAD_BOUND or more while the server was below
+    SERVER_SATURATED of its CPUs."""
+    return max(load_util, busiest_thread or 0.0) >= LOAD_BOUND and server_util < SERVER_SATURATED
 
 
 def allocations_per_request(args, server, binary, load_gyro, workers, connections):
@@ -565,7 +591,7 @@ def main():
                           f"{row['cpu_us_per_answer']:.2f} us/answer", file=sys.stderr)
     print_table(args, rows)
     if args.json:
-        print(json.dumps(rows, indent=2))
+        print(json.dumps([{k: v for k, v in r.items() if k != "load_report"} for r in rows], indent=2))
 
 
 if __name__ == "__main__":

@@ -239,6 +239,18 @@ pub struct LoadArgs {
     /// default: it copies every request.
     #[arg(long, requires = "record")]
     pub record_messages: bool,
+    /// Also write the report as one self-contained HTML page to this file:
+    /// throughput and latency percentiles per second, the latency
+    /// distribution, Result-Codes, per request type tables, the command
+    /// line, gyro's version, the machine and the server settings.
+    #[arg(long, value_name = "FILE.html")]
+    #[serde(default)]
+    pub report: Option<std::path::PathBuf>,
+    /// A server setting to show in the report, as KEY=VALUE (repeatable;
+    /// e.g. `--server-setting durability=sync`).
+    #[arg(long, value_name = "KEY=VALUE", value_parser = parse_setting)]
+    #[serde(default)]
+    pub server_setting: Vec<(String, String)>,
     /// Diameter over TLS (`--tls`, `--ca`, `--cert`, `--key`,
     /// `--server-name`).
     #[command(flatten)]
@@ -280,6 +292,14 @@ pub struct TlsOptions {
 struct Wrapper {
     #[command(flatten)]
     args: LoadArgs,
+}
+
+/// `KEY=VALUE` for `--server-setting`.
+fn parse_setting(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.trim().is_empty() => Ok((k.trim().to_string(), v.trim().to_string())),
+        _ => Err(format!("expected KEY=VALUE, got {s:?}")),
+    }
 }
 
 impl Default for LoadArgs {

@@ -74,6 +74,7 @@ mod ccr;
 mod conn;
 mod nchf;
 mod pacing;
+pub mod report;
 mod stats;
 
 use std::io::IsTerminal;
@@ -87,7 +88,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use tokio::sync::Barrier;
 
 pub use args::{parse_duration, LoadArgs, Protocol, Scenario};
-pub use stats::{Generator, Latency, Report, Sessions, TypeReport, LOAD_BOUND};
+pub use stats::{
+    Generator, Latency, PercentilePoint, Report, Series, Sessions, TypeReport, LOAD_BOUND,
+};
 
 use conn::{Live, Plan};
 use pacing::Pace;
@@ -122,7 +125,15 @@ pub async fn run_async(args: LoadArgs) -> anyhow::Result<Report> {
 pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
     let json = args.json;
     let max = args.max_error_ratio;
+    let page = args
+        .report
+        .clone()
+        .map(|path| (path, report::PageInfo::gather(&args)));
     let report = run(args)?;
+    if let Some((path, info)) = page {
+        std::fs::write(&path, report::html(&report, &info))
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
     if json {
         println!("{}", report.to_json());
     } else {

@@ -39,6 +39,8 @@ struct Plan {
     args: LoadArgs,
     authority: String,
     deadline: Option<Instant>,
+    /// When sending began (the per-second counters count from here).
+    start: Instant,
     count: Option<u64>,
     sent: AtomicU64,
     stop: AtomicBool,
@@ -161,25 +163,31 @@ async fn exchange(
     let t = &mut stats.types[kind as usize];
     t.sent += 1;
     let started = Instant::now();
+    stats.per_second.sent(started);
     let answer = tokio::time::timeout(plan.args.timeout, post(send, &plan.authority, path, body));
     match answer.await {
         Err(_) => {
             stats.types[kind as usize].timeouts += 1;
+            stats.per_second.timeout(Instant::now());
             None
         }
         Ok(Err(e)) => {
             stats.lost += 1;
+            stats.per_second.lost(Instant::now(), 1);
             stats.connection_error(format!("HTTP/2: {e}"));
             None
         }
         Ok(Ok((status, location, body))) => {
             let t = &mut stats.types[kind as usize];
             t.answered += 1;
-            t.record_latency(started.elapsed().as_micros() as u64);
+            let us = started.elapsed().as_micros() as u64;
+            t.record_latency(us);
             t.result_codes.add(u32::from(status));
-            if !(200..300).contains(&status) {
+            let ok = (200..300).contains(&status);
+            if !ok {
                 t.errors += 1;
             }
+            stats.per_second.answered(Instant::now(), us, ok);
             stats.last_answer = Some(Instant::now());
             if status == 200 || status == 201 {
                 count_units(stats, &body);
@@ -207,7 +215,7 @@ fn count_units(stats: &mut ConnStats, body: &[u8]) {
 
 /// Data sessions, one after the other, until the run stops.
 async fn sessions(plan: Arc<Plan>, send: h2::client::SendRequest<Bytes>) -> ConnStats {
-    let mut stats = ConnStats::new();
+    let mut stats = ConnStats::starting_at(plan.start);
     let a = &plan.args;
     while !plan.stopping() {
         let subscriber = a.subscriber_start + fastrand::u64(..a.subscribers.max(1));
@@ -318,6 +326,7 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
     let plan = Arc::new(Plan {
         authority: target.clone(),
         deadline: duration.map(|d| start + d),
+        start,
         count: args.count,
         sent: AtomicU64::new(0),
         stop: AtomicBool::new(false),

@@ -90,6 +90,215 @@ fn unreachable_histogram() -> Histogram<u64> {
     }
 }
 
+/// Significant digits of the per-second histograms: two (1 %) keep them
+/// small (they start small and grow to the largest latency seen).
+const SECOND_SIGFIGS: u8 = 2;
+
+/// What one connection saw in one second of the run.
+#[derive(Debug)]
+pub(crate) struct Second {
+    pub sent: u64,
+    pub answered: u64,
+    /// Non-2xxx or unreadable answers, timeouts and lost requests.
+    pub errors: u64,
+    pub timeouts: u64,
+    pub hist: Option<Histogram<u32>>,
+}
+
+impl Second {
+    fn new() -> Self {
+        Second {
+            sent: 0,
+            answered: 0,
+            errors: 0,
+            timeouts: 0,
+            hist: None,
+        }
+    }
+}
+
+/// One connection's counters per second of the run, from the common
+/// start: recorded by the connection itself (no locks), merged over the
+/// connections at the end. A connection whose start is not set (the
+/// default) keeps none.
+#[derive(Debug, Default)]
+pub(crate) struct PerSecond {
+    pub start: Option<Instant>,
+    pub secs: Vec<Second>,
+}
+
+impl PerSecond {
+    /// The bucket of `now`, created (with those before it) on first use.
+    #[inline]
+    fn at(&mut self, now: Instant) -> Option<&mut Second> {
+        let start = self.start?;
+        let i = now.saturating_duration_since(start).as_secs() as usize;
+        if i >= self.secs.len() {
+            self.secs.resize_with(i + 1, Second::new);
+        }
+        self.secs.get_mut(i)
+    }
+
+    #[inline]
+    pub(crate) fn sent(&mut self, now: Instant) {
+        if let Some(s) = self.at(now) {
+            s.sent += 1;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn answered(&mut self, now: Instant, us: u64, ok: bool) {
+        if let Some(s) = self.at(now) {
+            s.answered += 1;
+            s.errors += u64::from(!ok);
+            let h = s.hist.get_or_insert_with(|| {
+                Histogram::new(SECOND_SIGFIGS).unwrap_or_else(|_| unreachable_histogram_u32())
+            });
+            // Auto-resizing: record grows it (saturating_record would
+            // clamp to its current top instead).
+            let v = us.clamp(1, MAX_LATENCY_US);
+            if h.record(v).is_err() {
+                h.saturating_record(v);
+            }
+        }
+    }
+
+    #[inline]
+    pub(crate) fn timeout(&mut self, now: Instant) {
+        if let Some(s) = self.at(now) {
+            s.errors += 1;
+            s.timeouts += 1;
+        }
+    }
+
+    #[inline]
+    pub(crate) fn lost(&mut self, now: Instant, n: u64) {
+        if n > 0 {
+            if let Some(s) = self.at(now) {
+                s.errors += n;
+            }
+        }
+    }
+}
+
+#[cold]
+fn unreachable_histogram_u32() -> Histogram<u32> {
+    match Histogram::new(1) {
+        Ok(h) => h,
+        Err(e) => panic!("hdrhistogram refused 1 significant digit: {e}"),
+    }
+}
+
+/// The run second by second: element `i` of each array is second `i` from
+/// the start of sending (the last one may be partial). Latencies in
+/// microseconds (0 in a second without answers), to 1 % (two significant
+/// digits).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Series {
+    /// Length of each interval, in seconds (1).
+    pub interval_secs: f64,
+    /// Requests sent.
+    pub sent: Vec<u64>,
+    /// Answers received.
+    pub answered: Vec<u64>,
+    /// Non-2xxx or unreadable answers, timeouts and lost requests (they
+    /// add up to the report's `errors`).
+    pub errors: Vec<u64>,
+    /// Requests that timed out.
+    pub timeouts: Vec<u64>,
+    /// Median latency of the answers received in that second.
+    pub p50_us: Vec<u64>,
+    /// 99th percentile.
+    pub p99_us: Vec<u64>,
+    /// 99.9th percentile.
+    pub p999_us: Vec<u64>,
+    /// Largest.
+    pub max_us: Vec<u64>,
+}
+
+impl Series {
+    /// Number of seconds.
+    pub fn len(&self) -> usize {
+        self.sent.len()
+    }
+
+    /// True when the run had no second.
+    pub fn is_empty(&self) -> bool {
+        self.sent.is_empty()
+    }
+
+    fn build(conns: &[ConnStats], secs: usize) -> Series {
+        let secs = conns
+            .iter()
+            .map(|c| c.per_second.secs.len())
+            .max()
+            .unwrap_or(0)
+            .max(secs);
+        let mut s = Series {
+            interval_secs: 1.0,
+            sent: vec![0; secs],
+            answered: vec![0; secs],
+            errors: vec![0; secs],
+            timeouts: vec![0; secs],
+            ..Series::default()
+        };
+        let mut hists: Vec<Option<Histogram<u32>>> = (0..secs).map(|_| None).collect();
+        for c in conns {
+            for (i, x) in c.per_second.secs.iter().enumerate() {
+                s.sent[i] += x.sent;
+                s.answered[i] += x.answered;
+                s.errors[i] += x.errors;
+                s.timeouts[i] += x.timeouts;
+                if let Some(h) = &x.hist {
+                    match &mut hists[i] {
+                        // Auto-resizing, so adding cannot fail.
+                        Some(m) => {
+                            let _ = m.add(h);
+                        }
+                        m @ None => *m = Some(h.clone()),
+                    }
+                }
+            }
+        }
+        for h in &hists {
+            let q = |q: f64| h.as_ref().map_or(0, |h| h.value_at_quantile(q));
+            s.p50_us.push(q(0.5));
+            s.p99_us.push(q(0.99));
+            s.p999_us.push(q(0.999));
+            s.max_us.push(h.as_ref().map_or(0, |h| h.max()));
+        }
+        s
+    }
+}
+
+/// One point of the latency distribution: `percentile` (0 to 100) of the
+/// answers took at most `latency_us`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct PercentilePoint {
+    /// 0 to 100.
+    pub percentile: f64,
+    /// Microseconds.
+    pub latency_us: u64,
+}
+
+/// The HDR percentile curve of `h`: points at 0, 50, 75, 87.5, ... %
+/// (halving the distance to 100 % each step, 5 ticks per halving), to the
+/// maximum.
+fn percentile_curve(h: &Histogram<u64>) -> Vec<PercentilePoint> {
+    if h.is_empty() {
+        return Vec::new();
+    }
+    let mut v: Vec<PercentilePoint> = h
+        .iter_quantiles(5)
+        .map(|it| PercentilePoint {
+            percentile: it.percentile(),
+            latency_us: h.highest_equivalent(it.value_iterated_to()),
+        })
+        .collect();
+    v.dedup_by(|b, a| a.percentile == b.percentile);
+    v
+}
+
 /// Per request type, per connection.
 #[derive(Debug)]
 pub(crate) struct TypeStats {
@@ -156,6 +365,8 @@ pub(crate) struct ConnStats {
     pub offered: u64,
     /// Open loop: when the last request left.
     pub last_send: Option<Instant>,
+    /// Counters and latencies per second of the run.
+    pub per_second: PerSecond,
 }
 
 impl ConnStats {
@@ -186,7 +397,15 @@ impl ConnStats {
             tls_handshake_us: None,
             offered: 0,
             last_send: None,
+            per_second: PerSecond::default(),
         }
+    }
+
+    /// Stats that also count per second from `start`, the common start.
+    pub(crate) fn starting_at(start: Instant) -> Self {
+        let mut s = ConnStats::new();
+        s.per_second.start = Some(start);
+        s
     }
 
     /// Open loop: a request intended at `intended` left at `now`; the run
@@ -411,6 +630,13 @@ pub struct Report {
     /// `errors / sent` (1.0 when nothing could be sent because no
     /// connection opened).
     pub error_ratio: f64,
+    /// The run second by second (sent, answered, errors, latency
+    /// percentiles): one entry per second in each array.
+    #[serde(default)]
+    pub series: Series,
+    /// The latency distribution over all answers (HDR percentile curve).
+    #[serde(default)]
+    pub latency_distribution: Vec<PercentilePoint>,
 }
 
 /// Static facts of a run, for the report header.
@@ -505,6 +731,7 @@ impl Report {
             }
         }
         r.latency_us = Latency::of(&all);
+        r.latency_distribution = percentile_curve(&all);
         if r.target_rate.is_some() {
             let mut lag = new_histogram();
             for c in conns {
@@ -551,6 +778,7 @@ impl Report {
         }
         let end = last.unwrap_or(info.end).max(info.start);
         r.elapsed_secs = end.duration_since(info.start).as_secs_f64();
+        r.series = Series::build(conns, r.elapsed_secs.ceil() as usize);
         r.rate = if r.elapsed_secs > 0.0 {
             r.answered as f64 / r.elapsed_secs
         } else {

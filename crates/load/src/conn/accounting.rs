@@ -66,11 +66,13 @@ impl Conn<'_> {
         );
         let t = &mut self.stats.types[slot.req as usize];
         t.answered += 1;
-        t.record_latency(now.saturating_duration_since(slot.intended).as_micros() as u64);
+        let us = now.saturating_duration_since(slot.intended).as_micros() as u64;
+        t.record_latency(us);
         if let Some(c) = ans.code() {
             t.result_codes.add(c);
         }
         let ok = ans.is_success();
+        self.stats.per_second.answered(now, us, ok);
         if !ans.well_formed {
             self.stats.protocol_errors += 1;
         }

@@ -136,7 +136,7 @@ pub(crate) async fn run_connection(
     let opened = open(idx, &plan).await;
     barrier.wait().await;
     let t0 = *plan.start.get_or_init(Instant::now);
-    let mut stats = ConnStats::new();
+    let mut stats = ConnStats::starting_at(t0);
     let (stream, conn) = match opened {
         Ok((stream, conn, tls)) => {
             stats.tls_handshake_us = tls.map(|d| d.as_micros() as u64);

@@ -66,6 +66,7 @@ impl Conn<'_> {
     /// The connection broke: everything in flight is lost.
     pub(super) fn broken(&mut self, why: String) {
         self.stats.connection_error(why);
+        let lost = self.stats.lost;
         for s in &mut self.slots {
             match s.phase {
                 Phase::InFlight => {
@@ -78,6 +79,8 @@ impl Conn<'_> {
             }
             s.phase = Phase::Free;
         }
+        let lost = self.stats.lost - lost;
+        self.stats.per_second.lost(Instant::now(), lost);
         self.in_flight = 0;
         self.waiting = 0;
         self.parked = 0;
@@ -297,6 +300,7 @@ impl Conn<'_> {
         slot.reserved = slot.reserved.saturating_sub(1);
         self.in_flight += 1;
         self.stats.types[kind as usize].sent += 1;
+        self.stats.per_second.sent(now);
     }
 
     /// Ends the session in slot `s` and frees the slot for a new one.
@@ -327,6 +331,7 @@ impl Conn<'_> {
             match slot.phase {
                 Phase::InFlight if now.duration_since(slot.sent) >= timeout => {
                     self.stats.types[slot.req as usize].timeouts += 1;
+                    self.stats.per_second.timeout(now);
                     self.errors += 1;
                     self.in_flight -= 1;
                     self.end_session(s, false);
