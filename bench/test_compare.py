@@ -4,8 +4,8 @@ and a saturated load generator reported as such.
 
     python3 bench/test_compare.py        # GYRO=path/to/gyro to pick the binary
 
-The run test needs a built gyro (target/release/gyro or target/debug/gyro,
-or $GYRO) and is skipped without one.
+The run test needs a built gyro ($GYRO, target/debug/gyro or
+target/release/gyro, in that order) and is skipped without one.
 """
 
 import contextlib
@@ -22,8 +22,10 @@ import server as bench  # noqa: E402
 
 
 def gyro_binary():
-    for p in (os.environ.get("GYRO"), os.path.join(bench.ROOT, "target/release/gyro"),
-              os.path.join(bench.ROOT, "target/debug/gyro")):
+    # The test build first: `cargo test` has just built it from this tree,
+    # while a release binary may be older than the scripts.
+    for p in (os.environ.get("GYRO"), os.path.join(bench.ROOT, "target/debug/gyro"),
+              os.path.join(bench.ROOT, "target/release/gyro")):
         if p and os.access(p, os.X_OK):
             return p
     return None

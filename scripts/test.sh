@@ -72,6 +72,9 @@ cargo clippy --workspace --all-targets --locked -- -D warnings
 step "cargo test (workspace)"
 cargo test --workspace --locked
 
+step "python tests (bench scripts, against the gyro just built)"
+python3 -m unittest discover -s bench -p 'test_*.py'
+
 step "go test (interop programs)"
 (cd interop/go-diameter && go vet ./... && go test ./...)
 
