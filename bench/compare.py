@@ -56,6 +56,10 @@ def mode_of(row):
 def run(args, server, gyro, connections, rate=None, count=None, report=None, kind=""):
     """One measured run; `report` is where gyro load writes its HTML page."""
     extra = []
+    if rate and args.warmup:
+        # Open loop: the first moments (connections opening, every session
+        # starting at once) are not the steady state being measured.
+        extra += ["--warmup", args.warmup]
     if report:
         extra += ["--report", report]
     if server.get("durability"):
@@ -264,6 +268,9 @@ def main(argv=None):
                     help="connections of the curve's runs (default: the last of --connections)")
     ap.add_argument("--p99-bound-ms", type=float, default=10.0)
     ap.add_argument("--duration", default="5s", help="per run")
+    ap.add_argument("--warmup", default="1s",
+                    help="open-loop runs: latency leaves out requests intended this early "
+                         "(gyro load --warmup; counts and per-second series keep them)")
     ap.add_argument("--count", type=int, help="requests per run instead of --duration")
     ap.add_argument("--thesis", action="store_true",
                     help="also the thesis's benchmark: 50 connections, --thesis-count CCRs")

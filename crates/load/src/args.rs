@@ -133,6 +133,13 @@ pub struct LoadArgs {
     #[arg(long, short = 'd', value_parser = parse_duration)]
     pub duration: Option<Duration>,
 
+    /// Leave the requests intended in the first DURATION of the run out of
+    /// the latency figures (connections opening and starting their
+    /// sessions); counts and the per-second series keep them. Default 0.
+    #[arg(long, value_parser = parse_duration, default_value = "0s")]
+    #[serde(default)]
+    pub warmup: Duration,
+
     /// Total number of requests to send over all connections. With data
     /// sessions each connection's share is rounded down to whole sessions.
     #[arg(long, short = 'n')]

@@ -392,3 +392,26 @@ async fn open_loop_deals_the_rate_evenly_over_threads_and_connections() {
     );
     assert!(hi - lo <= 8 * 4 + 2, "{per_conn:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warmup_leaves_the_first_requests_out_of_the_latency_only() {
+    let (addr, _obs) = start(FakeConfig::default()).await;
+    // A warm-up longer than the run: every request answered and counted,
+    // no latency recorded.
+    let a = LoadArgs {
+        count: Some(100),
+        warmup: Duration::from_secs(3600),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!((r.sent, r.answered), (100, 100), "{}", r.human());
+    assert_eq!(r.latency_us.count, 0);
+    // No warm-up: every answer's latency is recorded.
+    let r = run_async(LoadArgs {
+        count: Some(100),
+        ..args(addr)
+    })
+    .await
+    .unwrap();
+    assert_eq!(r.latency_us.count, 100);
+}

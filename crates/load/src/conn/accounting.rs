@@ -67,7 +67,9 @@ impl Conn<'_> {
         let t = &mut self.stats.types[slot.req as usize];
         t.answered += 1;
         let us = now.saturating_duration_since(slot.intended).as_micros() as u64;
-        t.record_latency(us);
+        if slot.intended >= self.measure_from {
+            t.record_latency(us);
+        }
         if let Some(c) = ans.code() {
             t.result_codes.add(c);
         }

@@ -110,6 +110,9 @@ struct Conn<'p> {
     /// The slots of the schedule released to this connection by its
     /// thread's pacer (open loop only).
     paced: Option<Paced>,
+    /// Requests intended before this are left out of the latency figures
+    /// (`--warmup`).
+    measure_from: Instant,
     next_scan: Instant,
     scan_every: Duration,
     /// Picks subscribers and, in the mix scenario, the kind of session.
@@ -245,6 +248,7 @@ impl<'p> Conn<'p> {
             hard_stop: deadline.map(|d| d + a.timeout),
             stopping: false,
             paced,
+            measure_from: now + a.warmup,
             next_scan: now + scan_every,
             scan_every,
             rng: fastrand::Rng::with_seed(plan.seed ^ (u64::from(idx) + 1).rotate_left(32)),
