@@ -79,9 +79,9 @@ step "go test (interop programs)"
 (cd interop/go-diameter && go vet ./... && go test ./...)
 
 # --- fuzz smoke -----------------------------------------------------------
-if [ "${GYRO_FUZZ_SECONDS:-30}" != "0" ] && [ -x scripts/fuzz-smoke.sh ]; then
-    step "fuzz targets, ${GYRO_FUZZ_SECONDS:-30}s each"
-    scripts/fuzz-smoke.sh "${GYRO_FUZZ_SECONDS:-30}"
+if [ "${GYRO_FUZZ_SECONDS:-20}" != "0" ] && [ -x scripts/fuzz-smoke.sh ]; then
+    step "fuzz targets, ${GYRO_FUZZ_SECONDS:-20}s each"
+    scripts/fuzz-smoke.sh "${GYRO_FUZZ_SECONDS:-20}"
 fi
 
 step "all tests passed"
