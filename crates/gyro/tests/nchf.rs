@@ -353,8 +353,8 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
     });
     server.stop();
 
-    // Every CDR of an Nchf session says so in its session_id, and the
-    // books balance.
+    // Every CDR of an Nchf session says it was charged over Nchf, and
+    // the books balance.
     let records = cdrs(&server.data);
     assert!(!records.is_empty());
     let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
@@ -363,6 +363,7 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
             r["session_id"].as_str().unwrap().starts_with("nchf-"),
             "{r}"
         );
+        assert_eq!(r["interface"], "nchf", "{r}");
         assert_eq!(r["service_context"], "32251@3gpp.org");
         *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
             r["amount"].as_i64().unwrap();
@@ -480,10 +481,14 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
     server.stop();
 
     let records = cdrs(&server.data);
-    let nchf = records
-        .iter()
-        .filter(|r| r["session_id"].as_str().unwrap().starts_with("nchf-"))
-        .count();
+    // Each CDR names the interface that charged it: Nchf sessions' (the
+    // one supervision closed included) say nchf, gyro load's Gy sessions'
+    // gy.
+    for r in &records {
+        let over_nchf = r["session_id"].as_str().unwrap().starts_with("nchf-");
+        assert_eq!(r["interface"], if over_nchf { "nchf" } else { "gy" }, "{r}");
+    }
+    let nchf = records.iter().filter(|r| r["interface"] == "nchf").count();
     assert!(
         nchf > 40 && nchf < records.len(),
         "{nchf} of {} CDRs",
@@ -492,7 +497,28 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
     assert!(records
         .iter()
         .any(|r| r["closing_cause"] == "supervision-expired"
-            && r["session_id"].as_str().unwrap() == reference));
+            && r["session_id"].as_str().unwrap() == reference
+            && r["interface"] == "nchf"));
+    // `gyro cdr csv` shows it too, in its last column.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["cdr", "csv", "--data-dir"])
+        .arg(&server.data)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",interface"));
+    let (mut gy, mut over_nchf) = (0, 0);
+    for l in lines {
+        if l.ends_with(",nchf") {
+            over_nchf += 1;
+        } else {
+            assert!(l.ends_with(",gy"), "{l}");
+            gy += 1;
+        }
+    }
+    assert_eq!((gy + over_nchf, over_nchf), (records.len(), nchf));
     let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
     for r in &records {
         *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
