@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gyro_nchf::client::{Answer, Client};
-use nchf::{kb, smf_request, validate, Server};
+use nchf::{kb, smf_request, validate, violations, Server};
 use serde_json::{json, Value};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -95,6 +95,99 @@ fn ledger(data: &Path) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The schema checks the bodies go through are not vacuous: each rule of
+/// the TS 32.291 data model they carry refuses a body that breaks it.
+#[test]
+fn the_schema_checks_refuse_what_the_data_model_does_not_allow() {
+    let ok = json!({
+        "invocationTimeStamp": "2025-06-01T12:00:00Z",
+        "invocationSequenceNumber": 1,
+        "multipleUnitInformation": [{
+            "ratingGroup": 10,
+            "resultCode": "SUCCESS",
+            "grantedUnit": {"totalVolume": 1000},
+            "validityTime": 600,
+            "finalUnitIndication": {
+                "finalUnitAction": "REDIRECT",
+                "redirectServer": {"redirectAddressType": "URL", "redirectServerAddress": "http://x"}
+            }
+        }]
+    });
+    assert!(violations("ChargingDataResponse", &ok).is_empty());
+    let broken = |edit: &dyn Fn(&mut Value)| {
+        let mut v = ok.clone();
+        edit(&mut v);
+        violations("ChargingDataResponse", &v)
+    };
+    let m = "/multipleUnitInformation/0";
+    for (what, errors, at) in [
+        (
+            "a required attribute missing (6.1.6.2.1.2)",
+            broken(&|v| {
+                v.as_object_mut()
+                    .unwrap()
+                    .remove("invocationSequenceNumber");
+            }),
+            "/invocationSequenceNumber".to_string(),
+        ),
+        (
+            "Uint32 out of range (TS 29.571)",
+            broken(&|v| v["invocationSequenceNumber"] = json!(4294967296u64)),
+            "/invocationSequenceNumber".to_string(),
+        ),
+        (
+            "not an RFC 3339 DateTime",
+            broken(&|v| v["invocationTimeStamp"] = json!("yesterday")),
+            "/invocationTimeStamp".to_string(),
+        ),
+        (
+            "a ResultCode the specification does not define (6.1.6.3)",
+            broken(&|v| v["multipleUnitInformation"][0]["resultCode"] = json!("OK")),
+            format!("{m}/resultCode"),
+        ),
+        (
+            "a negative Uint64 volume (6.1.6.2.1.12)",
+            broken(&|v| v["multipleUnitInformation"][0]["grantedUnit"]["totalVolume"] = json!(-1)),
+            format!("{m}/grantedUnit/totalVolume"),
+        ),
+        (
+            "a string where an integer goes",
+            broken(&|v| v["multipleUnitInformation"][0]["ratingGroup"] = json!("10")),
+            format!("{m}/ratingGroup"),
+        ),
+        (
+            "RedirectServer without its address (6.1.6.2.1.14)",
+            broken(&|v| {
+                v["multipleUnitInformation"][0]["finalUnitIndication"]["redirectServer"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("redirectServerAddress");
+            }),
+            format!("{m}/finalUnitIndication/redirectServer/redirectServerAddress"),
+        ),
+        (
+            "an attribute the data model does not have",
+            broken(&|v| v["multipleUnitInformation"][0]["grantedUnits"] = json!({})),
+            format!("{m}/grantedUnits"),
+        ),
+    ] {
+        assert!(
+            errors.iter().any(|e| e.starts_with(&format!("{at}:"))),
+            "{what}: {errors:?}"
+        );
+    }
+    // ProblemDetails (TS 29.571 5.2.4.1): invalidParams need their param.
+    let p =
+        json!({"status": 400, "cause": "MANDATORY_IE_MISSING", "invalidParams": [{"reason": "x"}]});
+    assert!(!violations("ProblemDetails", &p).is_empty());
+    // Requests stay open to attributes gyro does not read.
+    let mut r = smf_request("46700000001", 0, &[(10, 0, true)]);
+    r["someFutureAttribute"] = json!(1);
+    assert!(violations("ChargingDataRequest", &r).is_empty());
+    r["invocationSequenceNumber"] = json!(-1);
+    assert!(!violations("ChargingDataRequest", &r).is_empty());
 }
 
 #[test]
