@@ -733,6 +733,135 @@ fn http2_abuse_is_bounded() {
     );
 }
 
+/// The value of the sample of `name` with exactly `labels` (as written
+/// between the braces), if there is one.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = if labels.is_empty() {
+        format!("{name} ")
+    } else {
+        format!("{name}{{{labels}}} ")
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+}
+
+/// `/metrics` counts the Nchf requests by operation and HTTP status, and
+/// times them by operation, as many as were sent; the text passes
+/// `promtool check metrics` where promtool is installed.
+#[test]
+fn nchf_requests_are_counted_on_metrics_by_operation_and_status() {
+    let dir = support::scratch("nchf-metrics");
+    let mut server = Server::start(&dir, "", None);
+    let msisdn = "46700000321";
+    rt().block_on(async {
+        let c = Client::connect(server.nchf).await.unwrap();
+        for _ in 0..3 {
+            let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
+            charged(&a, 201);
+            let r = a.reference().unwrap().to_string();
+            for seq in 1..=2 {
+                let u = smf_request(msisdn, seq, &[(10, 100_000, true)]);
+                charged(&post(&c, &format!("{API}/{r}/update"), &u).await, 200);
+            }
+            let last = smf_request(msisdn, 3, &[(10, 1000, false)]);
+            let a = post(&c, &format!("{API}/{r}/release"), &last).await;
+            assert_eq!(a.status, 204);
+        }
+        let u = smf_request(msisdn, 1, &[(10, 1, true)]);
+        let a = post(&c, &format!("{API}/nchf-1-00/update"), &u).await;
+        problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
+        let a = c.post(API, Bytes::from_static(b"{")).await.unwrap();
+        problem(&a, 400, Some("INVALID_MSG_FORMAT"));
+        let a = c.request("GET", API, None, Bytes::new()).await.unwrap();
+        problem(&a, 405, None);
+        let a = c
+            .post("/nchf-convergedcharging/v1/chargingdata", Bytes::new())
+            .await
+            .unwrap();
+        problem(&a, 400, Some("INVALID_API"));
+    });
+    let text = server.metrics();
+    server.stop();
+    assert!(
+        text.contains("# TYPE gyro_nchf_requests_total counter"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE gyro_nchf_answer_latency_seconds histogram"));
+    let requests = |op: &str, status: &str| {
+        sample(
+            &text,
+            "gyro_nchf_requests_total",
+            &format!("operation=\"{op}\",status=\"{status}\""),
+        )
+    };
+    assert_eq!(requests("create", "201"), Some(3.0), "{text}");
+    assert_eq!(requests("update", "200"), Some(6.0));
+    assert_eq!(requests("release", "204"), Some(3.0));
+    assert_eq!(requests("update", "404"), Some(1.0));
+    assert_eq!(requests("create", "400"), Some(1.0));
+    // A GET names no operation (only POST does), nor does another API
+    // version.
+    assert_eq!(requests("other", "405"), Some(1.0));
+    assert_eq!(requests("other", "400"), Some(1.0));
+    let all: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("gyro_nchf_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(all, 16.0, "no other answers were counted");
+    for (op, n) in [
+        ("create", 4.0),
+        ("update", 7.0),
+        ("release", 3.0),
+        ("other", 2.0),
+    ] {
+        let labels = format!("operation=\"{op}\"");
+        let name = "gyro_nchf_answer_latency_seconds";
+        assert_eq!(
+            sample(&text, &format!("{name}_count"), &labels),
+            Some(n),
+            "{op}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!("{name}_bucket"),
+                &format!("le=\"+Inf\",{labels}")
+            ),
+            Some(n),
+            "{op}"
+        );
+        let sum = sample(&text, &format!("{name}_sum"), &labels).unwrap();
+        assert!(sum > 0.0 && sum < n * 10.0, "{op}: {sum} s");
+    }
+    // The client's connection, and the probe that waited for the listener.
+    let accepted = sample(&text, "gyro_nchf_connections_accepted_total", "");
+    assert!(accepted.is_some_and(|n| n >= 1.0), "{accepted:?}");
+    if let Ok(mut promtool) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write;
+        promtool
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = promtool.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Nchf over TLS (`[nchf] tls_listen` with the `[tls]` certificate): the
 /// server offers HTTP/2 by ALPN and charges as over h2c.
 #[test]

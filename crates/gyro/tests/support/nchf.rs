@@ -433,6 +433,21 @@ impl Server {
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
     }
 
+    /// `/metrics` as text (the classic Prometheus format).
+    pub fn metrics(&self) -> String {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        agent
+            .get(&format!("{}/metrics", self.admin))
+            .call()
+            .expect("GET /metrics")
+            .body_mut()
+            .read_to_string()
+            .expect("the metrics text")
+    }
+
     /// Creates an account for `msisdn` with `balance` minor units.
     pub fn account_with(&self, msisdn: &str, balance: i64) {
         let (s, b) = self.admin(
