@@ -939,5 +939,78 @@ fn nchf_over_tls_negotiates_h2_and_charges_like_h2c() {
         account["balance"].as_i64().unwrap() < 1_000_000,
         "{account}"
     );
+
+    // gyro load --protocol nchf: open loop over h2c, then over TLS
+    // (closed and open loop); every session completes and releases what
+    // it reserved.
+    let load = |extra: &[&str]| -> Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+            .args(["load", "--protocol", "nchf", "--quiet", "--json"])
+            .args([
+                "--connections",
+                "2",
+                "--updates",
+                "2",
+                "--subscribers",
+                "200",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        assert!(
+            out.status.success(),
+            "gyro load {extra:?}: {report} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(report["errors"], 0, "{extra:?}: {report}");
+        let s = &report["sessions"];
+        assert!(s["completed"].as_u64().unwrap() > 0, "{report}");
+        assert_eq!(s["started"], s["completed"], "{extra:?}: {report}");
+        assert_eq!(report["sent"], report["answered"], "{report}");
+        report
+    };
+    let h2c = server.nchf.to_string();
+    let tls_target = format!("127.0.0.1:{port}");
+    let ca = certs.join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let tls = ["--tls", "--ca", ca, "--server-name", "ocs.gyro.test"];
+    let open = load(&["--target", &h2c, "--rate", "150", "--duration", "2s"]);
+    println!(
+        "open loop h2c: offered {} req/s of {}, answered {}, p99 {} us",
+        open["offered_rate"], open["target_rate"], open["answered"], open["latency_us"]["p99"]
+    );
+    assert_eq!(open["target_rate"], 150.0);
+    let offered = open["offered_rate"].as_f64().unwrap();
+    assert!(
+        (120.0..=165.0).contains(&offered),
+        "offered {offered} req/s of 150"
+    );
+    // The sessions cut by the end of the run were released after it.
+    let answered = open["answered"].as_u64().unwrap();
+    assert!((240..=400).contains(&answered), "{answered} answered");
+    assert!(open["send_lag_us"]["count"].as_u64().unwrap() > 0, "{open}");
+    let closed = load(&[&["--target", &tls_target, "--duration", "1s"][..], &tls[..]].concat());
+    assert_eq!(closed["tls_handshakes_us"]["count"], 2, "{closed}");
+    assert!(closed["target_rate"].is_null());
+    let open = load(
+        &[
+            &["--target", &tls_target, "--rate", "100", "--duration", "1s"][..],
+            &tls[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(open["tls_handshakes_us"]["count"], 2, "{open}");
+    assert_eq!(open["target_rate"], 100.0);
     server.stop();
+    // Nothing is left reserved: the runs released every session they
+    // opened (no session expiry needed).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["ledger", "--json", "--data-dir"])
+        .arg(&server.data)
+        .output()
+        .unwrap();
+    let books: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(books["violations"], 0, "{books}");
+    assert_eq!(books["reserved"], 0, "{books}");
 }
