@@ -109,8 +109,13 @@ fn histogram(
     h: &HistogramSnapshot,
     scale: f64,
 ) -> Result {
-    let buckets: Vec<(f64, u64)> = h
-        .bounds
+    let mut m = e.encode_descriptor(name, help, None, MetricType::Histogram)?;
+    m.encode_histogram::<NoLabelSet>(h.sum as f64 / scale, h.count(), &buckets(h, scale), None)
+}
+
+/// A histogram's buckets as (upper bound in base units, count).
+fn buckets(h: &HistogramSnapshot, scale: f64) -> Vec<(f64, u64)> {
+    h.bounds
         .iter()
         .zip(&h.counts)
         .map(|(&b, &n)| {
@@ -121,9 +126,7 @@ fn histogram(
             };
             (le, n)
         })
-        .collect();
-    let mut m = e.encode_descriptor(name, help, None, MetricType::Histogram)?;
-    m.encode_histogram::<NoLabelSet>(h.sum as f64 / scale, h.count(), &buckets, None)
+        .collect()
 }
 
 /// The shards' histograms of one kind, summed.
@@ -146,6 +149,54 @@ fn shard_histogram<const N: usize>(
 
 const NS: f64 = 1e9;
 
+/// Nchf_ConvergedCharging requests by operation and HTTP status, their
+/// latency by operation, and connections.
+fn nchf(e: &mut DescriptorEncoder, n: &gyro_nchf::server::Stats) -> Result {
+    family(
+        e,
+        "gyro_nchf_requests",
+        "Nchf_ConvergedCharging requests answered, by operation (create, update, release; \
+         other: the path names none) and HTTP status",
+        n.metrics.answers().into_iter().map(|(op, status, count)| {
+            (
+                [("operation", op.to_string()), ("status", status)],
+                ConstCounter::new(count),
+            )
+        }),
+    )?;
+    let latency = n.metrics.latency();
+    if !latency.is_empty() {
+        let mut m = e.encode_descriptor(
+            "gyro_nchf_answer_latency_seconds",
+            "From an Nchf request's headers being received to its answer being ready, after \
+             its group commit, by operation",
+            None,
+            MetricType::Histogram,
+        )?;
+        for (op, h) in &latency {
+            let labels = [("operation", op.to_string())];
+            m.encode_family(&labels)?.encode_histogram::<NoLabelSet>(
+                h.sum as f64 / NS,
+                h.count(),
+                &buckets(h, NS),
+                None,
+            )?;
+        }
+    }
+    single(
+        e,
+        "gyro_nchf_connections_accepted",
+        "HTTP/2 connections accepted by the Nchf listeners",
+        ConstCounter::new(n.connections.load(Relaxed)),
+    )?;
+    single(
+        e,
+        "gyro_nchf_connections_refused",
+        "Nchf connections closed at once, over [nchf] max_connections",
+        ConstCounter::new(n.refused_connections.load(Relaxed)),
+    )
+}
+
 impl Collector for Families {
     fn encode(&self, mut e: DescriptorEncoder) -> Result {
         let backend = self.inner.backend.get();
@@ -159,6 +210,9 @@ impl Collector for Families {
             return Ok(());
         };
         self.diameter(&mut e, b)?;
+        if let Some(n) = &b.nchf {
+            nchf(&mut e, n)?;
+        }
         self.runtime(&mut e, b)?;
         self.durability(&mut e, b)?;
         self.money(&mut e, b)

@@ -22,6 +22,8 @@ pub struct Backend {
     /// The Diameter over TLS settings, to reload the certificate (`None`
     /// without TLS listeners).
     pub tls: Option<Arc<gyro_server::tls::TlsContext>>,
+    /// The Nchf service's counters (`None` without an `[nchf]` listener).
+    pub nchf: Option<Arc<gyro_nchf::server::Stats>>,
 }
 
 /// Shared by every request.

@@ -2,7 +2,7 @@
 //! one per event. Every unit of money debited or refunded appears in
 //! exactly one record's `amount`.
 
-use crate::request::RequestedAction;
+use crate::request::{Interface, RequestedAction};
 use crate::types::{AccountId, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
 
@@ -53,6 +53,11 @@ pub struct Cdr {
     pub subscriber: String,
     /// Service-Context-Id.
     pub service_context: String,
+    /// The interface that charged it: `gy` (Diameter Gy/Ro) or `nchf`
+    /// (Nchf_ConvergedCharging). Records written before gyro recorded it
+    /// read as `gy`.
+    #[serde(default)]
+    pub interface: Interface,
     /// Rating-Group.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rating_group: Option<u32>,
@@ -154,7 +159,7 @@ impl TariffChangeUsage {
 }
 
 /// Column names of [`Cdr::write_csv`], comma separated, with a newline.
-pub const CSV_HEADER: &str = "sequence,node_id,record_type,session_id,account,subscriber,service_context,rating_group,service_id,request_number,requested_action,unit,time,input_octets,output_octets,total_octets,service_units,rated_units,bundle_units,amount,unbilled,balance_after,started,ended,result_code,closing_cause,termination_cause,reporting_reason,plan,rate,destination,zone,tariff_change\n";
+pub const CSV_HEADER: &str = "sequence,node_id,record_type,session_id,account,subscriber,service_context,rating_group,service_id,request_number,requested_action,unit,time,input_octets,output_octets,total_octets,service_units,rated_units,bundle_units,amount,unbilled,balance_after,started,ended,result_code,closing_cause,termination_cause,reporting_reason,plan,rate,destination,zone,tariff_change,interface\n";
 
 fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
@@ -213,6 +218,7 @@ impl Cdr {
         j.num("account", self.account.0);
         j.str("subscriber", &self.subscriber);
         j.str("service_context", &self.service_context);
+        j.str("interface", self.interface.as_str());
         if let Some(v) = self.rating_group {
             j.num("rating_group", v);
         }
@@ -409,6 +415,7 @@ impl<W: std::io::Write> CdrCsvWriter<W> {
         self.csv.write_field(&c.zone)?;
         self.csv
             .write_field(c.tariff_change.map_or("", TariffChangeUsage::as_str))?;
+        self.csv.write_field(c.interface.as_str())?;
         self.csv.write_record(None::<&[u8]>)
     }
 

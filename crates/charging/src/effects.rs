@@ -6,6 +6,7 @@
 
 use crate::accounts::{Account, AccountStatus, Bundle, SharedSubscriptionId, SubscriptionId};
 use crate::error::{Error, Result};
+use crate::request::Interface;
 use crate::session::{BundleHold, BundleHolds, RatingContext, Reservation, Reservations, Session};
 use crate::tariff::Currency;
 use crate::types::{AccountId, IdMap, RatingKey, SessionKey, Timestamp, UnitKind};
@@ -35,6 +36,9 @@ pub enum Effect {
         at: Timestamp,
         /// Tcc deadline.
         supervision_until: Timestamp,
+        /// The interface the CCR-Initial (or Nchf create) arrived over.
+        #[serde(default, skip_serializing_if = "Interface::is_gy")]
+        interface: Interface,
     },
     /// A request arrived on an open session.
     SessionTouched {
@@ -310,6 +314,7 @@ impl Ledger {
                 multiple_services,
                 at,
                 supervision_until,
+                interface,
             } => {
                 if self.sessions.contains_key(session)
                     || self.session_index.contains_key(session_id)
@@ -334,6 +339,7 @@ impl Ledger {
                         last_request_number: 0,
                         reservations: Reservations::new(),
                         context: RatingContext::default(),
+                        interface: *interface,
                     },
                 );
                 self.session_index.insert(Arc::clone(session_id), *session);

@@ -125,7 +125,7 @@ pub use engine::{
 pub use error::{Error, Result};
 pub use rating::quote::{Quote, QuotePart, QuoteRequest};
 pub use rating::{Choice, Location, Plan, PlanSpec, RatingError, DEFAULT_PLAN};
-pub use request::{CcRequest, Mscc, RequestType, RequestedAction};
+pub use request::{CcRequest, Interface, Mscc, RequestType, RequestedAction};
 pub use session::{Digits, RatingContext, Reservation, Session};
 pub use tariff::{
     Catalog, Currency, FinalUnitAction, FinalUnitIndication, HourWindow, RedirectAddressType,

@@ -38,6 +38,33 @@ impl RequestType {
     }
 }
 
+/// The interface a request arrived over, kept by its session and written
+/// in every CDR it causes (`interface` in CDR files).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Interface {
+    /// Diameter Credit-Control (RFC 8506): Gy, and Ro for voice and SMS.
+    #[default]
+    Gy,
+    /// 5G Nchf_ConvergedCharging over HTTP/2 (TS 32.291), the SMF's N40.
+    Nchf,
+}
+
+impl Interface {
+    /// The name used in CDR files: `gy` or `nchf`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Interface::Gy => "gy",
+            Interface::Nchf => "nchf",
+        }
+    }
+    /// Whether it is [`Interface::Gy`] (the default, left out when
+    /// serialised).
+    pub fn is_gy(&self) -> bool {
+        *self == Interface::Gy
+    }
+}
+
 /// Requested-Action (RFC 8506 section 8.41).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -149,4 +176,7 @@ pub struct CcRequest {
     /// look at it.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub visited_plmn: String,
+    /// The interface it arrived over: Gy unless the Nchf mapping built it.
+    #[serde(default, skip_serializing_if = "Interface::is_gy")]
+    pub interface: Interface,
 }

@@ -1,6 +1,7 @@
 //! Credit-control sessions and the reservations they hold.
 
 use crate::accounts::SharedSubscriptionId;
+use crate::request::Interface;
 use crate::types::{AccountId, RatingKey, SessionKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
 use smallvec::SmallVec;
@@ -80,6 +81,10 @@ pub struct Session {
     /// new one ([`crate::Effect::SessionContextChanged`]).
     #[serde(default, skip_serializing_if = "RatingContext::is_empty")]
     pub context: RatingContext,
+    /// The interface its first request arrived over; the CDRs the engine
+    /// writes for it on its own (supervision, a release) carry it.
+    #[serde(default, skip_serializing_if = "Interface::is_gy")]
+    pub interface: Interface,
 }
 
 impl Session {

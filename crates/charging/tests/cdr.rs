@@ -76,6 +76,63 @@ fn csv_lines_follow_the_header_and_quote_what_needs_it() {
     assert_eq!(field("started"), c.started.as_millis().to_string());
 }
 
+#[test]
+fn every_cdr_names_the_interface_that_charged_it_and_old_lines_read_as_gy() {
+    let mut e = engine();
+    let mut out = Output::default();
+    let mut nchf = initial("nchf-1-00ff", "111", vec![want(10)]);
+    nchf.interface = Interface::Nchf;
+    e.handle_request(&nchf, at(0), &mut out);
+    e.handle_request(&initial("gy;1", "111", vec![want(10)]), at(0), &mut out);
+    out.clear();
+    let mut u = update("nchf-1-00ff", 1, vec![report(10, 1000, true)]);
+    u.interface = Interface::Nchf;
+    e.handle_request(&u, at(10), &mut out);
+    e.handle_request(
+        &update("gy;1", 1, vec![report(10, 1000, true)]),
+        at(10),
+        &mut out,
+    );
+    // Nothing more arrives: supervision (100 s) closes both; the
+    // session-end records carry the interface each session opened over.
+    e.tick(at(1000), &mut out);
+    let mut seen = Vec::new();
+    for c in &out.cdrs {
+        let want = if c.session_id.starts_with("nchf-") {
+            Interface::Nchf
+        } else {
+            Interface::Gy
+        };
+        assert_eq!(c.interface, want, "{c:?}");
+        seen.push((c.record_type, c.interface));
+        let mut line = Vec::new();
+        c.write_json_line(&mut line).unwrap();
+        let text = String::from_utf8(line).unwrap();
+        assert!(
+            text.contains(&format!(",\"interface\":\"{}\",", want.as_str())),
+            "{text}"
+        );
+        let mut csv = String::new();
+        c.write_csv(&mut csv);
+        assert!(csv.ends_with(&format!(",{}\n", want.as_str())), "{csv}");
+    }
+    assert!(seen.contains(&(RecordType::Usage, Interface::Nchf)));
+    assert!(seen.contains(&(RecordType::SessionEnd, Interface::Nchf)));
+    assert!(seen.contains(&(RecordType::Usage, Interface::Gy)));
+    assert!(seen.contains(&(RecordType::SessionEnd, Interface::Gy)));
+    assert!(CSV_HEADER.ends_with(",interface\n"));
+
+    // A line written before CDRs named their interface reads as Gy.
+    let c = out.cdrs.as_slice()[0].clone();
+    let mut line = Vec::new();
+    c.write_json_line(&mut line).unwrap();
+    let text = String::from_utf8(line).unwrap();
+    let old = text.replace(&format!(",\"interface\":\"{}\"", c.interface.as_str()), "");
+    assert!(!old.contains("interface"));
+    let back: Cdr = serde_json::from_str(&old).unwrap();
+    assert_eq!(back.interface, Interface::Gy);
+}
+
 fn any_cdr() -> impl proptest::strategy::Strategy<Value = Cdr> {
     use proptest::prelude::*;
     let text = prop_oneof!["[a-z0-9.;:@-]{0,24}", any::<String>()];
@@ -140,6 +197,7 @@ fn any_cdr() -> impl proptest::strategy::Strategy<Value = Cdr> {
             Just(Some(TariffChangeUsage::Before)),
             Just(Some(TariffChangeUsage::After)),
         ],
+        prop_oneof![Just(Interface::Gy), Just(Interface::Nchf)],
     );
     (ids, enums, counters, money, rating).prop_map(|(i, e, c, m, r)| Cdr {
         sequence: i.0,
@@ -175,6 +233,7 @@ fn any_cdr() -> impl proptest::strategy::Strategy<Value = Cdr> {
         destination: r.2,
         zone: r.3,
         tariff_change: r.4,
+        interface: r.5,
     })
 }
 

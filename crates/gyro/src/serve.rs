@@ -183,6 +183,7 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
             subscribers,
             totals: totals.clone(),
             tls: handle.tls(),
+            nchf: nchf.as_ref().map(gyro_nchf::NchfServer::shared_stats),
         });
     }
     let addrs: Vec<String> = handle.local_addrs().iter().map(|a| a.to_string()).collect();

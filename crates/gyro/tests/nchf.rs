@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use gyro_nchf::client::{Answer, Client};
-use nchf::{kb, smf_request, validate, Server};
+use nchf::{kb, smf_request, validate, violations, Server};
 use serde_json::{json, Value};
 
 fn rt() -> tokio::runtime::Runtime {
@@ -95,6 +95,99 @@ fn ledger(data: &Path) -> Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The schema checks the bodies go through are not vacuous: each rule of
+/// the TS 32.291 data model they carry refuses a body that breaks it.
+#[test]
+fn the_schema_checks_refuse_what_the_data_model_does_not_allow() {
+    let ok = json!({
+        "invocationTimeStamp": "2025-06-01T12:00:00Z",
+        "invocationSequenceNumber": 1,
+        "multipleUnitInformation": [{
+            "ratingGroup": 10,
+            "resultCode": "SUCCESS",
+            "grantedUnit": {"totalVolume": 1000},
+            "validityTime": 600,
+            "finalUnitIndication": {
+                "finalUnitAction": "REDIRECT",
+                "redirectServer": {"redirectAddressType": "URL", "redirectServerAddress": "http://x"}
+            }
+        }]
+    });
+    assert!(violations("ChargingDataResponse", &ok).is_empty());
+    let broken = |edit: &dyn Fn(&mut Value)| {
+        let mut v = ok.clone();
+        edit(&mut v);
+        violations("ChargingDataResponse", &v)
+    };
+    let m = "/multipleUnitInformation/0";
+    for (what, errors, at) in [
+        (
+            "a required attribute missing (6.1.6.2.1.2)",
+            broken(&|v| {
+                v.as_object_mut()
+                    .unwrap()
+                    .remove("invocationSequenceNumber");
+            }),
+            "/invocationSequenceNumber".to_string(),
+        ),
+        (
+            "Uint32 out of range (TS 29.571)",
+            broken(&|v| v["invocationSequenceNumber"] = json!(4294967296u64)),
+            "/invocationSequenceNumber".to_string(),
+        ),
+        (
+            "not an RFC 3339 DateTime",
+            broken(&|v| v["invocationTimeStamp"] = json!("yesterday")),
+            "/invocationTimeStamp".to_string(),
+        ),
+        (
+            "a ResultCode the specification does not define (6.1.6.3)",
+            broken(&|v| v["multipleUnitInformation"][0]["resultCode"] = json!("OK")),
+            format!("{m}/resultCode"),
+        ),
+        (
+            "a negative Uint64 volume (6.1.6.2.1.12)",
+            broken(&|v| v["multipleUnitInformation"][0]["grantedUnit"]["totalVolume"] = json!(-1)),
+            format!("{m}/grantedUnit/totalVolume"),
+        ),
+        (
+            "a string where an integer goes",
+            broken(&|v| v["multipleUnitInformation"][0]["ratingGroup"] = json!("10")),
+            format!("{m}/ratingGroup"),
+        ),
+        (
+            "RedirectServer without its address (6.1.6.2.1.14)",
+            broken(&|v| {
+                v["multipleUnitInformation"][0]["finalUnitIndication"]["redirectServer"]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("redirectServerAddress");
+            }),
+            format!("{m}/finalUnitIndication/redirectServer/redirectServerAddress"),
+        ),
+        (
+            "an attribute the data model does not have",
+            broken(&|v| v["multipleUnitInformation"][0]["grantedUnits"] = json!({})),
+            format!("{m}/grantedUnits"),
+        ),
+    ] {
+        assert!(
+            errors.iter().any(|e| e.starts_with(&format!("{at}:"))),
+            "{what}: {errors:?}"
+        );
+    }
+    // ProblemDetails (TS 29.571 5.2.4.1): invalidParams need their param.
+    let p =
+        json!({"status": 400, "cause": "MANDATORY_IE_MISSING", "invalidParams": [{"reason": "x"}]});
+    assert!(!violations("ProblemDetails", &p).is_empty());
+    // Requests stay open to attributes gyro does not read.
+    let mut r = smf_request("46700000001", 0, &[(10, 0, true)]);
+    r["someFutureAttribute"] = json!(1);
+    assert!(violations("ChargingDataRequest", &r).is_empty());
+    r["invocationSequenceNumber"] = json!(-1);
+    assert!(!violations("ChargingDataRequest", &r).is_empty());
 }
 
 #[test]
@@ -353,8 +446,8 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
     });
     server.stop();
 
-    // Every CDR of an Nchf session says so in its session_id, and the
-    // books balance.
+    // Every CDR of an Nchf session says it was charged over Nchf, and
+    // the books balance.
     let records = cdrs(&server.data);
     assert!(!records.is_empty());
     let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
@@ -363,6 +456,7 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
             r["session_id"].as_str().unwrap().starts_with("nchf-"),
             "{r}"
         );
+        assert_eq!(r["interface"], "nchf", "{r}");
         assert_eq!(r["service_context"], "32251@3gpp.org");
         *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
             r["amount"].as_i64().unwrap();
@@ -480,10 +574,14 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
     server.stop();
 
     let records = cdrs(&server.data);
-    let nchf = records
-        .iter()
-        .filter(|r| r["session_id"].as_str().unwrap().starts_with("nchf-"))
-        .count();
+    // Each CDR names the interface that charged it: Nchf sessions' (the
+    // one supervision closed included) say nchf, gyro load's Gy sessions'
+    // gy.
+    for r in &records {
+        let over_nchf = r["session_id"].as_str().unwrap().starts_with("nchf-");
+        assert_eq!(r["interface"], if over_nchf { "nchf" } else { "gy" }, "{r}");
+    }
+    let nchf = records.iter().filter(|r| r["interface"] == "nchf").count();
     assert!(
         nchf > 40 && nchf < records.len(),
         "{nchf} of {} CDRs",
@@ -492,7 +590,28 @@ fn a_release_after_supervision_closed_the_session_is_not_found_and_gy_and_nchf_b
     assert!(records
         .iter()
         .any(|r| r["closing_cause"] == "supervision-expired"
-            && r["session_id"].as_str().unwrap() == reference));
+            && r["session_id"].as_str().unwrap() == reference
+            && r["interface"] == "nchf"));
+    // `gyro cdr csv` shows it too, in its last column.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["cdr", "csv", "--data-dir"])
+        .arg(&server.data)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let csv = String::from_utf8(out.stdout).unwrap();
+    let mut lines = csv.lines();
+    assert!(lines.next().unwrap().ends_with(",interface"));
+    let (mut gy, mut over_nchf) = (0, 0);
+    for l in lines {
+        if l.ends_with(",nchf") {
+            over_nchf += 1;
+        } else {
+            assert!(l.ends_with(",gy"), "{l}");
+            gy += 1;
+        }
+    }
+    assert_eq!((gy + over_nchf, over_nchf), (records.len(), nchf));
     let mut debited: BTreeMap<u64, i64> = BTreeMap::new();
     for r in &records {
         *debited.entry(r["account"].as_u64().unwrap()).or_default() +=
@@ -614,6 +733,135 @@ fn http2_abuse_is_bounded() {
     );
 }
 
+/// The value of the sample of `name` with exactly `labels` (as written
+/// between the braces), if there is one.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let prefix = if labels.is_empty() {
+        format!("{name} ")
+    } else {
+        format!("{name}{{{labels}}} ")
+    };
+    text.lines()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .and_then(|v| v.parse().ok())
+}
+
+/// `/metrics` counts the Nchf requests by operation and HTTP status, and
+/// times them by operation, as many as were sent; the text passes
+/// `promtool check metrics` where promtool is installed.
+#[test]
+fn nchf_requests_are_counted_on_metrics_by_operation_and_status() {
+    let dir = support::scratch("nchf-metrics");
+    let mut server = Server::start(&dir, "", None);
+    let msisdn = "46700000321";
+    rt().block_on(async {
+        let c = Client::connect(server.nchf).await.unwrap();
+        for _ in 0..3 {
+            let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
+            charged(&a, 201);
+            let r = a.reference().unwrap().to_string();
+            for seq in 1..=2 {
+                let u = smf_request(msisdn, seq, &[(10, 100_000, true)]);
+                charged(&post(&c, &format!("{API}/{r}/update"), &u).await, 200);
+            }
+            let last = smf_request(msisdn, 3, &[(10, 1000, false)]);
+            let a = post(&c, &format!("{API}/{r}/release"), &last).await;
+            assert_eq!(a.status, 204);
+        }
+        let u = smf_request(msisdn, 1, &[(10, 1, true)]);
+        let a = post(&c, &format!("{API}/nchf-1-00/update"), &u).await;
+        problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
+        let a = c.post(API, Bytes::from_static(b"{")).await.unwrap();
+        problem(&a, 400, Some("INVALID_MSG_FORMAT"));
+        let a = c.request("GET", API, None, Bytes::new()).await.unwrap();
+        problem(&a, 405, None);
+        let a = c
+            .post("/nchf-convergedcharging/v1/chargingdata", Bytes::new())
+            .await
+            .unwrap();
+        problem(&a, 400, Some("INVALID_API"));
+    });
+    let text = server.metrics();
+    server.stop();
+    assert!(
+        text.contains("# TYPE gyro_nchf_requests_total counter"),
+        "{text}"
+    );
+    assert!(text.contains("# TYPE gyro_nchf_answer_latency_seconds histogram"));
+    let requests = |op: &str, status: &str| {
+        sample(
+            &text,
+            "gyro_nchf_requests_total",
+            &format!("operation=\"{op}\",status=\"{status}\""),
+        )
+    };
+    assert_eq!(requests("create", "201"), Some(3.0), "{text}");
+    assert_eq!(requests("update", "200"), Some(6.0));
+    assert_eq!(requests("release", "204"), Some(3.0));
+    assert_eq!(requests("update", "404"), Some(1.0));
+    assert_eq!(requests("create", "400"), Some(1.0));
+    // A GET names no operation (only POST does), nor does another API
+    // version.
+    assert_eq!(requests("other", "405"), Some(1.0));
+    assert_eq!(requests("other", "400"), Some(1.0));
+    let all: f64 = text
+        .lines()
+        .filter(|l| l.starts_with("gyro_nchf_requests_total{"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum();
+    assert_eq!(all, 16.0, "no other answers were counted");
+    for (op, n) in [
+        ("create", 4.0),
+        ("update", 7.0),
+        ("release", 3.0),
+        ("other", 2.0),
+    ] {
+        let labels = format!("operation=\"{op}\"");
+        let name = "gyro_nchf_answer_latency_seconds";
+        assert_eq!(
+            sample(&text, &format!("{name}_count"), &labels),
+            Some(n),
+            "{op}"
+        );
+        assert_eq!(
+            sample(
+                &text,
+                &format!("{name}_bucket"),
+                &format!("le=\"+Inf\",{labels}")
+            ),
+            Some(n),
+            "{op}"
+        );
+        let sum = sample(&text, &format!("{name}_sum"), &labels).unwrap();
+        assert!(sum > 0.0 && sum < n * 10.0, "{op}: {sum} s");
+    }
+    // The client's connection, and the probe that waited for the listener.
+    let accepted = sample(&text, "gyro_nchf_connections_accepted_total", "");
+    assert!(accepted.is_some_and(|n| n >= 1.0), "{accepted:?}");
+    if let Ok(mut promtool) = std::process::Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+    {
+        use std::io::Write;
+        promtool
+            .stdin
+            .take()
+            .unwrap()
+            .write_all(text.as_bytes())
+            .unwrap();
+        let out = promtool.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool check metrics: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
 /// Nchf over TLS (`[nchf] tls_listen` with the `[tls]` certificate): the
 /// server offers HTTP/2 by ALPN and charges as over h2c.
 #[test]
@@ -691,5 +939,78 @@ fn nchf_over_tls_negotiates_h2_and_charges_like_h2c() {
         account["balance"].as_i64().unwrap() < 1_000_000,
         "{account}"
     );
+
+    // gyro load --protocol nchf: open loop over h2c, then over TLS
+    // (closed and open loop); every session completes and releases what
+    // it reserved.
+    let load = |extra: &[&str]| -> Value {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+            .args(["load", "--protocol", "nchf", "--quiet", "--json"])
+            .args([
+                "--connections",
+                "2",
+                "--updates",
+                "2",
+                "--subscribers",
+                "200",
+            ])
+            .args(extra)
+            .output()
+            .unwrap();
+        let report: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        assert!(
+            out.status.success(),
+            "gyro load {extra:?}: {report} {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(report["errors"], 0, "{extra:?}: {report}");
+        let s = &report["sessions"];
+        assert!(s["completed"].as_u64().unwrap() > 0, "{report}");
+        assert_eq!(s["started"], s["completed"], "{extra:?}: {report}");
+        assert_eq!(report["sent"], report["answered"], "{report}");
+        report
+    };
+    let h2c = server.nchf.to_string();
+    let tls_target = format!("127.0.0.1:{port}");
+    let ca = certs.join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let tls = ["--tls", "--ca", ca, "--server-name", "ocs.gyro.test"];
+    let open = load(&["--target", &h2c, "--rate", "150", "--duration", "2s"]);
+    println!(
+        "open loop h2c: offered {} req/s of {}, answered {}, p99 {} us",
+        open["offered_rate"], open["target_rate"], open["answered"], open["latency_us"]["p99"]
+    );
+    assert_eq!(open["target_rate"], 150.0);
+    let offered = open["offered_rate"].as_f64().unwrap();
+    assert!(
+        (120.0..=165.0).contains(&offered),
+        "offered {offered} req/s of 150"
+    );
+    // The sessions cut by the end of the run were released after it.
+    let answered = open["answered"].as_u64().unwrap();
+    assert!((240..=400).contains(&answered), "{answered} answered");
+    assert!(open["send_lag_us"]["count"].as_u64().unwrap() > 0, "{open}");
+    let closed = load(&[&["--target", &tls_target, "--duration", "1s"][..], &tls[..]].concat());
+    assert_eq!(closed["tls_handshakes_us"]["count"], 2, "{closed}");
+    assert!(closed["target_rate"].is_null());
+    let open = load(
+        &[
+            &["--target", &tls_target, "--rate", "100", "--duration", "1s"][..],
+            &tls[..],
+        ]
+        .concat(),
+    );
+    assert_eq!(open["tls_handshakes_us"]["count"], 2, "{open}");
+    assert_eq!(open["target_rate"], 100.0);
     server.stop();
+    // Nothing is left reserved: the runs released every session they
+    // opened (no session expiry needed).
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["ledger", "--json", "--data-dir"])
+        .arg(&server.data)
+        .output()
+        .unwrap();
+    let books: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(books["violations"], 0, "{books}");
+    assert_eq!(books["reserved"], 0, "{books}");
 }

@@ -12,24 +12,41 @@
 //! as the GPSI (`msisdn-...`), with the SUPI (`imsi-...`) when `--imsi` is
 //! given.
 //!
+//! With `--rate` it runs open loop: requests are due at evenly spaced
+//! intended times over the whole run (`--rate` a second, dealt round robin
+//! to the connections), each the next step of a session waiting for one
+//! (a new session's Create, an Update, a Release), and each request's
+//! latency counts from its intended time, so a server that stalls shows up
+//! as latency, not as a lower rate. A session that waits for its next
+//! request goes before a new one, so sessions go on at the pace of their
+//! answers. There are `--window` session places per connection (raised to
+//! 20 ms of its share of the rate, as for Diameter); a request due while
+//! every place waits for an answer waits for one and keeps its intended
+//! time. Times are tokio's (1 ms resolution): requests
+//! due within the same millisecond leave together.
+//!
+//! With `--tls` it connects over TLS offering ALPN `h2` (the server must
+//! choose it), with the CA, client certificate and server name options of
+//! Diameter over TLS; the report counts the handshakes.
+//!
 //! The report is the Diameter one: latency per request type (Create is
 //! counted as CCR-I, Update as CCR-U, Release as CCR-T), with HTTP status
 //! codes where Diameter has Result-Codes, and each rating group's
 //! `resultCode` counted under the Result-Code it stands for (SUCCESS
 //! 2001, QUOTA_LIMIT_REACHED 4012, ...). A session cut by the end of the
-//! run is released first, so nothing stays reserved. Open loop (`--rate`)
-//! and TLS are Diameter only for now.
+//! run is released first, so nothing stays reserved.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
 use bytes::{Bytes, BytesMut};
 
 use crate::args::LoadArgs;
+use crate::conn::{tls_client_offering, TlsClient};
 use crate::stats::{ConnStats, Report, ReqType, RunInfo};
 
 const API: &str = "/nchf-convergedcharging/v3/chargingdata";
@@ -37,6 +54,8 @@ const API: &str = "/nchf-convergedcharging/v3/chargingdata";
 /// What every session shares.
 struct Plan {
     args: LoadArgs,
+    /// `http` (h2c) or `https` (TLS).
+    scheme: &'static str,
     authority: String,
     deadline: Option<Instant>,
     /// When sending began (the per-second counters count from here).
@@ -120,6 +139,7 @@ fn body(a: &LoadArgs, subscriber: u64, seq: u32, used: bool, more: bool) -> Byte
 /// One request and its answer: (status, Location, body).
 async fn post(
     send: &h2::client::SendRequest<Bytes>,
+    scheme: &str,
     authority: &str,
     path: &str,
     body: Bytes,
@@ -127,7 +147,7 @@ async fn post(
     let mut send = send.clone().ready().await?;
     let request = http::Request::builder()
         .method("POST")
-        .uri(format!("http://{authority}{path}"))
+        .uri(format!("{scheme}://{authority}{path}"))
         .header(http::header::CONTENT_TYPE, "application/json")
         .body(())
         .expect("a valid request");
@@ -149,23 +169,53 @@ async fn post(
     Ok((parts.status.as_u16(), location, buf.freeze()))
 }
 
-/// Sends one request of a session, records it; returns the answer if it
-/// came.
+/// What came back for one request: an answer, an HTTP/2 error, or nothing
+/// within `--timeout`.
+type Outcome = Result<Result<(u16, Option<String>, Bytes), h2::Error>, tokio::time::error::Elapsed>;
+
+/// The counters a connection's requests share.
+type Shared = Arc<Mutex<ConnStats>>;
+
+fn lock(stats: &Shared) -> std::sync::MutexGuard<'_, ConnStats> {
+    stats.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Sends one request of a session and records it; returns the answer if
+/// it came. Its latency counts from `intended` (open loop) or from when
+/// it left.
 async fn exchange(
     plan: &Plan,
     send: &h2::client::SendRequest<Bytes>,
-    stats: &mut ConnStats,
+    stats: &Shared,
     kind: ReqType,
     path: &str,
     body: Bytes,
+    intended: Option<Instant>,
 ) -> Option<(u16, Option<String>)> {
     plan.sent.fetch_add(1, Relaxed);
-    let t = &mut stats.types[kind as usize];
-    t.sent += 1;
-    let started = Instant::now();
-    stats.per_second.sent(started);
-    let answer = tokio::time::timeout(plan.args.timeout, post(send, &plan.authority, path, body));
-    match answer.await {
+    let left = Instant::now();
+    let from = intended.unwrap_or(left);
+    {
+        let mut s = lock(stats);
+        s.types[kind as usize].sent += 1;
+        s.per_second.sent(from);
+        if let Some(intended) = intended {
+            s.record_send(intended, left, plan.deadline);
+        }
+    }
+    let answer = post(send, plan.scheme, &plan.authority, path, body);
+    let outcome: Outcome = tokio::time::timeout(plan.args.timeout, answer).await;
+    account(&mut lock(stats), kind, from, outcome)
+}
+
+/// Counts what came back for a request sent (or intended) at `from`.
+fn account(
+    stats: &mut ConnStats,
+    kind: ReqType,
+    from: Instant,
+    outcome: Outcome,
+) -> Option<(u16, Option<String>)> {
+    match outcome {
         Err(_) => {
             stats.types[kind as usize].timeouts += 1;
             stats.per_second.timeout(Instant::now());
@@ -180,7 +230,7 @@ async fn exchange(
         Ok(Ok((status, location, body))) => {
             let t = &mut stats.types[kind as usize];
             t.answered += 1;
-            let us = started.elapsed().as_micros() as u64;
+            let us = from.elapsed().as_micros() as u64;
             t.record_latency(us);
             t.result_codes.add(u32::from(status));
             let ok = (200..300).contains(&status);
@@ -213,30 +263,35 @@ fn count_units(stats: &mut ConnStats, body: &[u8]) {
     }
 }
 
-/// Data sessions, one after the other, until the run stops.
-async fn sessions(plan: Arc<Plan>, send: h2::client::SendRequest<Bytes>) -> ConnStats {
-    let mut stats = ConnStats::starting_at(plan.start);
+/// The ChargingDataRef of a Create's Location.
+fn reference_of(location: &str) -> String {
+    location.rsplit('/').next().unwrap_or("").to_string()
+}
+
+/// Data sessions, one after the other, until the run stops (closed loop).
+async fn sessions(plan: Arc<Plan>, send: h2::client::SendRequest<Bytes>, stats: Shared) {
     let a = &plan.args;
     while !plan.stopping() {
         let subscriber = a.subscriber_start + fastrand::u64(..a.subscribers.max(1));
-        stats.sessions_started += 1;
+        lock(&stats).sessions_started += 1;
         let created = exchange(
             &plan,
             &send,
-            &mut stats,
+            &stats,
             ReqType::Initial,
             API,
             body(a, subscriber, 0, false, true),
+            None,
         )
         .await;
         let reference = match created {
-            Some((201, Some(location))) => location.rsplit('/').next().unwrap_or("").to_string(),
+            Some((201, Some(location))) => reference_of(&location),
             Some(_) => {
-                stats.sessions_failed += 1;
+                lock(&stats).sessions_failed += 1;
                 continue;
             }
             None => {
-                stats.sessions_failed += 1;
+                lock(&stats).sessions_failed += 1;
                 if send.clone().ready().await.is_err() {
                     break;
                 }
@@ -250,10 +305,11 @@ async fn sessions(plan: Arc<Plan>, send: h2::client::SendRequest<Bytes>) -> Conn
             let r = exchange(
                 &plan,
                 &send,
-                &mut stats,
+                &stats,
                 ReqType::Update,
                 &path,
                 body(a, subscriber, seq, true, true),
+                None,
             )
             .await;
             seq += 1;
@@ -262,39 +318,242 @@ async fn sessions(plan: Arc<Plan>, send: h2::client::SendRequest<Bytes>) -> Conn
                 break;
             }
         }
-        let path = format!("{API}/{reference}/release");
-        let r = exchange(
-            &plan,
-            &send,
-            &mut stats,
-            ReqType::Terminate,
-            &path,
-            body(a, subscriber, seq, true, false),
-        )
-        .await;
-        if ok && matches!(r, Some((204, _))) {
-            stats.sessions_completed += 1;
-        } else {
-            stats.sessions_failed += 1;
+        release(&plan, &send, &stats, subscriber, &reference, seq, ok, None).await;
+    }
+}
+
+/// Sends a session's Release (number `seq`) and counts the session as
+/// completed when it and everything before it (`ok`) succeeded.
+#[allow(clippy::too_many_arguments)]
+async fn release(
+    plan: &Plan,
+    send: &h2::client::SendRequest<Bytes>,
+    stats: &Shared,
+    subscriber: u64,
+    reference: &str,
+    seq: u32,
+    ok: bool,
+    intended: Option<Instant>,
+) {
+    let path = format!("{API}/{reference}/release");
+    let body = body(&plan.args, subscriber, seq, true, false);
+    let r = exchange(plan, send, stats, ReqType::Terminate, &path, body, intended).await;
+    let mut s = lock(stats);
+    if ok && matches!(r, Some((204, _))) {
+        s.sessions_completed += 1;
+    } else {
+        s.sessions_failed += 1;
+    }
+}
+
+/// An open-loop session between two of its requests.
+#[derive(Debug, Clone)]
+struct Session {
+    subscriber: u64,
+    reference: String,
+    /// The number of its next request.
+    seq: u32,
+    /// Whether every request so far succeeded.
+    ok: bool,
+}
+
+/// A session place: `None` holds no session (its next request is a new
+/// session's Create).
+type Place = Option<Session>;
+
+/// A connection: its sender and its counters.
+#[derive(Clone)]
+struct Conn {
+    send: h2::client::SendRequest<Bytes>,
+    stats: Shared,
+}
+
+/// The next request of the session in `place`, intended at `intended`;
+/// gives the place back once answered.
+async fn step(
+    plan: Arc<Plan>,
+    conn: Conn,
+    place: Place,
+    intended: Instant,
+    back: tokio::sync::mpsc::UnboundedSender<Place>,
+) {
+    let a = &plan.args;
+    let next = match place {
+        None => {
+            let subscriber = a.subscriber_start + fastrand::u64(..a.subscribers.max(1));
+            lock(&conn.stats).sessions_started += 1;
+            let body = body(a, subscriber, 0, false, true);
+            let r = exchange(
+                &plan,
+                &conn.send,
+                &conn.stats,
+                ReqType::Initial,
+                API,
+                body,
+                Some(intended),
+            )
+            .await;
+            match r {
+                Some((201, Some(location))) => Some(Session {
+                    subscriber,
+                    reference: reference_of(&location),
+                    seq: 1,
+                    ok: true,
+                }),
+                _ => {
+                    lock(&conn.stats).sessions_failed += 1;
+                    None
+                }
+            }
+        }
+        Some(mut s) if s.ok && s.seq <= a.updates => {
+            let path = format!("{API}/{}/update", s.reference);
+            let body = body(a, s.subscriber, s.seq, true, true);
+            let r = exchange(
+                &plan,
+                &conn.send,
+                &conn.stats,
+                ReqType::Update,
+                &path,
+                body,
+                Some(intended),
+            )
+            .await;
+            s.seq += 1;
+            s.ok = matches!(r, Some((200, _)));
+            Some(s)
+        }
+        Some(s) => {
+            let (send, stats) = (&conn.send, &conn.stats);
+            release(
+                &plan,
+                send,
+                stats,
+                s.subscriber,
+                &s.reference,
+                s.seq,
+                s.ok,
+                Some(intended),
+            )
+            .await;
+            None
+        }
+    };
+    let _ = back.send(next);
+}
+
+/// The session places of an open-loop run: sessions waiting for their
+/// next request, and places holding none.
+struct Places {
+    ready: std::collections::VecDeque<Session>,
+    free: usize,
+}
+
+impl Places {
+    fn put(&mut self, place: Place) {
+        match place {
+            Some(s) => self.ready.push_back(s),
+            None => self.free += 1,
         }
     }
-    stats
+
+    /// A session that waits for its next request before a new one: so
+    /// sessions go on at the pace of their answers and only as many are
+    /// open as the rate and the answers' latency need.
+    fn take(&mut self) -> Option<Place> {
+        if let Some(s) = self.ready.pop_front() {
+            return Some(Some(s));
+        }
+        (self.free > 0).then(|| {
+            self.free -= 1;
+            None
+        })
+    }
+}
+
+/// Open loop: one request of a waiting session at each intended time
+/// until the run stops, then the Release of every session still open.
+async fn open_loop(plan: Arc<Plan>, conns: &[Conn], places: usize, rate: f64) {
+    let (back, mut answered) = tokio::sync::mpsc::unbounded_channel::<Place>();
+    let mut waiting = Places {
+        ready: Default::default(),
+        free: places,
+    };
+    let mut steps = tokio::task::JoinSet::new();
+    let mut slot: u64 = 0;
+    while !plan.stopping() {
+        let offset = (slot as f64 / rate).min(1.0e9);
+        let intended = plan.start + Duration::from_secs_f64(offset);
+        if plan.deadline.is_some_and(|d| intended >= d) {
+            break;
+        }
+        tokio::time::sleep_until(intended.into()).await;
+        while let Ok(p) = answered.try_recv() {
+            waiting.put(p);
+        }
+        // A request due while every place waits for an answer waits for
+        // one, keeping its intended time, but not past the end of the run.
+        let place = loop {
+            if let Some(p) = waiting.take() {
+                break Some(p);
+            }
+            let got = match plan.deadline {
+                Some(d) => tokio::time::timeout_at(d.into(), answered.recv())
+                    .await
+                    .ok()
+                    .flatten(),
+                None => answered.recv().await,
+            };
+            match got {
+                Some(p) => waiting.put(p),
+                None => break None,
+            }
+        };
+        let Some(place) = place else { break };
+        let conn = conns[(slot % conns.len() as u64) as usize].clone();
+        steps.spawn(step(plan.clone(), conn, place, intended, back.clone()));
+        slot += 1;
+        while steps.try_join_next().is_some() {}
+    }
+    while steps.join_next().await.is_some() {}
+    // Every place is back: release the sessions the end of the run cut.
+    drop(back);
+    while let Ok(p) = answered.try_recv() {
+        waiting.put(p);
+    }
+    let mut releases = tokio::task::JoinSet::new();
+    for s in waiting.ready.drain(..) {
+        let (plan, conn) = (plan.clone(), conns[0].clone());
+        releases.spawn(async move {
+            let (send, stats) = (&conn.send, &conn.stats);
+            release(
+                &plan,
+                send,
+                stats,
+                s.subscriber,
+                &s.reference,
+                s.seq,
+                s.ok,
+                None,
+            )
+            .await;
+        });
+    }
+    while releases.join_next().await.is_some() {}
 }
 
 /// Runs the load over Nchf and builds the report.
 pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<Report> {
     anyhow::ensure!(
-        args.rate.is_none(),
-        "--rate (open loop) is not available with --protocol nchf yet"
+        args.rate.is_none_or(|r| r.is_finite() && r > 0.0),
+        "--rate must be above 0"
     );
-    anyhow::ensure!(
-        !args.tls.enabled,
-        "--tls is not available with --protocol nchf yet (h2c only)"
-    );
+    anyhow::ensure!(args.connections > 0, "--connections must be at least 1");
     anyhow::ensure!(
         !args.rating_groups.is_empty(),
         "--rating-groups must name at least one"
     );
+    let tls = tls_client_offering(&args, vec![b"h2".to_vec()])?;
     let target = if args.target == "127.0.0.1:3868" {
         "127.0.0.1:8585".to_string()
     } else {
@@ -309,21 +568,30 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
         (None, None) => Some(crate::DEFAULT_DURATION),
         (d, _) => d,
     };
-    let (connections, window) = (args.connections, args.window.max(1));
-    let mut sends = Vec::new();
+    let connections = args.connections;
+    let window = args.effective_window().max(1);
+    let rate = args.rate;
+    let mut conns = Vec::new();
     let mut failed = Vec::new();
     for _ in 0..connections {
-        match connect(addr).await {
-            Ok(s) => sends.push(s),
+        let stats = ConnStats::new();
+        match connect(addr, tls.as_ref()).await {
+            Ok((send, took)) => {
+                let mut stats = stats;
+                stats.opened = true;
+                stats.tls_handshake_us = took.map(|d| d.as_micros() as u64);
+                conns.push((send, stats));
+            }
             Err(e) => {
-                let mut s = ConnStats::new();
-                s.connection_error(format!("connecting to {addr}: {e}"));
+                let mut s = stats;
+                s.connection_error(format!("connecting to {addr}: {e:#}"));
                 failed.push(s);
             }
         }
     }
     let start = Instant::now();
     let plan = Arc::new(Plan {
+        scheme: if tls.is_some() { "https" } else { "http" },
         authority: target.clone(),
         deadline: duration.map(|d| start + d),
         start,
@@ -340,35 +608,58 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
             }
         })
     });
-    let mut tasks = Vec::new();
-    for send in &sends {
-        for _ in 0..window {
-            tasks.push(tokio::spawn(sessions(plan.clone(), send.clone())));
+    // One set of counters per connection, and in closed loop one more per
+    // session place (each place's task counts alone).
+    let conns: Vec<Conn> = conns
+        .into_iter()
+        .map(|(send, mut stats)| {
+            stats.per_second.start = Some(start);
+            Conn {
+                send,
+                stats: Arc::new(Mutex::new(stats)),
+            }
+        })
+        .collect();
+    let mut counters: Vec<Shared> = conns.iter().map(|c| c.stats.clone()).collect();
+    match rate {
+        Some(rate) if !conns.is_empty() => {
+            open_loop(plan.clone(), &conns, conns.len() * window as usize, rate).await;
         }
-    }
-    let mut stats = failed;
-    for (i, t) in tasks.into_iter().enumerate() {
-        let mut s = t.await.unwrap_or_else(|e| {
-            let mut s = ConnStats::new();
-            s.connection_error(format!("session task failed: {e}"));
-            s
-        });
-        // One "opened" per connection.
-        s.opened = i % window as usize == 0;
-        stats.push(s);
+        _ => {
+            let mut tasks = Vec::new();
+            for c in &conns {
+                for _ in 0..window {
+                    let stats = Arc::new(Mutex::new(ConnStats::starting_at(start)));
+                    counters.push(stats.clone());
+                    tasks.push(tokio::spawn(sessions(plan.clone(), c.send.clone(), stats)));
+                }
+            }
+            for t in tasks {
+                if let Err(e) = t.await {
+                    let mut s = ConnStats::new();
+                    s.connection_error(format!("session task failed: {e}"));
+                    failed.push(s);
+                }
+            }
+        }
     }
     if let Some(s) = signals {
         s.abort();
     }
     let end = Instant::now();
+    let mut stats = failed;
+    for c in counters {
+        let s = std::mem::replace(&mut *lock(&c), ConnStats::new());
+        stats.push(s);
+    }
     Ok(Report::build(
         RunInfo {
             target,
             scenario: "nchf-data",
             connections,
             window,
-            target_rate: None,
-            duration: None,
+            target_rate: rate,
+            duration: rate.and(duration),
             start,
             end,
             // The Nchf load runs on the caller's runtime.
@@ -378,24 +669,68 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
     ))
 }
 
-async fn connect(addr: SocketAddr) -> anyhow::Result<h2::client::SendRequest<Bytes>> {
+/// An HTTP/2 connection to `addr`: h2c, or over TLS with ALPN `h2` (then
+/// with the handshake's time).
+async fn connect(
+    addr: SocketAddr,
+    tls: Option<&TlsClient>,
+) -> anyhow::Result<(h2::client::SendRequest<Bytes>, Option<Duration>)> {
     let tcp = tokio::time::timeout(Duration::from_secs(5), tokio::net::TcpStream::connect(addr))
         .await
         .context("timed out")??;
     tcp.set_nodelay(true)?;
-    let (send, connection) = h2::client::Builder::new()
-        .initial_window_size(1 << 20)
-        .handshake(tcp)
-        .await?;
+    let mut builder = h2::client::Builder::new();
+    builder.initial_window_size(1 << 20);
+    let Some(tls) = tls else {
+        let (send, connection) = builder.handshake(tcp).await?;
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        return Ok((send, None));
+    };
+    let started = Instant::now();
+    let stream = tokio::time::timeout(Duration::from_secs(5), tls.handshake(tcp))
+        .await
+        .context("TLS handshake timed out")?
+        .context("TLS handshake")?;
+    let took = started.elapsed();
+    anyhow::ensure!(
+        stream.get_ref().1.alpn_protocol() == Some(b"h2"),
+        "the server did not choose HTTP/2 (ALPN h2) over TLS"
+    );
+    let (send, connection) = builder.handshake(stream).await?;
     tokio::spawn(async move {
         let _ = connection.await;
     });
-    Ok(send)
+    Ok((send, Some(took)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn open_loop_takes_a_waiting_session_before_a_new_one_and_waits_when_all_are_out() {
+        let session = |seq| Session {
+            subscriber: 1,
+            reference: format!("nchf-1-{seq}"),
+            seq,
+            ok: true,
+        };
+        let mut p = Places {
+            ready: Default::default(),
+            free: 2,
+        };
+        assert!(matches!(p.take(), Some(None)), "a new session");
+        p.put(Some(session(1)));
+        p.put(Some(session(2)));
+        assert_eq!(p.take().unwrap().unwrap().seq, 1, "the longest waiting");
+        assert_eq!(p.take().unwrap().unwrap().seq, 2);
+        assert!(matches!(p.take(), Some(None)));
+        assert!(p.take().is_none(), "every place is out: wait for an answer");
+        p.put(None);
+        assert!(matches!(p.take(), Some(None)));
+    }
 
     #[test]
     fn bodies_are_json_charging_data_requests() {

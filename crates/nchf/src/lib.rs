@@ -17,11 +17,14 @@
 //!   TS 32.291 give ([`problem`]); bodies are bounded, and so is HTTP/2
 //!   (streams per connection, header list size, resets, connections,
 //!   requests in flight).
+//! * [`metrics`]: requests by operation and HTTP status and their
+//!   latency, for the admin API's `/metrics`.
 //! * [`client`]: a small HTTP/2 client for the load generator and tests.
 
 pub mod client;
 pub mod decode;
 pub mod mapping;
+pub mod metrics;
 pub mod model;
 pub mod problem;
 pub mod reference;

@@ -31,8 +31,8 @@
 //! USER_UNKNOWN, 5031 RATING_FAILED, others END_USER_SERVICE_REJECTED.
 
 use gyro_charging::{
-    result_code, CcAnswer, CcRequest, FailedAvp, FinalUnitAction, Mscc, RedirectAddressType,
-    RequestType, ServiceUnits, SubscriptionId, SubscriptionType,
+    result_code, CcAnswer, CcRequest, FailedAvp, FinalUnitAction, Interface, Mscc,
+    RedirectAddressType, RequestType, ServiceUnits, SubscriptionId, SubscriptionType,
 };
 
 use crate::model::{
@@ -185,6 +185,11 @@ pub fn to_cc_request(
     out.requested = None;
     out.used = None;
     out.termination_cause = (op == Operation::Release).then_some(LOGOUT);
+    out.used_after = None;
+    out.called_party.clear();
+    out.visited_plmn.clear();
+    // The session it opens, and every CDR it causes, say Nchf.
+    out.interface = Interface::Nchf;
     out.mscc.clear();
     for u in &r.multiple_unit_usage {
         let reason = u
@@ -452,6 +457,7 @@ mod tests {
             )]
         );
         assert_eq!(cc.multiple_services, Some(true));
+        assert_eq!(cc.interface, Interface::Nchf);
         assert_eq!(cc.mscc.len(), 2);
         let m = &cc.mscc[0];
         assert_eq!(m.rating_group, Some(10));

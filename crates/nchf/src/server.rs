@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 
 use crate::decode::decode_request;
 use crate::mapping::{self, Operation, Reply};
+use crate::metrics::Metrics;
 use crate::model::ChargingDataRequest;
 use crate::problem::{cause, Problem};
 use crate::reference;
@@ -80,6 +81,8 @@ pub struct Stats {
     pub connections: AtomicU64,
     /// Connections closed at once (over `max_connections`).
     pub refused_connections: AtomicU64,
+    /// Answers by operation and status, and their latency (`/metrics`).
+    pub metrics: Metrics,
 }
 
 struct State {
@@ -233,6 +236,11 @@ impl NchfServer {
     /// Answers so far.
     pub fn stats(&self) -> &Stats {
         &self.stats
+    }
+
+    /// The counters, shared: for `/metrics` to read while this serves.
+    pub fn shared_stats(&self) -> Arc<Stats> {
+        self.stats.clone()
     }
 
     /// Stops accepting, sends GOAWAY on every connection and waits (a
@@ -469,9 +477,13 @@ fn problem_response(p: Problem, path: &str) -> Response<Full<Bytes>> {
 }
 
 async fn handle(state: &State, req: Request<Incoming>, https: bool) -> Response<Full<Bytes>> {
+    let started = Instant::now();
     let path = req.uri().path().to_string();
-    let r = answer(state, req, https).await;
-    let class = r.status().as_u16() / 100;
+    let mut op = None;
+    let r = answer(state, req, https, &mut op).await;
+    let status = r.status().as_u16();
+    state.stats.metrics.record(op, status, started.elapsed());
+    let class = status / 100;
     match class {
         2 => state.stats.charged.fetch_add(1, Relaxed),
         4 => state.stats.refused.fetch_add(1, Relaxed),
@@ -505,11 +517,19 @@ impl From<Problem> for Answer {
     }
 }
 
-async fn answer(state: &State, req: Request<Incoming>, https: bool) -> Answer {
+/// Answers `req`; `operation` is set to the operation its path names as
+/// soon as it is known.
+async fn answer(
+    state: &State,
+    req: Request<Incoming>,
+    https: bool,
+    operation: &mut Option<Operation>,
+) -> Answer {
     let (op, reference) = match route(req.method(), req.uri().path()) {
         Ok(r) => r,
         Err(p) => return p.into(),
     };
+    *operation = Some(op);
     if !is_json(&req) {
         return Problem::new(415, None, "the body must be application/json").into();
     }

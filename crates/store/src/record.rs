@@ -26,6 +26,7 @@
 //! | 15 | `ToppedUpWithKey` | account, amount, key |
 //! | 16 | `PlanChanged` | account, plan? (string), currency? (code, exponent byte) |
 //! | 17 | `SessionContextChanged` | session, called? (digits, a string), visited? (digits, a string) |
+//! | 18 | `SessionOpened` over another interface than Gy | the fields of tag 1, then the interface (1 nchf) |
 //!
 //! A bundle is id, unit, rating group count, rating groups, service id
 //! count, service ids, valid_from, valid_until, initial, remaining,
@@ -38,23 +39,41 @@
 //! requested action: its Diameter code). A CDR with a plan, rate,
 //! destination, zone or tariff-change side is tag 65: the same fields, then
 //! plan, rate, destination and zone (strings, empty when absent) and the
-//! tariff-change side (0 none, 1 before, 2 after). Tags 16 and 65 came with
-//! price plans, tag 17 with the sessions' rating context; journals written
-//! before them read unchanged.
+//! tariff-change side (0 none, 1 before, 2 after). A CDR charged over
+//! another interface than Gy is tag 66: the fields of tag 65, then the
+//! interface (one byte: 0 gy, 1 nchf). Gy's records keep tags 1, 64 and 65
+//! byte for byte; records of those tags read as charged over Gy. Tags 16
+//! and 65 came with price plans, tag 17 with the sessions' rating context,
+//! tags 18 and 66 with the interface; journals written before them read
+//! unchanged.
 //!
 //! Decoding never panics: anything malformed is a [`DecodeError`] that
 //! names what was wrong and where.
 
 use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionId, SubscriptionType};
 use gyro_charging::{
-    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Currency, Digits, Effect, RatingContext,
-    RatingKey, RecordType, RequestedAction, SessionKey, TariffChangeUsage, Timestamp, UnitKind,
+    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Currency, Digits, Effect, Interface,
+    RatingContext, RatingKey, RecordType, RequestedAction, SessionKey, TariffChangeUsage,
+    Timestamp, UnitKind,
 };
 
 /// Tag byte of a CDR record.
 pub const TAG_CDR: u8 = 64;
 /// Tag byte of a CDR record with the plan and rate that priced it.
 pub const TAG_CDR_RATED: u8 = 65;
+/// Tag byte of a CDR record charged over another interface than Gy: the
+/// fields of [`TAG_CDR_RATED`], then the interface.
+pub const TAG_CDR_INTERFACE: u8 = 66;
+/// Tag byte of a `SessionOpened` record for a session opened over another
+/// interface than Gy: the fields of tag 1, then the interface.
+const TAG_SESSION_OPENED_INTERFACE: u8 = 18;
+
+fn interface_code(i: Interface) -> u8 {
+    match i {
+        Interface::Gy => 0,
+        Interface::Nchf => 1,
+    }
+}
 
 /// Why bytes do not decode as a record. `at` is the offset in the buffer
 /// being decoded.
@@ -177,8 +196,13 @@ pub fn encode_effect(out: &mut Vec<u8>, e: &Effect) {
             multiple_services,
             at,
             supervision_until,
+            interface,
         } => {
-            out.push(1);
+            out.push(if interface.is_gy() {
+                1
+            } else {
+                TAG_SESSION_OPENED_INTERFACE
+            });
             put_u64(out, session.0);
             put_str(out, session_id);
             put_u64(out, account.0);
@@ -188,6 +212,9 @@ pub fn encode_effect(out: &mut Vec<u8>, e: &Effect) {
             out.push(u8::from(*multiple_services));
             put_u64(out, at.0);
             put_u64(out, supervision_until.0);
+            if !interface.is_gy() {
+                out.push(interface_code(*interface));
+            }
         }
         Effect::SessionContextChanged { session, context } => {
             out.push(17);
@@ -429,6 +456,7 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
         account,
         subscriber,
         service_context,
+        interface,
         rating_group,
         service_id,
         request_number,
@@ -456,13 +484,21 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
         zone,
         tariff_change,
     } = c;
-    // Records without rating labels keep the first layout (tag 64).
+    // Gy's records without rating labels keep the first layout (tag 64),
+    // Gy's with labels the second (65); other interfaces' add theirs (66).
     let labelled = !plan.is_empty()
         || !rate.is_empty()
         || !destination.is_empty()
         || !zone.is_empty()
-        || tariff_change.is_some();
-    out.push(if labelled { TAG_CDR_RATED } else { TAG_CDR });
+        || tariff_change.is_some()
+        || !interface.is_gy();
+    out.push(if !interface.is_gy() {
+        TAG_CDR_INTERFACE
+    } else if labelled {
+        TAG_CDR_RATED
+    } else {
+        TAG_CDR
+    });
     put_u64(out, *sequence);
     put_str(out, node_id);
     out.push(match record_type {
@@ -525,6 +561,9 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
             Some(TariffChangeUsage::Before) => 1,
             Some(TariffChangeUsage::After) => 2,
         });
+    }
+    if !interface.is_gy() {
+        out.push(interface_code(*interface));
     }
 }
 
@@ -746,8 +785,9 @@ impl<'a> Decoder<'a> {
     /// Decodes the next effect record.
     pub fn effect(&mut self) -> Result<Effect, DecodeError> {
         let at = self.pos;
-        Ok(match self.byte()? {
-            1 => Effect::SessionOpened {
+        let tag = self.byte()?;
+        Ok(match tag {
+            1 | TAG_SESSION_OPENED_INTERFACE => Effect::SessionOpened {
                 session: self.session()?,
                 session_id: self.str()?.into(),
                 account: self.account()?,
@@ -773,6 +813,11 @@ impl<'a> Decoder<'a> {
                 multiple_services: self.bool()?,
                 at: self.ts()?,
                 supervision_until: self.ts()?,
+                interface: if tag == 1 {
+                    Interface::Gy
+                } else {
+                    self.interface()?
+                },
             },
             2 => Effect::SessionTouched {
                 session: self.session()?,
@@ -905,7 +950,7 @@ impl<'a> Decoder<'a> {
     pub fn cdr_into(&mut self, c: &mut Cdr) -> Result<(), DecodeError> {
         let at = self.pos;
         let tag = self.byte()?;
-        if tag != TAG_CDR && tag != TAG_CDR_RATED {
+        if tag != TAG_CDR && tag != TAG_CDR_RATED && tag != TAG_CDR_INTERFACE {
             return Err(DecodeError::UnknownTag {
                 what: "CDR tag",
                 value: tag.into(),
@@ -982,7 +1027,7 @@ impl<'a> Decoder<'a> {
         };
         c.termination_cause = self.opt_u32("termination cause")?;
         c.reporting_reason = self.opt_u32("reporting reason")?;
-        if tag == TAG_CDR_RATED {
+        if tag != TAG_CDR {
             self.string_into(&mut c.plan)?;
             self.string_into(&mut c.rate)?;
             self.string_into(&mut c.destination)?;
@@ -1007,7 +1052,25 @@ impl<'a> Decoder<'a> {
             c.zone.clear();
             c.tariff_change = None;
         }
+        c.interface = if tag == TAG_CDR_INTERFACE {
+            self.interface()?
+        } else {
+            Interface::Gy
+        };
         Ok(())
+    }
+
+    fn interface(&mut self) -> Result<Interface, DecodeError> {
+        let at = self.pos;
+        match self.byte()? {
+            0 => Ok(Interface::Gy),
+            1 => Ok(Interface::Nchf),
+            b => Err(DecodeError::UnknownTag {
+                what: "interface",
+                value: b.into(),
+                at,
+            }),
+        }
     }
 
     /// Decodes the next CDR record.
@@ -1038,6 +1101,10 @@ mod tests {
         ]
     }
 
+    fn interface() -> impl Strategy<Value = Interface> {
+        prop_oneof![Just(Interface::Gy), Just(Interface::Nchf)]
+    }
+
     fn ts() -> impl Strategy<Value = Timestamp> {
         any::<u64>().prop_map(Timestamp)
     }
@@ -1055,9 +1122,10 @@ mod tests {
                 ".{0,20}",
                 any::<bool>(),
                 ts(),
-                ts()
+                ts(),
+                interface(),
             )
-                .prop_map(|(s, id, a, sub, ctx, m, at, until)| {
+                .prop_map(|(s, id, a, sub, ctx, m, at, until, interface)| {
                     Effect::SessionOpened {
                         session: SessionKey(s),
                         session_id: id.into(),
@@ -1067,6 +1135,7 @@ mod tests {
                         multiple_services: m,
                         at,
                         supervision_until: until,
+                        interface,
                     }
                 }),
             (any::<u64>(), any::<u32>(), ts(), ts()).prop_map(|(s, n, at, u)| {
@@ -1280,7 +1349,7 @@ mod tests {
             0u8..3,
         );
         let label = || proptest::prop_oneof![Just(String::new()), ".{1,16}"];
-        let rating = (label(), label(), label(), label(), 0u8..3);
+        let rating = (label(), label(), label(), label(), 0u8..3, interface());
         (strings, opts, nums, rating).prop_map(|(s, o, n, r)| Cdr {
             sequence: n.2 .0,
             node_id: s.0,
@@ -1290,6 +1359,7 @@ mod tests {
             account: AccountId(n.2 .1),
             subscriber: s.2,
             service_context: s.3,
+            interface: r.5,
             rating_group: o.0,
             service_id: o.1,
             request_number: n.2 .3,
@@ -1411,5 +1481,93 @@ mod tests {
                 at: 3
             })
         );
+    }
+
+    /// A plain Gy CDR (no rating labels) and its tag-64 bytes.
+    fn gy_cdr() -> (Cdr, Vec<u8>) {
+        let c = Cdr {
+            sequence: 9,
+            node_id: "n".into(),
+            session_id: "s;1".into(),
+            account: AccountId(3),
+            subscriber: "e164:4670".into(),
+            service_context: "32251@3gpp.org".into(),
+            rating_group: Some(10),
+            amount: 5,
+            ..Cdr::default()
+        };
+        let mut bytes = Vec::new();
+        encode_cdr(&mut bytes, &c);
+        (c, bytes)
+    }
+
+    #[test]
+    fn gy_records_keep_their_tags_and_nchf_records_say_nchf() {
+        let (gy, bytes) = gy_cdr();
+        assert_eq!(bytes[0], TAG_CDR, "Gy's unlabelled CDR keeps tag 64");
+        let back = Decoder::new(&bytes).cdr().unwrap();
+        assert_eq!(back.interface, Interface::Gy);
+        assert_eq!(back, gy);
+        let mut rated = gy.clone();
+        rated.plan = "smart".into();
+        let mut b = Vec::new();
+        encode_cdr(&mut b, &rated);
+        assert_eq!(b[0], TAG_CDR_RATED, "Gy's labelled CDR keeps tag 65");
+        assert_eq!(Decoder::new(&b).cdr().unwrap(), rated);
+
+        // Over Nchf: tag 66, tag 65's fields, then one byte for the
+        // interface.
+        let mut nchf = gy.clone();
+        nchf.interface = Interface::Nchf;
+        let mut b = Vec::new();
+        encode_cdr(&mut b, &nchf);
+        assert_eq!(b[0], TAG_CDR_INTERFACE);
+        assert_eq!(&b[1..bytes.len()], &bytes[1..]);
+        // Four empty labels, no tariff change, nchf.
+        assert_eq!(&b[bytes.len()..], &[0, 0, 0, 0, 0, 1]);
+        let mut reused = rated.clone();
+        Decoder::new(&b).cdr_into(&mut reused).unwrap();
+        assert_eq!(reused, nchf, "labels cleared, interface read");
+        // A Gy record decoded into a slot that held an Nchf one says gy.
+        Decoder::new(&bytes).cdr_into(&mut reused).unwrap();
+        assert_eq!(reused.interface, Interface::Gy);
+
+        // An interface byte gyro never wrote is an error at its offset.
+        let at = b.len() - 1;
+        b[at] = 7;
+        assert_eq!(
+            Decoder::new(&b).cdr(),
+            Err(DecodeError::UnknownTag {
+                what: "interface",
+                value: 7,
+                at
+            })
+        );
+    }
+
+    #[test]
+    fn a_session_opened_over_nchf_is_tag_18_and_over_gy_tag_1_unchanged() {
+        let open = |interface| Effect::SessionOpened {
+            session: SessionKey(4),
+            session_id: "nchf-1-00ab".into(),
+            account: AccountId(2),
+            subscriber: SharedSubscriptionId::new(SubscriptionType::E164, "4670"),
+            service_context: "32251@3gpp.org".into(),
+            multiple_services: true,
+            at: Timestamp(1000),
+            supervision_until: Timestamp(2000),
+            interface,
+        };
+        let mut gy = Vec::new();
+        encode_effect(&mut gy, &open(Interface::Gy));
+        assert_eq!(gy[0], 1);
+        let mut nchf = Vec::new();
+        encode_effect(&mut nchf, &open(Interface::Nchf));
+        assert_eq!(nchf[0], 18);
+        assert_eq!(&nchf[1..gy.len()], &gy[1..]);
+        assert_eq!(nchf[gy.len()..], [1]);
+        for (bytes, i) in [(&gy, Interface::Gy), (&nchf, Interface::Nchf)] {
+            assert_eq!(Decoder::new(bytes).effect(), Ok(open(i)));
+        }
     }
 }

@@ -35,6 +35,7 @@ pub(crate) struct Charged<'r> {
     pub(crate) subscriber: &'r SubscriptionId,
     pub(crate) service_context: &'r str,
     pub(crate) request_number: u32,
+    pub(crate) interface: Interface,
 }
 
 /// What rating found out about the request being answered, found once:
@@ -281,6 +282,7 @@ impl Cx<'_> {
         c.subscriber.push_str(&who.subscriber.data);
         c.service_context.clear();
         c.service_context.push_str(who.service_context);
+        c.interface = who.interface;
         c.rating_group = None;
         c.service_id = None;
         c.request_number = who.request_number;

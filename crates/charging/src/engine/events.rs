@@ -47,6 +47,7 @@ impl Cx<'_> {
             subscriber: &req.subscription_ids[sub_idx],
             service_context: &req.service_context,
             request_number: req.request_number,
+            interface: req.interface,
         };
         let catalog = self.catalog;
         let mut rated = None;

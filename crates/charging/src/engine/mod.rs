@@ -32,7 +32,7 @@ use crate::dedup::AnswerIndex;
 use crate::effects::{Effect, Ledger};
 use crate::error::{Error, Result};
 use crate::rating::{Choice, ContextHint, Location, RatingError, RatingMemo};
-use crate::request::{CcRequest, RequestType};
+use crate::request::{CcRequest, Interface, RequestType};
 use crate::tariff::{Catalog, Tariff, ZeroRated};
 use crate::types::{result_code as rc, AccountId, RatingKey, ServiceUnits, SessionKey, Timestamp};
 use serde::{Deserialize, Serialize};

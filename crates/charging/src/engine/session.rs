@@ -48,6 +48,7 @@ impl Cx<'_> {
             multiple_services: use_mscc,
             at: self.now,
             supervision_until: self.supervision_deadline(),
+            interface: req.interface,
         });
         // What the session is rated by from now on: its called party and
         // visited network, remembered for the requests that leave them out.
@@ -66,6 +67,7 @@ impl Cx<'_> {
             subscriber,
             service_context: &req.service_context,
             request_number: req.request_number,
+            interface: req.interface,
         };
         if use_mscc {
             self.msccs(req, &who, true);
@@ -151,6 +153,7 @@ impl Cx<'_> {
         }
         let account = s.account;
         let context = s.context;
+        let interface = s.interface;
         // The subscriber is copied into a reused buffer so the session can
         // change while it is in use.
         let mut subscriber = std::mem::take(self.scratch);
@@ -177,6 +180,7 @@ impl Cx<'_> {
             subscriber: &subscriber,
             service_context: &req.service_context,
             request_number: req.request_number,
+            interface,
         };
         if !req.mscc.is_empty() {
             self.msccs(req, &who, !blocked);
@@ -213,6 +217,7 @@ impl Cx<'_> {
         };
         let account = s.account;
         let context = s.context;
+        let interface = s.interface;
         let mut subscriber = std::mem::take(self.scratch);
         subscriber.kind = s.subscriber.kind;
         subscriber.data.clear();
@@ -228,6 +233,7 @@ impl Cx<'_> {
             subscriber: &subscriber,
             service_context: &req.service_context,
             request_number: req.request_number,
+            interface,
         };
         for m in &req.mscc {
             if m.used.is_some() {
@@ -315,6 +321,7 @@ impl Cx<'_> {
         };
         let account = s.account;
         let opened = s.opened_at;
+        let interface = s.interface;
         let number = if cause == ClosingCause::SupervisionExpired {
             s.last_request_number
         } else {
@@ -336,6 +343,7 @@ impl Cx<'_> {
             subscriber: &subscriber,
             service_context: &ctx,
             request_number: number,
+            interface,
         };
         let c = self.cdr(&who, RecordType::SessionEnd);
         c.started = opened;

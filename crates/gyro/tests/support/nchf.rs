@@ -25,6 +25,12 @@
 //!   The specification makes each `anyOf(enum, string)` for extensibility;
 //!   the checks here take the enumerated values only, so gyro is held to
 //!   sending values the specification defines;
+//! * what gyro sends is held to the attributes the specification defines:
+//!   the schemas of the answer side (ChargingDataResponse and what it
+//!   holds, ProblemDetails) are closed (`additionalProperties: false`), so
+//!   an attribute the data model does not have, or a misspelt one, fails.
+//!   The specification leaves them open for extensibility; requests stay
+//!   open here too;
 //! * TS 29.571: Uint32 (integer 0..=4294967295), Uint64 (integer >= 0),
 //!   DateTime (RFC 3339), DurationSec (integer), RatingGroup (Uint32),
 //!   ProblemDetails (clause 5.2.4.1) and InvalidParam (5.2.4.2, required
@@ -69,6 +75,7 @@ pub fn schemas() -> Value {
         },
         "ChargingDataResponse": {
             "type": "object",
+            "additionalProperties": false,
             "required": ["invocationTimeStamp", "invocationSequenceNumber"],
             "properties": {
                 "invocationTimeStamp": date_time,
@@ -132,6 +139,7 @@ pub fn schemas() -> Value {
         },
         "InvocationResult": {
             "type": "object",
+            "additionalProperties": false,
             "properties": {
                 "error": {"$ref": "ProblemDetails"},
                 "failureHandling": {"type": "string", "enum": ["TERMINATE", "CONTINUE", "RETRY_AND_TERMINATE"]}
@@ -139,6 +147,7 @@ pub fn schemas() -> Value {
         },
         "MultipleUnitInformation": {
             "type": "object",
+            "additionalProperties": false,
             "required": ["ratingGroup"],
             "properties": {
                 "resultCode": {"type": "string", "enum": [
@@ -158,6 +167,7 @@ pub fn schemas() -> Value {
         },
         "GrantedUnit": {
             "type": "object",
+            "additionalProperties": false,
             "properties": {
                 "tariffTimeChange": date_time,
                 "time": uint32, "totalVolume": uint64, "uplinkVolume": uint64,
@@ -166,6 +176,7 @@ pub fn schemas() -> Value {
         },
         "FinalUnitIndication": {
             "type": "object",
+            "additionalProperties": false,
             "required": ["finalUnitAction"],
             "properties": {
                 "finalUnitAction": {"type": "string", "enum": ["TERMINATE", "REDIRECT", "RESTRICT_ACCESS"]},
@@ -178,6 +189,7 @@ pub fn schemas() -> Value {
         },
         "RedirectServer": {
             "type": "object",
+            "additionalProperties": false,
             "required": ["redirectAddressType", "redirectServerAddress"],
             "properties": {
                 "redirectAddressType": {"type": "string", "enum": ["IPV4", "IPV6", "URL", "URI"]},
@@ -201,6 +213,7 @@ pub fn schemas() -> Value {
         },
         "ProblemDetails": {
             "type": "object",
+            "additionalProperties": false,
             "properties": {
                 "type": {"type": "string"},
                 "title": {"type": "string"},
@@ -213,18 +226,27 @@ pub fn schemas() -> Value {
         },
         "InvalidParam": {
             "type": "object",
+            "additionalProperties": false,
             "required": ["param"],
             "properties": {"param": {"type": "string"}, "reason": {"type": "string"}}
         }
     })
 }
 
+/// What in `value` breaks the schema named `name`, as JSON pointers with
+/// what is wrong there (empty: it follows the schema).
+pub fn violations(name: &str, value: &Value) -> Vec<String> {
+    let all = schemas();
+    assert!(all.get(name).is_some(), "no schema {name}");
+    let mut errors = Vec::new();
+    check(&all, &all[name], value, "", &mut errors);
+    errors
+}
+
 /// Checks `value` against the schema named `name`; panics with every
 /// violation, as JSON pointers.
 pub fn validate(name: &str, value: &Value) {
-    let all = schemas();
-    let mut errors = Vec::new();
-    check(&all, &all[name], value, "", &mut errors);
+    let errors = violations(name, value);
     assert!(
         errors.is_empty(),
         "{name} does not follow TS 32.291: {errors:?}\n{value:#}"
@@ -284,6 +306,11 @@ fn check(all: &Value, schema: &Value, v: &Value, at: &str, errors: &mut Vec<Stri
             for (k, sub) in props {
                 if let Some(x) = o.get(k) {
                     check(all, sub, x, &format!("{at}/{k}"), errors);
+                }
+            }
+            if schema.get("additionalProperties") == Some(&Value::Bool(false)) {
+                for k in o.keys().filter(|k| !props.contains_key(*k)) {
+                    errors.push(format!("{at}/{k}: not an attribute of the data model"));
                 }
             }
         }
@@ -404,6 +431,21 @@ impl Server {
         let status = r.status().as_u16();
         let text = r.body_mut().read_to_string().unwrap_or_default();
         (status, serde_json::from_str(&text).unwrap_or(Value::Null))
+    }
+
+    /// `/metrics` as text (the classic Prometheus format).
+    pub fn metrics(&self) -> String {
+        let agent: ureq::Agent = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(30)))
+            .build()
+            .into();
+        agent
+            .get(&format!("{}/metrics", self.admin))
+            .call()
+            .expect("GET /metrics")
+            .body_mut()
+            .read_to_string()
+            .expect("the metrics text")
     }
 
     /// Creates an account for `msisdn` with `balance` minor units.

@@ -66,6 +66,14 @@ pub(crate) struct TlsClient {
 /// `--ca`, the client certificate of `--cert` and `--key` if given, the
 /// server name of `--server-name` or else `--target`'s host.
 pub(crate) fn tls_client(args: &LoadArgs) -> anyhow::Result<Option<TlsClient>> {
+    tls_client_offering(args, Vec::new())
+}
+
+/// [`tls_client`] offering the application protocols `alpn` (e.g. `h2`).
+pub(crate) fn tls_client_offering(
+    args: &LoadArgs,
+    alpn: Vec<Vec<u8>>,
+) -> anyhow::Result<Option<TlsClient>> {
     let t = &args.tls;
     if !t.enabled {
         return Ok(None);
@@ -93,7 +101,7 @@ pub(crate) fn tls_client(args: &LoadArgs) -> anyhow::Result<Option<TlsClient>> {
     let builder = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
         .with_root_certificates(roots);
-    let config = match (&t.cert, &t.key) {
+    let mut config = match (&t.cert, &t.key) {
         (Some(cert), Some(key)) => {
             let pem = read(cert)?;
             let chain = CertificateDer::pem_slice_iter(&pem)
@@ -113,6 +121,7 @@ pub(crate) fn tls_client(args: &LoadArgs) -> anyhow::Result<Option<TlsClient>> {
         }
         _ => builder.with_no_client_auth(),
     };
+    config.alpn_protocols = alpn;
     let name = match &t.server_name {
         Some(n) => n.clone(),
         None => target_host(&args.target).to_string(),
@@ -123,6 +132,13 @@ pub(crate) fn tls_client(args: &LoadArgs) -> anyhow::Result<Option<TlsClient>> {
         connector: tokio_rustls::TlsConnector::from(Arc::new(config)),
         server_name,
     }))
+}
+
+impl TlsClient {
+    /// The TLS handshake over `tcp`, with the server name of the run.
+    pub(crate) async fn handshake(&self, tcp: TcpStream) -> std::io::Result<TlsStream<TcpStream>> {
+        self.connector.connect(self.server_name.clone(), tcp).await
+    }
 }
 
 /// The host part of `host:port` (`[v6]:port` too).

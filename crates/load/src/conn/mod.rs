@@ -41,7 +41,7 @@ use crate::pacing::{Pace, Paced};
 use crate::stats::{ConnStats, ReqType};
 
 use handshake::{open, Stream, Transport};
-pub(crate) use handshake::{tls_client, TlsClient};
+pub(crate) use handshake::{tls_client, tls_client_offering, TlsClient};
 use sessions::{Phase, Slot};
 
 /// Largest answer accepted; a larger declared length breaks the stream.
