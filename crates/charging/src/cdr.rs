@@ -33,26 +33,38 @@ pub enum ClosingCause {
 }
 
 /// One charging data record.
+pub type Cdr = CdrOf<String>;
+
+/// A charging data record borrowing its text from a buffer (a journaled
+/// record being written out as a CDR line: nothing copied).
+pub type CdrView<'a> = CdrOf<&'a str>;
+
+/// One charging data record, its text fields of type `S` ([`Cdr`] owns
+/// them, [`CdrView`] borrows them).
 ///
 /// As a JSON line, absent values and zero counters are left out (a reader
 /// takes a missing field as absent or 0); every other field is always
 /// there, under the names below.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Cdr {
+#[serde(bound(
+    serialize = "S: Serialize + AsRef<str>",
+    deserialize = "S: Deserialize<'de> + Default"
+))]
+pub struct CdrOf<S> {
     /// Sequence number, increasing by one per record of this node.
     pub sequence: u64,
     /// The node (engine) that wrote it.
-    pub node_id: String,
+    pub node_id: S,
     /// What the record describes.
     pub record_type: RecordType,
     /// Session-Id.
-    pub session_id: String,
+    pub session_id: S,
     /// Account charged.
     pub account: AccountId,
     /// Subscriber, as `kind:data`.
-    pub subscriber: String,
+    pub subscriber: S,
     /// Service-Context-Id.
-    pub service_context: String,
+    pub service_context: S,
     /// The interface that charged it: `gy` (Diameter Gy/Ro) or `nchf`
     /// (Nchf_ConvergedCharging). Records written before gyro recorded it
     /// read as `gy`.
@@ -120,17 +132,17 @@ pub struct Cdr {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reporting_reason: Option<u32>,
     /// The account's price plan that rated it.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub plan: String,
+    #[serde(default, skip_serializing_if = "is_empty_text")]
+    pub plan: S,
     /// The rate applied (its name in the plan).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub rate: String,
+    #[serde(default, skip_serializing_if = "is_empty_text")]
+    pub rate: S,
     /// The destination of the called number (longest prefix), if any.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub destination: String,
+    #[serde(default, skip_serializing_if = "is_empty_text")]
+    pub destination: S,
     /// The roaming zone of the visited network, if any.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub zone: String,
+    #[serde(default, skip_serializing_if = "is_empty_text")]
+    pub zone: S,
     /// For usage split at a tariff change: which side of it this record
     /// prices.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -204,19 +216,114 @@ fn unit_str(u: UnitKind) -> &'static str {
     }
 }
 
+/// Whether a text field is empty (left out of a JSON line).
+fn is_empty_text<S: AsRef<str>>(s: &S) -> bool {
+    s.as_ref().is_empty()
+}
+
+impl<S> CdrOf<S> {
+    /// The same record with each text field mapped by `f` (called in the
+    /// order the fields are declared).
+    pub fn map_text<'s, T>(&'s self, mut f: impl FnMut(&'s S) -> T) -> CdrOf<T> {
+        CdrOf {
+            sequence: self.sequence,
+            node_id: f(&self.node_id),
+            record_type: self.record_type,
+            session_id: f(&self.session_id),
+            account: self.account,
+            subscriber: f(&self.subscriber),
+            service_context: f(&self.service_context),
+            interface: self.interface,
+            rating_group: self.rating_group,
+            service_id: self.service_id,
+            request_number: self.request_number,
+            requested_action: self.requested_action,
+            unit: self.unit,
+            time: self.time,
+            input_octets: self.input_octets,
+            output_octets: self.output_octets,
+            total_octets: self.total_octets,
+            service_units: self.service_units,
+            rated_units: self.rated_units,
+            bundle_units: self.bundle_units,
+            amount: self.amount,
+            unbilled: self.unbilled,
+            balance_after: self.balance_after,
+            started: self.started,
+            ended: self.ended,
+            result_code: self.result_code,
+            closing_cause: self.closing_cause,
+            termination_cause: self.termination_cause,
+            reporting_reason: self.reporting_reason,
+            plan: f(&self.plan),
+            rate: f(&self.rate),
+            destination: f(&self.destination),
+            zone: f(&self.zone),
+            tariff_change: self.tariff_change,
+        }
+    }
+}
+
 impl Cdr {
+    /// Makes this record a copy of `v`, reusing its text buffers (no
+    /// allocation once they are large enough).
+    pub fn set_from(&mut self, v: &CdrView<'_>) {
+        for (to, from) in [
+            (&mut self.node_id, v.node_id),
+            (&mut self.session_id, v.session_id),
+            (&mut self.subscriber, v.subscriber),
+            (&mut self.service_context, v.service_context),
+            (&mut self.plan, v.plan),
+            (&mut self.rate, v.rate),
+            (&mut self.destination, v.destination),
+            (&mut self.zone, v.zone),
+        ] {
+            to.clear();
+            to.push_str(from);
+        }
+        let CdrOf {
+            node_id,
+            session_id,
+            subscriber,
+            service_context,
+            plan,
+            rate,
+            destination,
+            zone,
+            ..
+        } = std::mem::take(self);
+        *self = CdrOf {
+            node_id,
+            session_id,
+            subscriber,
+            service_context,
+            plan,
+            rate,
+            destination,
+            zone,
+            ..v.map_text(|_| String::new())
+        };
+    }
+}
+
+impl<S: AsRef<str>> CdrOf<S> {
+    /// The record borrowing this one's text.
+    pub fn view(&self) -> CdrView<'_> {
+        self.map_text(|s| s.as_ref())
+    }
+
     /// Appends the record as one JSON line (with a trailing newline): the
     /// bytes `serde_json` writes for it, written field by field without
     /// going through the serializer (this runs once per record on the CDR
     /// writer; the keys are constants and most strings need no escaping).
     pub fn write_json_line(&self, out: &mut Vec<u8>) -> crate::Result<()> {
         let mut j = JsonLine::new(out, self.sequence);
-        j.str(key!("node_id"), &self.node_id);
+        j.str(key!("node_id"), self.node_id.as_ref());
         j.str(key!("record_type"), self.record_type.as_str());
-        j.str(key!("session_id"), &self.session_id);
+        j.str(key!("session_id"), self.session_id.as_ref());
         j.num(key!("account"), self.account.0);
-        j.str(key!("subscriber"), &self.subscriber);
-        j.str(key!("service_context"), &self.service_context);
+        j.str(key!("subscriber"), self.subscriber.as_ref());
+        j.str(key!("service_context"), self.service_context.as_ref());
         j.str(key!("interface"), self.interface.as_str());
         if let Some(v) = self.rating_group {
             j.num(key!("rating_group"), v);
@@ -262,10 +369,10 @@ impl Cdr {
             j.num(key!("reporting_reason"), v);
         }
         for (key, v) in [
-            (key!("plan"), &self.plan),
-            (key!("rate"), &self.rate),
-            (key!("destination"), &self.destination),
-            (key!("zone"), &self.zone),
+            (key!("plan"), self.plan.as_ref()),
+            (key!("rate"), self.rate.as_ref()),
+            (key!("destination"), self.destination.as_ref()),
+            (key!("zone"), self.zone.as_ref()),
         ] {
             if !v.is_empty() {
                 j.str(key, v);
@@ -405,14 +512,14 @@ impl<W: std::io::Write> CdrCsvWriter<W> {
     }
 
     /// Writes one record as one line.
-    pub fn write(&mut self, c: &Cdr) -> csv::Result<()> {
+    pub fn write<S: AsRef<str>>(&mut self, c: &CdrOf<S>) -> csv::Result<()> {
         self.num(c.sequence)?;
-        self.csv.write_field(&c.node_id)?;
+        self.csv.write_field(c.node_id.as_ref())?;
         self.csv.write_field(c.record_type.as_str())?;
-        self.csv.write_field(&c.session_id)?;
+        self.csv.write_field(c.session_id.as_ref())?;
         self.num(c.account)?;
-        self.csv.write_field(&c.subscriber)?;
-        self.csv.write_field(&c.service_context)?;
+        self.csv.write_field(c.subscriber.as_ref())?;
+        self.csv.write_field(c.service_context.as_ref())?;
         self.opt(c.rating_group)?;
         self.opt(c.service_id)?;
         self.num(c.request_number)?;
@@ -440,10 +547,10 @@ impl<W: std::io::Write> CdrCsvWriter<W> {
             .write_field(c.closing_cause.map_or("", ClosingCause::as_str))?;
         self.opt(c.termination_cause)?;
         self.opt(c.reporting_reason)?;
-        self.csv.write_field(&c.plan)?;
-        self.csv.write_field(&c.rate)?;
-        self.csv.write_field(&c.destination)?;
-        self.csv.write_field(&c.zone)?;
+        self.csv.write_field(c.plan.as_ref())?;
+        self.csv.write_field(c.rate.as_ref())?;
+        self.csv.write_field(c.destination.as_ref())?;
+        self.csv.write_field(c.zone.as_ref())?;
         self.csv
             .write_field(c.tariff_change.map_or("", TariffChangeUsage::as_str))?;
         self.csv.write_field(c.interface.as_str())?;

@@ -115,7 +115,7 @@ pub use accounts::{
 };
 pub use answer::{CcAnswer, CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer};
 pub use answer_log::{AnswerArchive, AnswerLog};
-pub use cdr::{Cdr, CdrBuffer, ClosingCause, RecordType, TariffChangeUsage};
+pub use cdr::{Cdr, CdrBuffer, CdrOf, CdrView, ClosingCause, RecordType, TariffChangeUsage};
 pub use config::ChargingConfig;
 pub use effects::{Effect, Ledger};
 pub use engine::{

@@ -3,7 +3,7 @@
 
 use crate::error::{corrupt, io_err, Error, Result};
 use crate::record::{DecodeError, Decoder};
-use gyro_charging::{Cdr, Effect};
+use gyro_charging::{CdrView, Effect};
 use std::fs::{File, OpenOptions};
 use std::io::{IoSlice, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -198,32 +198,32 @@ pub(crate) fn decode_effects(
     Ok(Ok(()))
 }
 
-/// Decodes every CDR of a section into `scratch`, checking the count and
-/// that sequence numbers run from `first`.
-pub(crate) fn decode_cdrs(
-    section: &[u8],
+/// Decodes every CDR of a section (each borrowing its text from the
+/// section), checking the count and that sequence numbers run from
+/// `first`.
+pub(crate) fn decode_cdrs<'a>(
+    section: &'a [u8],
     count: u32,
     first: u64,
-    scratch: &mut Cdr,
-    mut each: impl FnMut(&Cdr),
+    mut each: impl FnMut(&CdrView<'a>),
 ) -> std::result::Result<(), (usize, DecodeError)> {
     let mut d = Decoder::new(section);
     let mut n = 0u64;
     while !d.is_empty() {
         let at = d.position();
-        d.cdr_into(scratch).map_err(|e| (at, e))?;
-        if scratch.sequence != first.wrapping_add(n) {
+        let cdr = d.cdr_view().map_err(|e| (at, e))?;
+        if cdr.sequence != first.wrapping_add(n) {
             return Err((
                 at,
                 DecodeError::CountMismatch {
                     what: "CDR sequence",
                     expected: first.wrapping_add(n),
-                    found: scratch.sequence,
+                    found: cdr.sequence,
                 },
             ));
         }
         n += 1;
-        each(scratch);
+        each(&cdr);
     }
     if n != count as u64 {
         return Err((
@@ -249,7 +249,6 @@ pub fn decode_journal(data: &[u8]) -> Result<Vec<FrameInfo>> {
     }
     let mut frames = Vec::new();
     let mut pos = 8usize;
-    let mut scratch = Cdr::default();
     while pos + FRAME_HEADER <= data.len() {
         let len = u32_at(data, pos);
         let crc = u32_at(data, pos + 4);
@@ -267,7 +266,7 @@ pub fn decode_journal(data: &[u8]) -> Result<Vec<FrameInfo>> {
         decode_effects(e, f.effects, |_| Ok(())).map_err(|(at, e)| {
             corrupt(path, (start + PAYLOAD_HEADER + at) as u64, e.to_string())
         })??;
-        decode_cdrs(c, f.cdrs, f.first_cdr, &mut scratch, |_| {}).map_err(|(at, e)| {
+        decode_cdrs(c, f.cdrs, f.first_cdr, |_| {}).map_err(|(at, e)| {
             corrupt(
                 path,
                 (start + PAYLOAD_HEADER + f.effects_len as usize + at) as u64,
@@ -430,13 +429,12 @@ impl FrameReader {
         &mut self,
         f: &FrameInfo,
         from: u64,
-        scratch: &mut Cdr,
-        mut each: impl FnMut(&Cdr),
+        mut each: impl FnMut(&CdrView<'_>),
     ) -> Result<()> {
         self.load(f)?;
         let (_, c, _) = sections(&self.buf, f);
         let base = f.offset + PAYLOAD_HEADER as u64 + f.effects_len as u64;
-        decode_cdrs(c, f.cdrs, f.first_cdr, scratch, |c| {
+        decode_cdrs(c, f.cdrs, f.first_cdr, |c| {
             if c.sequence >= from {
                 each(c)
             }
@@ -569,7 +567,7 @@ impl JournalWriter {
 mod tests {
     use super::*;
     use crate::record::{encode_cdr, encode_effect};
-    use gyro_charging::{AccountId, Effect};
+    use gyro_charging::{AccountId, Cdr, Effect};
 
     fn sample() -> Vec<u8> {
         let mut e = Vec::new();

@@ -52,9 +52,9 @@
 
 use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionId, SubscriptionType};
 use gyro_charging::{
-    AccountId, AccountStatus, Bundle, Cdr, ClosingCause, Currency, Digits, Effect, Interface,
-    RatingContext, RatingKey, RecordType, RequestedAction, SessionKey, TariffChangeUsage,
-    Timestamp, UnitKind,
+    AccountId, AccountStatus, Bundle, Cdr, CdrView, ClosingCause, Currency, Digits, Effect,
+    Interface, RatingContext, RatingKey, RecordType, RequestedAction, SessionKey,
+    TariffChangeUsage, Timestamp, UnitKind,
 };
 
 /// Tag byte of a CDR record.
@@ -656,13 +656,6 @@ impl<'a> Decoder<'a> {
         std::str::from_utf8(self.bytes()?).map_err(|_| DecodeError::InvalidUtf8 { at })
     }
 
-    fn string_into(&mut self, s: &mut String) -> Result<(), DecodeError> {
-        let v = self.str()?;
-        s.clear();
-        s.push_str(v);
-        Ok(())
-    }
-
     fn opt_u32(&mut self, what: &'static str) -> Result<Option<u32>, DecodeError> {
         Ok(if self.bool()? {
             Some(self.u32(what)?)
@@ -948,6 +941,14 @@ impl<'a> Decoder<'a> {
 
     /// Decodes the next CDR record into `c`, reusing its strings.
     pub fn cdr_into(&mut self, c: &mut Cdr) -> Result<(), DecodeError> {
+        let v = self.cdr_view()?;
+        c.set_from(&v);
+        Ok(())
+    }
+
+    /// Decodes the next CDR record, borrowing its text from the buffer.
+    pub fn cdr_view(&mut self) -> Result<CdrView<'a>, DecodeError> {
+        let mut c = CdrView::default();
         let at = self.pos;
         let tag = self.byte()?;
         if tag != TAG_CDR && tag != TAG_CDR_RATED && tag != TAG_CDR_INTERFACE {
@@ -958,7 +959,7 @@ impl<'a> Decoder<'a> {
             });
         }
         c.sequence = self.u64()?;
-        self.string_into(&mut c.node_id)?;
+        c.node_id = self.str()?;
         let at = self.pos;
         c.record_type = match self.byte()? {
             0 => RecordType::Usage,
@@ -972,10 +973,10 @@ impl<'a> Decoder<'a> {
                 })
             }
         };
-        self.string_into(&mut c.session_id)?;
+        c.session_id = self.str()?;
         c.account = self.account()?;
-        self.string_into(&mut c.subscriber)?;
-        self.string_into(&mut c.service_context)?;
+        c.subscriber = self.str()?;
+        c.service_context = self.str()?;
         c.rating_group = self.opt_u32("rating group")?;
         c.service_id = self.opt_u32("service id")?;
         c.request_number = self.u32("request number")?;
@@ -1028,10 +1029,10 @@ impl<'a> Decoder<'a> {
         c.termination_cause = self.opt_u32("termination cause")?;
         c.reporting_reason = self.opt_u32("reporting reason")?;
         if tag != TAG_CDR {
-            self.string_into(&mut c.plan)?;
-            self.string_into(&mut c.rate)?;
-            self.string_into(&mut c.destination)?;
-            self.string_into(&mut c.zone)?;
+            c.plan = self.str()?;
+            c.rate = self.str()?;
+            c.destination = self.str()?;
+            c.zone = self.str()?;
             let at = self.pos;
             c.tariff_change = match self.byte()? {
                 0 => None,
@@ -1045,19 +1046,13 @@ impl<'a> Decoder<'a> {
                     })
                 }
             };
-        } else {
-            c.plan.clear();
-            c.rate.clear();
-            c.destination.clear();
-            c.zone.clear();
-            c.tariff_change = None;
         }
         c.interface = if tag == TAG_CDR_INTERFACE {
             self.interface()?
         } else {
             Interface::Gy
         };
-        Ok(())
+        Ok(c)
     }
 
     fn interface(&mut self) -> Result<Interface, DecodeError> {

@@ -35,7 +35,7 @@ use crate::names::{sync_dir, CdrName};
 use crate::shard::files::{list_ledger, snapshot_name};
 use crate::shard::{cdr_dir, ledger_dir};
 use crate::snapshot;
-use gyro_charging::{Cdr, Snapshot};
+use gyro_charging::Snapshot;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
@@ -241,7 +241,6 @@ fn walk(path: &Path, next_cdr: &mut u64, seen_cdrs: &mut bool) -> Result<Walk> {
     }
     let mut pos = 8u64;
     let mut payload = Vec::new();
-    let mut scratch = Cdr::default();
     let stop = |why: &str, torn: bool| Some((why.to_string(), torn));
     let stop = loop {
         if pos == file_len {
@@ -274,7 +273,7 @@ fn walk(path: &Path, next_cdr: &mut u64, seen_cdrs: &mut bool) -> Result<Walk> {
             Ok(Err(e)) => break stop(&format!("effect record: {e}"), false),
             Ok(Ok(())) => {}
         }
-        if let Err((_, e)) = decode_cdrs(c, f.cdrs, f.first_cdr, &mut scratch, |_| {}) {
+        if let Err((_, e)) = decode_cdrs(c, f.cdrs, f.first_cdr, |_| {}) {
             break stop(&format!("CDR record: {e}"), false);
         }
         if f.cdrs > 0 {

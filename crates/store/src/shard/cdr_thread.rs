@@ -17,7 +17,7 @@ use crate::cdr_file::CdrWriter;
 use crate::error::{io_err, Error, Result};
 use crate::journal;
 use crate::names::CdrFormat;
-use gyro_charging::{Cdr, Timestamp};
+use gyro_charging::{CdrView, Timestamp};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -43,7 +43,7 @@ impl LineEncoder {
         LineEncoder { format }
     }
 
-    pub(super) fn line(&mut self, c: &Cdr, out: &mut Vec<u8>) -> Result<()> {
+    pub(super) fn line(&mut self, c: &CdrView<'_>, out: &mut Vec<u8>) -> Result<()> {
         let enc = |e: &dyn std::fmt::Display| Error::Encode {
             what: "CDR line",
             reason: e.to_string(),
@@ -204,7 +204,6 @@ impl CdrThread {
             durability,
             unsynced_since: None,
             ready_pending: Some(generation),
-            scratch: Cdr::default(),
             lines: Vec::with_capacity(64 << 10),
             format,
             shared: shared.clone(),
@@ -292,7 +291,6 @@ struct Writer {
     unsynced_since: Option<Timestamp>,
     /// A generation to publish as ready once the CDR file is durable.
     ready_pending: Option<u64>,
-    scratch: Cdr,
     lines: Vec<u8>,
     format: CdrFormat,
     shared: Arc<Shared>,
@@ -387,9 +385,9 @@ impl Writer {
         }
         self.lines.clear();
         let mut enc = LineEncoder::new(self.format);
-        let (scratch, lines) = (&mut self.scratch, &mut self.lines);
+        let lines = &mut self.lines;
         let mut err = None;
-        let decoded = journal::decode_cdrs(cdrs, n, first, scratch, |c| {
+        let decoded = journal::decode_cdrs(cdrs, n, first, |c| {
             if let Err(e) = enc.line(c, lines) {
                 err.get_or_insert(e);
             }

@@ -13,7 +13,7 @@ use crate::error::{corrupt, io_err, Error, Result};
 use crate::journal::{self, FrameInfo, FrameReader, JournalWriter, FRAME_HEADER};
 use crate::names::{create_dir_durable, sync_dir, CdrFormat};
 use crate::snapshot;
-use gyro_charging::{Cdr, Effect, Snapshot, Timestamp};
+use gyro_charging::{Effect, Snapshot, Timestamp};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
@@ -144,7 +144,6 @@ pub(super) fn journal_cdr_lines(
 ) -> Result<Option<Vec<u8>>> {
     let mut out = Vec::new();
     let mut next = from;
-    let mut scratch = Cdr::default();
     let mut enc = LineEncoder::new(format);
     for (path, frames) in journals {
         let mut r: Option<FrameReader> = None;
@@ -161,7 +160,7 @@ pub(super) fn journal_cdr_lines(
                 None => r.insert(FrameReader::open(path)?),
             };
             let mut err = None;
-            reader.cdrs_from(fr, next, &mut scratch, |c| {
+            reader.cdrs_from(fr, next, |c| {
                 if let Err(e) = enc.line(c, &mut out) {
                     err.get_or_insert(e);
                 }
