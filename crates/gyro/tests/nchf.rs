@@ -226,6 +226,13 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         let account = server.account(msisdn);
         assert_eq!(account["reserved"], 10 + 20, "{account}");
         assert_eq!(account["open_sessions"], 1);
+        // The admin API lists it as an Nchf session, by its reference.
+        let (st, list) = server.admin("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
+        assert_eq!(st, 200, "{list}");
+        let session = &list["sessions"][0];
+        assert_eq!(session["session_id"], reference.as_str(), "{list}");
+        assert_eq!(session["interface"], "nchf", "{list}");
+        assert_eq!(session["reserved"], 30, "{list}");
 
         let update = smf_request(msisdn, 1, &[(10, 5_000_000, true), (20, 3_000_000, true)]);
         let body = charged(
