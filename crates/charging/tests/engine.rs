@@ -1128,3 +1128,33 @@ fn a_session_id_opened_again_after_its_session_expired_still_finds_the_old_answe
     assert_eq!(dup.mscc, a1.mscc);
     assert_eq!(e.snapshot(), before);
 }
+
+#[test]
+fn timers_of_ended_sessions_do_not_pile_up_until_their_supervision_time() {
+    let mut e = engine();
+    // 20,000 sessions open and end well within their supervision time
+    // (100 s), while one stays open.
+    run(&mut e, &initial("kept", "111", vec![want(10)]), at(0));
+    let mut out = Output::default();
+    for i in 0..20_000 {
+        let sid = format!("short-{i}");
+        let now = at(i / 1000);
+        run(&mut e, &initial(&sid, "111", vec![want(10)]), now);
+        run(&mut e, &terminate(&sid, 1, vec![report(10, 1, false)]), now);
+        if i % 1000 == 999 {
+            e.tick(now, &mut out);
+        }
+    }
+    e.tick(at(30), &mut out);
+    assert_eq!(e.session_count(), 1);
+    assert!(
+        e.supervision_timers() <= 2 + 4096,
+        "{} timers held for 1 open session",
+        e.supervision_timers()
+    );
+    // The open session is still supervised.
+    assert_eq!(e.tick(at(99), &mut out), 0);
+    assert_eq!(e.tick(at(100), &mut out), 1);
+    assert_eq!(e.session_count(), 0);
+    check_invariants(&e);
+}

@@ -21,6 +21,52 @@ mod alloc {
     #[cfg(all(feature = "jemalloc", not(feature = "mimalloc")))]
     #[global_allocator]
     static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+    /// With the system allocator on glibc: a thread that hands the heap's
+    /// free pages back to the kernel every `every` (`malloc_trim`).
+    ///
+    /// glibc returns freed memory only from the top of each heap; pages
+    /// freed in the middle (buffers that grew and were replaced, tables
+    /// that doubled) stay resident. Measured under `gyro load` over 1,000
+    /// subscribers: after a million requests about 12 MB of a 73 MB
+    /// resident set was such pages. The call takes each arena's lock
+    /// briefly; the event loops allocate (close to) nothing per request,
+    /// so they do not wait on it. The other allocators return memory by
+    /// themselves: nothing to do.
+    pub fn start_trimmer(every: std::time::Duration) {
+        #[cfg(all(
+            target_env = "gnu",
+            not(feature = "mimalloc"),
+            not(feature = "jemalloc")
+        ))]
+        {
+            let spawned =
+                std::thread::Builder::new()
+                    .name("gyro-trim".into())
+                    .spawn(move || loop {
+                        std::thread::sleep(every);
+                        // SAFETY: malloc_trim only walks the allocator's own
+                        // free lists under its locks; any thread may call it.
+                        unsafe { libc::malloc_trim(0) };
+                    });
+            if let Err(e) = spawned {
+                tracing::warn!(error = %e, "cannot start the heap trimming thread");
+            }
+        }
+        #[cfg(not(all(
+            target_env = "gnu",
+            not(feature = "mimalloc"),
+            not(feature = "jemalloc")
+        )))]
+        let _ = every;
+    }
+}
+#[cfg(feature = "count-allocations")]
+mod alloc {
+    //! The counting allocator returns memory as the allocator it wraps.
+
+    /// Nothing to do (see the default build's `start_trimmer`).
+    pub fn start_trimmer(_every: std::time::Duration) {}
 }
 mod account;
 mod cdr;

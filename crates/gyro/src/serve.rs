@@ -414,6 +414,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let config = load_config(args)?;
     let signals = Signals::catch()?;
     let mut running = start(config)?;
+    crate::alloc::start_trimmer(std::time::Duration::from_secs(10));
     let tls = running.handle.tls();
     let nchf_tls = running.nchf_tls.clone();
     signals.wait(|| {

@@ -286,6 +286,12 @@ impl Engine {
         self.ledger.sessions.len()
     }
 
+    /// Supervision timers held: one per open session, plus those of ended
+    /// sessions not yet dropped (a bounded number; see [`Engine::tick`]).
+    pub fn supervision_timers(&self) -> usize {
+        self.timers.len()
+    }
+
     /// Number of answers held for duplicate detection.
     pub fn remembered_answers(&self) -> usize {
         self.dedup.len()

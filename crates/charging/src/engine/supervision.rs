@@ -2,6 +2,10 @@
 
 use super::*;
 
+/// Timers of ended sessions tolerated beyond those of open sessions
+/// before they are dropped.
+const STALE_TIMERS_SLACK: usize = 4096;
+
 impl Engine {
     /// The earliest time [`Engine::tick`] may have work (a session's
     /// supervision deadline). It may be early, never late.
@@ -13,8 +17,25 @@ impl Engine {
     /// releases its reservations and writes a session-end CDR with cause
     /// [`ClosingCause::SupervisionExpired`]. Also forgets expired answers.
     /// Returns the number of sessions closed.
+    ///
+    /// Also drops the timers of sessions that ended before their
+    /// supervision time (every session opened pushes one, and a session
+    /// that ends normally leaves it behind): once they outnumber the
+    /// timers of open sessions, so that the timers take memory in
+    /// proportion to the open sessions, not to every session opened
+    /// within the supervision time (Tcc, 20 minutes by default). The work
+    /// is amortised: each drop pass is paid for by as many sessions ended
+    /// since the previous one.
     pub fn tick(&mut self, now: Timestamp, out: &mut Output) -> usize {
         self.dedup.expire(now);
+        let open = self.ledger.sessions.len();
+        if self.timers.len() > 2 * open + STALE_TIMERS_SLACK {
+            let sessions = &self.ledger.sessions;
+            self.timers
+                .retain(|Reverse((_, key))| sessions.contains_key(key));
+            self.timers
+                .shrink_to(2 * self.timers.len() + STALE_TIMERS_SLACK);
+        }
         let mut closed = 0;
         while let Some(&Reverse((at, key))) = self.timers.peek() {
             if at > now {
