@@ -289,6 +289,9 @@ pub struct SessionView {
     pub request_number: u32,
     /// Money it holds reserved, minor units.
     pub reserved: i64,
+    /// The interface it was opened over: `gy` (Diameter) or `nchf`
+    /// (Nchf_ConvergedCharging; its Session-Id is the ChargingDataRef).
+    pub interface: String,
 }
 
 impl From<SessionState> for SessionView {
@@ -302,6 +305,7 @@ impl From<SessionState> for SessionView {
             last_seen: s.last_seen.0,
             request_number: s.request_number,
             reserved: s.reserved,
+            interface: s.interface.as_str().to_string(),
         }
     }
 }

@@ -34,7 +34,9 @@
 //! codes where Diameter has Result-Codes, and each rating group's
 //! `resultCode` counted under the Result-Code it stands for (SUCCESS
 //! 2001, QUOTA_LIMIT_REACHED 4012, ...). A session cut by the end of the
-//! run is released first, so nothing stays reserved.
+//! run is released first, so nothing stays reserved. Requests sent (open
+//! loop: intended) in the first `--warmup` are left out of the latency
+//! figures, as for Diameter.
 
 use std::fmt::Write as _;
 use std::net::SocketAddr;
@@ -60,6 +62,9 @@ struct Plan {
     deadline: Option<Instant>,
     /// When sending began (the per-second counters count from here).
     start: Instant,
+    /// Requests sent (or intended) before this are left out of the
+    /// latency figures (`--warmup`).
+    measure_from: Instant,
     count: Option<u64>,
     sent: AtomicU64,
     stop: AtomicBool,
@@ -205,14 +210,17 @@ async fn exchange(
     }
     let answer = post(send, plan.scheme, &plan.authority, path, body);
     let outcome: Outcome = tokio::time::timeout(plan.args.timeout, answer).await;
-    account(&mut lock(stats), kind, from, outcome)
+    let measured = from >= plan.measure_from;
+    account(&mut lock(stats), kind, from, measured, outcome)
 }
 
-/// Counts what came back for a request sent (or intended) at `from`.
+/// Counts what came back for a request sent (or intended) at `from`; its
+/// latency goes into the figures when `measured` (after `--warmup`).
 fn account(
     stats: &mut ConnStats,
     kind: ReqType,
     from: Instant,
+    measured: bool,
     outcome: Outcome,
 ) -> Option<(u16, Option<String>)> {
     match outcome {
@@ -231,7 +239,9 @@ fn account(
             let t = &mut stats.types[kind as usize];
             t.answered += 1;
             let us = from.elapsed().as_micros() as u64;
-            t.record_latency(us);
+            if measured {
+                t.record_latency(us);
+            }
             t.result_codes.add(u32::from(status));
             let ok = (200..300).contains(&status);
             if !ok {
@@ -595,6 +605,7 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
         authority: target.clone(),
         deadline: duration.map(|d| start + d),
         start,
+        measure_from: start + args.warmup,
         count: args.count,
         sent: AtomicU64::new(0),
         stop: AtomicBool::new(false),

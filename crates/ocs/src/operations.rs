@@ -97,6 +97,8 @@ pub struct SessionState {
     pub request_number: u32,
     /// Money reserved by the session.
     pub reserved: i64,
+    /// The interface it was opened over.
+    pub interface: gyro_charging::Interface,
 }
 
 /// What an [`AccountOp`] did.
@@ -239,6 +241,7 @@ impl CreditShard {
                         last_seen: s.last_seen,
                         request_number: s.last_request_number,
                         reserved: s.reserved_money(),
+                        interface: s.interface,
                     })
                     .collect();
                 return Ok(Outcome::Sessions(sessions));
