@@ -212,6 +212,7 @@ mod error;
 pub mod journal;
 mod lock;
 pub mod names;
+pub mod redis;
 pub mod record;
 pub mod repair;
 mod shard;
