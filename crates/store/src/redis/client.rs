@@ -145,7 +145,11 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
     let Value::Array(items) = v else {
         return Err(bad());
     };
-    let n: Vec<i64> = items.iter().map(int).collect::<Option<_>>().ok_or_else(bad)?;
+    let n: Vec<i64> = items
+        .iter()
+        .map(int)
+        .collect::<Option<_>>()
+        .ok_or_else(bad)?;
     let need = match step {
         Step::Reserve(_) | Step::Release(_) => 6,
         Step::Debit(_) => 9,
@@ -216,10 +220,7 @@ impl RedisLedger {
         let keys = Keys::new(&opts.namespace).ok_or_else(|| {
             encode_err(
                 "namespace",
-                format!(
-                    "{:?}: must be non-empty and without braces",
-                    opts.namespace
-                ),
+                format!("{:?}: must be non-empty and without braces", opts.namespace),
             )
         })?;
         if opts.replicas_ack > 1 {
@@ -397,7 +398,9 @@ impl RedisLedger {
             .arg(balance)
             .arg(credit_limit)
             .arg(if blocked { "1" } else { "0" });
-        let v = self.call(c, self.keys.account_slot(account), "gyro_open").await?;
+        let v = self
+            .call(c, self.keys.account_slot(account), "gyro_open")
+            .await?;
         match &v {
             Value::Array(a) if !a.is_empty() => Ok(int(&a[0]) == Some(1)),
             _ => Err(Error::Redis {
@@ -707,7 +710,8 @@ impl RedisLedger {
             };
             let mut parts = value.splitn(5, ' ');
             let mut num = || parts.next().and_then(|p| p.parse::<i64>().ok());
-            let (Some(money), Some(units), Some(expires), Some(since)) = (num(), num(), num(), num())
+            let (Some(money), Some(units), Some(expires), Some(since)) =
+                (num(), num(), num(), num())
             else {
                 continue;
             };
