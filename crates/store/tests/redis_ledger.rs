@@ -370,11 +370,53 @@ async fn with_replicas_ack_a_batch_is_answered_once_a_replica_has_it() {
         .iter()
         .map(|&a| reserve(a, "w;0;0", "w", 10))
         .collect();
+    let before = ledger.stats();
     let answers = ledger.run(&steps, NOW).await;
     for a in &answers {
         assert_eq!(a.as_ref().unwrap().code, 2001);
     }
     assert_eq!(ledger.masters().len(), 3);
+    // One pipeline per master the batch touches, nothing sent on its own.
+    let mut masters: Vec<String> = (0..12).map(|i| master_of(&ledger, acct(i))).collect();
+    masters.sort();
+    masters.dedup();
+    let after = ledger.stats();
+    assert_eq!(after.pipelines - before.pipelines, masters.len() as u64);
+    assert_eq!(
+        (after.steps - before.steps, after.alone - before.alone),
+        (12, 0)
+    );
+}
+
+/// The master of an account's slot, as the cluster says (CLUSTER SLOTS
+/// through redis-cli would do; the ledger's own map is what is tested, so
+/// ask a node directly).
+fn master_of(ledger: &RedisLedger, a: AccountId) -> String {
+    let slot = ledger.keys().account_slot(a);
+    let seed = cluster_nodes().unwrap()[0].clone();
+    let port = seed
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "cluster", "slots"])
+        .output()
+        .expect("redis-cli");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    // Groups: start, end, master host, master port, master id, replica...
+    let mut i = 0;
+    while i + 3 < lines.len() {
+        if let (Ok(start), Ok(end)) = (lines[i].parse::<u16>(), lines[i + 1].parse::<u16>()) {
+            if (start..=end).contains(&slot) {
+                return format!("{}:{}", lines[i + 2], lines[i + 3]);
+            }
+        }
+        i += 1;
+    }
+    panic!("slot {slot} not served: {text}");
 }
 
 #[tokio::test]

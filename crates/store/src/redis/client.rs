@@ -2,8 +2,8 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Outcome, RedisOptions, ReservationState, Step, StreamCdr, LIBRARY,
-    LIBRARY_VERSION,
+    AccountState, Answer, LedgerStats, Outcome, RedisOptions, ReservationState, Step, StreamCdr,
+    LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Timestamp};
@@ -14,6 +14,7 @@ use redis::cluster_routing::{
 };
 use redis::{Cmd, RedisError, RetryMethod, Value};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::RwLock;
 
 /// Largest magnitude of money and units the Lua functions compute exactly.
@@ -26,6 +27,16 @@ pub struct RedisLedger {
     keys: Keys,
     opts: RedisOptions,
     shards: RwLock<ShardMap>,
+    stats: Counters,
+}
+
+/// What the ledger has sent so far (see [`LedgerStats`]).
+#[derive(Default)]
+struct Counters {
+    steps: AtomicU64,
+    pipelines: AtomicU64,
+    alone: AtomicU64,
+    redirected: AtomicU64,
 }
 
 impl std::fmt::Debug for RedisLedger {
@@ -271,6 +282,7 @@ impl RedisLedger {
             keys,
             opts,
             shards: RwLock::new(ShardMap::default()),
+            stats: Counters::default(),
         };
         ledger.load_functions().await?;
         ledger.refresh_shards().await?;
@@ -369,6 +381,16 @@ impl RedisLedger {
             *shards = map;
         }
         Ok(())
+    }
+
+    /// What this client has sent so far.
+    pub fn stats(&self) -> LedgerStats {
+        LedgerStats {
+            steps: self.stats.steps.load(Ordering::Relaxed),
+            pipelines: self.stats.pipelines.load(Ordering::Relaxed),
+            alone: self.stats.alone.load(Ordering::Relaxed),
+            redirected: self.stats.redirected.load(Ordering::Relaxed),
+        }
     }
 
     /// The masters, `host:port`, as last read.
@@ -510,6 +532,7 @@ impl RedisLedger {
     }
 
     async fn step_alone(&self, step: &Step, c: Cmd) -> Result<Answer> {
+        self.stats.alone.fetch_add(1, Ordering::Relaxed);
         let slot = self.keys.account_slot(step.account());
         let v = self.call(c, slot, step.function()).await?;
         let a = answer(step, &v)?;
@@ -556,7 +579,7 @@ impl RedisLedger {
         let mut results: Vec<Option<Result<Answer>>> = (0..steps.len()).map(|_| None).collect();
         let mut commands: Vec<Option<Cmd>> = Vec::with_capacity(steps.len());
         // Steps by master (index into the shard map; usize::MAX unknown).
-        let mut groups: HashMap<usize, Vec<usize>> = HashMap::new();
+        let mut by_master: HashMap<usize, Vec<usize>> = HashMap::new();
         {
             let shards = self.shards.read().ok();
             for (i, step) in steps.iter().enumerate() {
@@ -567,7 +590,7 @@ impl RedisLedger {
                             .as_ref()
                             .and_then(|s| s.owner.get(usize::from(slot)).copied())
                             .unwrap_or(usize::MAX);
-                        groups.entry(master).or_default().push(i);
+                        by_master.entry(master).or_default().push(i);
                         commands.push(Some(c));
                     }
                     Err(e) => {
@@ -577,8 +600,15 @@ impl RedisLedger {
                 }
             }
         }
+        let groups: Vec<Vec<usize>> = by_master.into_values().collect();
+        self.stats
+            .steps
+            .fetch_add(steps.len() as u64, Ordering::Relaxed);
+        self.stats
+            .pipelines
+            .fetch_add(groups.len() as u64, Ordering::Relaxed);
         let wait = self.opts.replicas_ack > 0;
-        let sends = groups.iter().map(|(_, members)| {
+        let sends = groups.iter().map(|members| {
             let mut pipe = redis::pipe();
             for &i in members {
                 if let Some(c) = &commands[i] {
@@ -602,7 +632,7 @@ impl RedisLedger {
         let sent = futures_util::future::join_all(sends).await;
         let mut again = Vec::new();
         let mut stale_map = false;
-        for ((_, members), sent) in groups.iter().zip(sent) {
+        for (members, sent) in groups.iter().zip(sent) {
             let values = match sent {
                 Sent::Values(v) if v.len() == members.len() + usize::from(wait) => v,
                 Sent::Values(v) => {
@@ -632,6 +662,7 @@ impl RedisLedger {
                             || !matches!(e.retry_method(), RetryMethod::NoRetry)
                         {
                             stale_map |= e.is_cluster_error();
+                            self.stats.redirected.fetch_add(1, Ordering::Relaxed);
                             again.push(i);
                             continue;
                         }

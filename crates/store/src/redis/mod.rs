@@ -472,6 +472,22 @@ pub struct ReservationState {
     pub owner: String,
 }
 
+/// Counts of what a [`RedisLedger`] sent, since it connected (for
+/// metrics: round trips per step are `(pipelines + alone) / steps`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LedgerStats {
+    /// Steps handed to [`RedisLedger::run`].
+    pub steps: u64,
+    /// Pipelines sent by [`RedisLedger::run`] (one per master per batch).
+    pub pipelines: u64,
+    /// Steps sent on their own ([`RedisLedger::step`], and batch steps
+    /// sent again after a redirection).
+    pub alone: u64,
+    /// Batch steps redirected (a slot moved, a failover, a missing
+    /// function) and sent again on their own.
+    pub redirected: u64,
+}
+
 /// A CDR read from a slot stream.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StreamCdr {
