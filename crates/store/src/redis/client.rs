@@ -403,7 +403,8 @@ impl RedisLedger {
 
     /// Creates an account unless one with this id exists; returns whether
     /// it created it. (Creation is idempotent by the account's existence,
-    /// so it needs no request key.)
+    /// so it needs no request key; with `replicas_ack = 1` it returns once
+    /// a replica has the account.)
     pub async fn open_account(
         &self,
         account: AccountId,
@@ -420,16 +421,19 @@ impl RedisLedger {
             .arg(balance)
             .arg(credit_limit)
             .arg(if blocked { "1" } else { "0" });
-        let v = self
-            .call(c, self.keys.account_slot(account), "gyro_open")
-            .await?;
-        match &v {
-            Value::Array(a) if !a.is_empty() => Ok(int(&a[0]) == Some(1)),
-            _ => Err(Error::Redis {
-                op: "gyro_open",
-                reason: format!("unexpected answer {v:?}"),
-            }),
-        }
+        let slot = self.keys.account_slot(account);
+        let v = self.call(c, slot, "gyro_open").await?;
+        let created = match &v {
+            Value::Array(a) if !a.is_empty() => int(&a[0]) == Some(1),
+            _ => {
+                return Err(Error::Redis {
+                    op: "gyro_open",
+                    reason: format!("unexpected answer {v:?}"),
+                })
+            }
+        };
+        self.wait_replica(slot).await?;
+        Ok(created)
     }
 
     /// Sends one command to the master of `slot` (following redirections),
@@ -441,13 +445,22 @@ impl RedisLedger {
             SlotAddr::Master,
         )));
         let mut conn = self.conn.clone();
-        match conn.route_command(c.clone(), route.clone()).await {
+        // A server's error may come back as an error or as an error value.
+        let send = |conn: &mut ClusterConnection, c: Cmd| {
+            let route = route.clone();
+            let mut conn = conn.clone();
+            async move {
+                match conn.route_command(c, route).await {
+                    Ok(Value::ServerError(se)) => Err(RedisError::from(se)),
+                    other => other,
+                }
+            }
+        };
+        match send(&mut conn, c.clone()).await {
             Ok(v) => Ok(v),
             Err(e) if function_missing(&e) => {
                 self.load_functions().await?;
-                conn.route_command(c, route)
-                    .await
-                    .map_err(|e| classify(op, &e))
+                send(&mut conn, c).await.map_err(|e| classify(op, &e))
             }
             Err(e) => Err(classify(op, &e)),
         }
@@ -536,18 +549,25 @@ impl RedisLedger {
         let slot = self.keys.account_slot(step.account());
         let v = self.call(c, slot, step.function()).await?;
         let a = answer(step, &v)?;
-        if self.opts.replicas_ack > 0 {
-            let mut w = redis::cmd("WAIT");
-            w.arg(1).arg(self.wait_ms());
-            let acked = self.call(w, slot, "WAIT").await?;
-            if int(&acked).unwrap_or(0) < 1 {
-                return Err(Error::NotReplicated {
-                    node: self.master_of(slot),
-                    timeout_ms: self.wait_ms(),
-                });
-            }
-        }
+        self.wait_replica(slot).await?;
         Ok(a)
+    }
+
+    /// With `replicas_ack = 1`: `WAIT 1` on the master of `slot`.
+    async fn wait_replica(&self, slot: u16) -> Result<()> {
+        if self.opts.replicas_ack == 0 {
+            return Ok(());
+        }
+        let mut w = redis::cmd("WAIT");
+        w.arg(1).arg(self.wait_ms());
+        let acked = self.call(w, slot, "WAIT").await?;
+        if int(&acked).unwrap_or(0) < 1 {
+            return Err(Error::NotReplicated {
+                node: self.master_of(slot),
+                timeout_ms: self.wait_ms(),
+            });
+        }
+        Ok(())
     }
 
     fn wait_ms(&self) -> u64 {
@@ -645,6 +665,7 @@ impl RedisLedger {
                     continue;
                 }
                 Sent::Failed(e) => {
+                    stale_map = true;
                     for &i in members {
                         results[i] = Some(Err(e.clone_shallow()));
                     }
