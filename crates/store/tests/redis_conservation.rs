@@ -36,7 +36,6 @@ impl Rng {
 struct Res {
     money: i64,
     units: u64,
-    expires: u64,
 }
 
 /// One account under the engine's rules, as the functions should apply
@@ -50,9 +49,18 @@ struct Model {
     initial: i64,
     topped_up: i64,
     res: HashMap<(String, RatingKey), Res>,
+    /// Each session's deadline: the expiry of its latest reservation,
+    /// until it holds none.
+    deadline: HashMap<String, u64>,
 }
 
 impl Model {
+    fn forget_if_empty(&mut self, session: &str) {
+        if !self.res.keys().any(|(s, _)| s == session) {
+            self.deadline.remove(session);
+        }
+    }
+
     fn spendable(&self) -> i64 {
         (self.balance + self.credit_limit).max(0)
     }
@@ -88,7 +96,8 @@ impl Model {
                 let r = self.res.entry((s.session.clone(), s.key)).or_default();
                 r.money += grant;
                 r.units += units;
-                r.expires = s.expires.as_millis();
+                self.deadline
+                    .insert(s.session.clone(), s.expires.as_millis());
                 self.balance -= grant;
                 self.reserved += grant;
                 ok(Outcome::Reserved {
@@ -116,6 +125,7 @@ impl Model {
                         self.balance += r.money;
                         self.reserved -= r.money;
                         self.res.remove(k);
+                        self.forget_if_empty(&k.0);
                     }
                 }
                 *seq += 1;
@@ -134,6 +144,7 @@ impl Model {
                     Some(r) => {
                         self.balance += r.money;
                         self.reserved -= r.money;
+                        self.forget_if_empty(&s.session);
                         (true, r.money)
                     }
                     None => (false, 0),
@@ -164,12 +175,15 @@ impl Model {
                 })
             }
             Step::Expire(s) => {
-                let due: Vec<_> = self
-                    .res
-                    .iter()
-                    .filter(|((session, _), r)| *session == s.session && r.expires <= now.0)
-                    .map(|(k, _)| k.clone())
-                    .collect();
+                let due: Vec<_> = match self.deadline.get(&s.session) {
+                    Some(&d) if d <= now.0 => self
+                        .res
+                        .keys()
+                        .filter(|(session, _)| *session == s.session)
+                        .cloned()
+                        .collect(),
+                    _ => Vec::new(),
+                };
                 let mut money = 0;
                 for k in &due {
                     if let Some(r) = self.res.remove(k) {
@@ -178,6 +192,7 @@ impl Model {
                         self.reserved -= r.money;
                     }
                 }
+                self.forget_if_empty(&s.session);
                 let sequence = if due.is_empty() {
                     0
                 } else {

@@ -273,23 +273,24 @@ async fn a_dead_nodes_reservations_are_released_after_their_expiry() {
     .unwrap();
     let a = acct(11);
     node_a.open_account(a, 1000, 0, false).await.unwrap();
-    // Node A reserves for two rating groups of one session (Tcc 60 s)...
+    // Node A reserves for one rating group of a session (Tcc 60 s), then,
+    // on its next request, for another (the session's deadline moves to
+    // 90 s, for both)...
     one(&node_a, reserve(a, "x;0;0", "x", 100)).await;
-    let mut other = reserve(a, "x;0;1", "x", 50);
+    let mut other = reserve(a, "x;1;0", "x", 50);
     if let Step::Reserve(r) = &mut other {
         r.key = rg(20);
+        r.expires = NOW.plus_secs(90);
     }
     one(&node_a, other).await;
     let res = node_a.reservations(a).await.unwrap();
     assert_eq!(res.len(), 2);
-    assert!(res
-        .iter()
-        .all(|r| r.owner == "node-a" && r.expires == NOW.plus_secs(60)));
-    // ...and dies. Before the expiry nothing is due and nothing is
-    // released.
+    assert!(res.iter().all(|r| r.owner == "node-a"));
+    // ...and dies. Before the deadline nothing is due and nothing is
+    // released, not even the reservation of the first request.
     let slot = node_b.keys().account_slot(a);
     assert!(node_b
-        .due_sessions(slot, NOW.plus_secs(30), 100)
+        .due_sessions(slot, NOW.plus_secs(61), 100)
         .await
         .unwrap()
         .is_empty());
@@ -307,7 +308,7 @@ async fn a_dead_nodes_reservations_are_released_after_their_expiry() {
         })
     };
     let early = node_b
-        .step(&expire("early"), NOW.plus_secs(30))
+        .step(&expire("early"), NOW.plus_secs(61))
         .await
         .unwrap();
     assert_eq!(
@@ -319,7 +320,7 @@ async fn a_dead_nodes_reservations_are_released_after_their_expiry() {
         }
     );
     // After it, node B finds the session and releases both reservations.
-    let later = NOW.plus_secs(61);
+    let later = NOW.plus_secs(91);
     let due = node_b.due_sessions(slot, later, 100).await.unwrap();
     assert_eq!(due, [(a, "x".to_string())]);
     let done = node_b.step(&expire("late"), later).await.unwrap();

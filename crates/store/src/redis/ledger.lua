@@ -10,7 +10,7 @@
 --   KEYS[1]  <ns>:{acct:<id>}              account hash
 --   KEYS[2]  <ns>:{acct:<id>}:res          reservations hash
 --   KEYS[3]  <ns>:{acct:<id>}:req:<rk>     remembered answer of request rk
---   KEYS[4]  <ns>:{<slot tag>}:exp         sessions by reservation expiry
+--   KEYS[4]  <ns>:{<slot tag>}:exp         sessions by deadline (Tcc)
 --   KEYS[5]  <ns>:{<slot tag>}:cdr         CDR stream of the slot
 --   KEYS[6]  <ns>:{<slot tag>}:seq         CDR sequence counter of the slot
 -- and the same first arguments:
@@ -160,7 +160,8 @@ local function open(keys, args)
 end
 
 -- gyro_reserve: moves money from the balance to the reservation `field`
--- (added to what it already holds).
+-- (added to what it already holds); the session's deadline (for
+-- gyro_expire) becomes `expires_at`.
 -- ARGV[5..]: field money units min_money owner expires_at
 -- Grants `money` for `units` when the account can pay it; else what it can
 -- pay if that is at least min_money (units scaled down in proportion);
@@ -334,10 +335,11 @@ local function topup(keys, args)
   return remember(keys, args, { SUCCESS, balance, topped })
 end
 
--- gyro_expire: releases every reservation of `session` on this account
--- whose expiry (Tcc) has passed by `now` and, when `owner` is not empty,
--- that node `owner` holds (a dead node's sessions); writes one
--- session-end CDR when anything was released.
+-- gyro_expire: when the session's deadline (the expiry of its latest
+-- reservation on this account: Tcc, renewed by every request that
+-- reserves) has passed by `now`, releases its reservations on this account
+-- (when `owner` is not empty, only those node `owner` made: a dead node's)
+-- and writes one session-end CDR when anything was released.
 -- ARGV[5..]: session owner node cdr_json
 -- Answer: { replayed, code, reservations released, money released,
 --           sequence (0: no CDR) }
@@ -347,12 +349,17 @@ local function expire(keys, args)
     return done
   end
   local session, owner, now = args[5], args[6], int(args[4], 'now')
+  local member = args[3] .. '|' .. session
+  local deadline = tonumber(redis.call('ZSCORE', keys[4], member))
+  if not deadline or deadline > now then
+    return remember(keys, args, { SUCCESS, 0, 0, 0 })
+  end
   local prefix = session .. '|'
   local count, money, left = 0, 0, 0
   for _, f in ipairs(redis.call('HKEYS', keys[2])) do
     if string.sub(f, 1, #prefix) == prefix and not string.find(f, '|', #prefix + 1, true) then
       local r = reservation(keys, f)
-      if r.expires <= now and (owner == '' or r.owner == owner) then
+      if owner == '' or r.owner == owner then
         redis.call('HINCRBY', keys[1], 'balance', fmt(r.money))
         redis.call('HINCRBY', keys[1], 'reserved', fmt(-r.money))
         redis.call('HDEL', keys[2], f)
@@ -364,7 +371,7 @@ local function expire(keys, args)
     end
   end
   if left == 0 then
-    redis.call('ZREM', keys[4], args[3] .. '|' .. session)
+    redis.call('ZREM', keys[4], member)
   end
   local seq = 0
   if count > 0 and account(keys) then

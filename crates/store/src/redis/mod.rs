@@ -44,7 +44,8 @@
 //! <ns>:{acct:<id>}:res          hash    <session-id>|<rg>:<sid> ->
 //!                                       "money units expires_at since owner"
 //! <ns>:{acct:<id>}:req:<rk>     string  remembered answer of request rk (PX ttl)
-//! <ns>:{<tag>}:exp              zset    "<id>|<session-id>" by reservation expiry (Tcc)
+//! <ns>:{<tag>}:exp              zset    "<id>|<session-id>" by the session's deadline
+//!                                       (Tcc: the expiry of its latest reservation)
 //! <ns>:{<tag>}:cdr              stream  CDRs of the slot: seq node account amount
 //!                                       unbilled balance_after at cdr(JSON)
 //! <ns>:{<tag>}:seq              string  last CDR sequence number of the slot
@@ -66,7 +67,7 @@
 //! | `gyro_release` | reservation -> balance                                     |
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
-//! | `gyro_expire`  | release a session's reservations past their expiry (optionally only a given owner node's); session-end CDR |
+//! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_version` | the library's version (read-only)                          |
 //!
 //! # Group commit and `replicas_ack`
@@ -206,8 +207,9 @@ pub struct Reserve {
     /// (then it grants what it can, units scaled down); `money` or more
     /// asks for all or nothing.
     pub min_money: i64,
-    /// When the reservation may be released by another node if nothing
-    /// more is heard of the session (the Tcc deadline).
+    /// When the session's reservations may be released by another node if
+    /// nothing more is heard of it (the Tcc deadline): the session's
+    /// deadline from now on, for all its reservations on this account.
     pub expires: Timestamp,
 }
 
@@ -268,7 +270,7 @@ pub struct TopUp {
     pub amount: i64,
 }
 
-/// Releases the reservations of a session whose expiry has passed (a
+/// Releases the reservations of a session whose deadline has passed (a
 /// session whose node died, or that went silent), with a session-end CDR.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Expire {
