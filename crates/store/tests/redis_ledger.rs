@@ -461,3 +461,65 @@ async fn values_the_functions_cannot_take_are_refused_before_sending() {
     assert_eq!((s.balance, s.reserved), (95, 5));
     let _ = Timestamp(0);
 }
+
+/// `redis-cli -c` on the test cluster (follows redirections).
+fn redis_cli(args: &[&str]) -> String {
+    let seed = cluster_nodes().unwrap()[0].clone();
+    let port = seed
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-c", "-p", &port])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test]
+async fn the_books_of_the_whole_cluster_add_up_and_name_what_does_not() {
+    let Some(ledger) = ledger("books").await else {
+        return;
+    };
+    let accounts: Vec<AccountId> = (1..=30).map(acct).collect();
+    for &a in &accounts {
+        ledger.open_account(a, 1000, 0, false).await.unwrap();
+    }
+    let steps: Vec<Step> = accounts
+        .iter()
+        .flat_map(|&a| [reserve(a, "b;0", "b", 100), debit(a, "b;1", "b", 30, false)])
+        .collect();
+    for r in ledger.run(&steps, NOW).await {
+        assert_eq!(r.unwrap().code, 2001);
+    }
+    let books = ledger.books().await.unwrap();
+    assert_eq!(books.accounts, 30);
+    assert!(books.is_balanced(), "{books:?}");
+    assert_eq!(
+        (books.initial, books.balance, books.reserved, books.debited),
+        (30_000, 27_000, 2_100, 900)
+    );
+    // Money that appears from nowhere, and a reservation the account does
+    // not count, are named.
+    let keys = ledger.keys();
+    redis_cli(&["HINCRBY", &keys.account(accounts[3]), "balance", "5"]);
+    redis_cli(&[
+        "HSET",
+        &keys.reservations(accounts[7]),
+        "ghost|1:",
+        "40 0 0 0 nobody",
+    ]);
+    let books = ledger.books().await.unwrap();
+    assert!(!books.is_balanced());
+    let unbalanced: Vec<AccountId> = books.unbalanced.iter().map(|s| s.account).collect();
+    assert_eq!(unbalanced, [accounts[3]]);
+    let mismatched: Vec<(AccountId, i64)> = books
+        .reservations_mismatch
+        .iter()
+        .map(|(s, held)| (s.account, *held))
+        .collect();
+    assert_eq!(mismatched, [(accounts[7], 110)]);
+}

@@ -2,8 +2,8 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, LedgerStats, Outcome, RedisOptions, ReservationState, Step, StreamCdr,
-    LIBRARY, LIBRARY_VERSION,
+    AccountState, Answer, Books, LedgerStats, Outcome, RedisOptions, ReservationState, Step,
+    StreamCdr, LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Timestamp};
@@ -393,6 +393,96 @@ impl RedisLedger {
         }
     }
 
+    /// The books of every account in the namespace, over the whole
+    /// cluster: each master is scanned (`SCAN ... TYPE hash`) for account
+    /// hashes, which are read with their reservations in one pipeline per
+    /// page. A live snapshot: accounts change while it reads, but each
+    /// account is read atomically with its reservations (one slot, one
+    /// pipeline, in order).
+    pub async fn books(&self) -> Result<Books> {
+        self.refresh_shards().await?;
+        let mut books = Books::default();
+        for master in self.masters() {
+            let Some((host, port)) = master.rsplit_once(':') else {
+                continue;
+            };
+            let Ok(port) = port.parse::<u16>() else {
+                continue;
+            };
+            let route = SingleNodeRoutingInfo::ByAddress {
+                host: host.to_string(),
+                port,
+            };
+            let pattern = format!("{}:{{acct:*}}", self.keys.namespace());
+            let mut cursor = "0".to_string();
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(&cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .arg("TYPE")
+                    .arg("hash");
+                let mut conn = self.conn.clone();
+                let v = conn
+                    .route_command(scan, RoutingInfo::SingleNode(route.clone()))
+                    .await
+                    .map_err(|e| classify("SCAN", &e))?;
+                let Value::Array(parts) = v else {
+                    return Err(Error::Redis {
+                        op: "SCAN",
+                        reason: format!("unexpected answer {v:?}"),
+                    });
+                };
+                cursor = parts.first().and_then(text).unwrap_or_else(|| "0".into());
+                let keys: Vec<String> = match parts.get(1) {
+                    Some(Value::Array(k)) => k.iter().filter_map(text).collect(),
+                    _ => Vec::new(),
+                };
+                // Account hashes end with their tag; ":res" hashes do not.
+                let ids: Vec<AccountId> = keys
+                    .iter()
+                    .filter(|k| k.ends_with('}'))
+                    .filter_map(|k| {
+                        let id = k.rsplit_once("{acct:")?.1.strip_suffix('}')?;
+                        Some(AccountId(id.parse().ok()?))
+                    })
+                    .collect();
+                if !ids.is_empty() {
+                    let mut pipe = redis::pipe();
+                    for &id in &ids {
+                        pipe.cmd("HGETALL").arg(self.keys.account(id));
+                        pipe.cmd("HVALS").arg(self.keys.reservations(id));
+                    }
+                    let mut conn = self.conn.clone();
+                    let values = conn
+                        .route_pipeline(pipe, 0, ids.len() * 2, route.clone())
+                        .await
+                        .map_err(|e| classify("HGETALL", &e))?;
+                    for (id, pair) in ids.iter().zip(values.chunks(2)) {
+                        let Some(state) = account_state(*id, &pair[0]) else {
+                            continue;
+                        };
+                        let held: i64 = match pair.get(1) {
+                            Some(Value::Array(vals)) => vals
+                                .iter()
+                                .filter_map(text)
+                                .filter_map(|v| v.split(' ').next()?.parse::<i64>().ok())
+                                .sum(),
+                            _ => 0,
+                        };
+                        books.add(state, held);
+                    }
+                }
+                if cursor == "0" {
+                    break;
+                }
+            }
+        }
+        Ok(books)
+    }
+
     /// The masters, `host:port`, as last read.
     pub fn masters(&self) -> Vec<String> {
         self.shards
@@ -722,27 +812,7 @@ impl RedisLedger {
         let v = self
             .call(c, self.keys.account_slot(account), "HGETALL")
             .await?;
-        let fields = pairs(&v);
-        if fields.is_empty() {
-            return Ok(None);
-        }
-        let get = |name: &str| -> i64 {
-            fields
-                .iter()
-                .find(|(k, _)| k == name)
-                .and_then(|(_, v)| v.parse().ok())
-                .unwrap_or(0)
-        };
-        Ok(Some(AccountState {
-            account,
-            balance: get("balance"),
-            credit_limit: get("credit_limit"),
-            blocked: get("blocked") == 1,
-            reserved: get("reserved"),
-            debited: get("debited"),
-            initial: get("initial"),
-            topped_up: get("topped_up"),
-        }))
+        Ok(account_state(account, &v))
     }
 
     /// The open reservations of an account.
@@ -854,6 +924,32 @@ impl RedisLedger {
             })
             .collect())
     }
+}
+
+/// An account hash's fields as an [`AccountState`] (none when the hash is
+/// empty: no such account).
+fn account_state(account: AccountId, v: &Value) -> Option<AccountState> {
+    let fields = pairs(v);
+    if fields.is_empty() {
+        return None;
+    }
+    let get = |name: &str| -> i64 {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .and_then(|(_, v)| v.parse().ok())
+            .unwrap_or(0)
+    };
+    Some(AccountState {
+        account,
+        balance: get("balance"),
+        credit_limit: get("credit_limit"),
+        blocked: get("blocked") == 1,
+        reserved: get("reserved"),
+        debited: get("debited"),
+        initial: get("initial"),
+        topped_up: get("topped_up"),
+    })
 }
 
 /// A flat `[k1, v1, k2, v2, ...]` (or RESP3 map) answer as string pairs.

@@ -70,6 +70,10 @@
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_version` | the library's version (read-only)                          |
 //!
+//! [`RedisLedger::books`] checks the money rule for every account of a
+//! namespace over the whole cluster (and that each account's reservations
+//! add up to its `reserved`), naming the accounts that do not add up.
+//!
 //! # Group commit and `replicas_ack`
 //!
 //! [`RedisLedger::run`] takes the steps of one event-loop turn, sends them
@@ -452,6 +456,51 @@ impl AccountState {
     pub fn is_conserved(&self) -> bool {
         i128::from(self.initial) + i128::from(self.topped_up)
             == i128::from(self.balance) + i128::from(self.reserved) + i128::from(self.debited)
+    }
+}
+
+/// The books of a whole namespace ([`RedisLedger::books`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Books {
+    /// Accounts read.
+    pub accounts: u64,
+    /// Sum of initial balances.
+    pub initial: i128,
+    /// Sum of top-ups.
+    pub topped_up: i128,
+    /// Sum of balances.
+    pub balance: i128,
+    /// Sum of reserved money.
+    pub reserved: i128,
+    /// Sum of money debited.
+    pub debited: i128,
+    /// Accounts where `initial + topped_up != balance + reserved +
+    /// debited`.
+    pub unbalanced: Vec<AccountState>,
+    /// Accounts whose reservations do not add up to their `reserved`, with
+    /// what the reservations hold.
+    pub reservations_mismatch: Vec<(AccountState, i64)>,
+}
+
+impl Books {
+    /// Every account adds up, and so do its reservations.
+    pub fn is_balanced(&self) -> bool {
+        self.unbalanced.is_empty() && self.reservations_mismatch.is_empty()
+    }
+
+    fn add(&mut self, s: AccountState, held: i64) {
+        self.accounts += 1;
+        self.initial += i128::from(s.initial);
+        self.topped_up += i128::from(s.topped_up);
+        self.balance += i128::from(s.balance);
+        self.reserved += i128::from(s.reserved);
+        self.debited += i128::from(s.debited);
+        if held != s.reserved {
+            self.reservations_mismatch.push((s.clone(), held));
+        }
+        if !s.is_conserved() {
+            self.unbalanced.push(s);
+        }
     }
 }
 
