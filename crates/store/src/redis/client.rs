@@ -250,6 +250,14 @@ impl RedisLedger {
         if let Some(p) = &opts.password {
             b = b.password(p);
         }
+        let tls = opts.tls || opts.nodes.iter().any(|n| n.starts_with("rediss://"));
+        if tls {
+            // The redis client builds its rustls configuration from the
+            // process-wide crypto provider: make sure there is one (ring,
+            // as for gyro's other TLS), instead of its panic when none was
+            // chosen. Another provider installed first is kept.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
         if opts.tls || opts.tls_ca.is_some() || opts.tls_cert.is_some() {
             let read = |p: &std::path::PathBuf| {
                 std::fs::read(p).map_err(|source| Error::Io {
