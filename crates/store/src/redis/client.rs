@@ -999,3 +999,64 @@ impl Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn is_send<T: Send>(_: &T) {}
+    fn is_send_sync<T: Send + Sync>() {}
+
+    /// Compiled, never run: the ledger is shared between tasks and its
+    /// calls may be awaited on any runtime thread.
+    #[allow(dead_code)]
+    fn calls_are_send(ledger: &RedisLedger) {
+        is_send(&ledger.run(&[], Timestamp(0)));
+        is_send(&ledger.books());
+        is_send(&ledger.open_account(AccountId(1), 0, 0, false));
+    }
+
+    #[test]
+    fn the_ledger_can_be_shared_between_threads() {
+        is_send_sync::<RedisLedger>();
+    }
+
+    #[test]
+    fn answers_that_are_not_the_functions_are_errors() {
+        let step = Step::TopUp(super::super::TopUp {
+            account: AccountId(1),
+            request: "r".into(),
+            amount: 1,
+        });
+        for v in [
+            Value::Nil,
+            Value::Array(vec![Value::Int(0), Value::Int(2001)]),
+            Value::Array(vec![Value::Int(0); 5]),
+            Value::Array(vec![
+                Value::Int(0),
+                Value::Int(-1),
+                Value::Int(0),
+                Value::Int(0),
+            ]),
+        ] {
+            assert!(answer(&step, &v).is_err(), "{v:?}");
+        }
+        let ok = Value::Array(vec![
+            Value::Int(1),
+            Value::Int(2001),
+            Value::Int(7),
+            Value::Int(9),
+        ]);
+        assert_eq!(
+            answer(&step, &ok).unwrap(),
+            Answer {
+                replayed: true,
+                code: 2001,
+                outcome: Outcome::ToppedUp {
+                    balance: 7,
+                    topped_up: 9
+                }
+            }
+        );
+    }
+}

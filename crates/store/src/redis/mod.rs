@@ -307,6 +307,13 @@ pub enum Step {
     Expire(Expire),
 }
 
+/// The request key of the `step`-th money step of a Diameter request:
+/// `<Session-Id>;<CC-Request-Number>;<step>` (a retransmission carries the
+/// same Session-Id and CC-Request-Number, so it finds the same keys).
+pub fn request_key(session_id: &str, request_number: u32, step: u32) -> String {
+    format!("{session_id};{request_number};{step}")
+}
+
 impl Step {
     /// The account the step changes.
     pub fn account(&self) -> AccountId {
