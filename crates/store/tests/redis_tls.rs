@@ -2,11 +2,14 @@
 //! (every slot on one master) that speaks only TLS, with a certificate
 //! from a CA of the test's own and `requirepass`. The client connects with
 //! `tls_ca` and the password, and charges; a wrong password and a client
-//! that does not trust the CA are errors, not panics.
+//! that does not trust the CA are errors, not panics; when the node dies
+//! and comes back, the ledger answers Unavailable meanwhile and then works
+//! again by itself.
 
 mod redis_support;
 
-use gyro_store::redis::{Debit, Outcome, RedisLedger, RedisOptions, Reserve, Step};
+use gyro_store::redis::{Debit, Outcome, RedisLedger, RedisOptions, Reserve, Step, TopUp};
+use gyro_store::ErrorKind;
 use rcgen::{
     BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
     KeyPair, KeyUsagePurpose,
@@ -65,8 +68,16 @@ fn pem_files(dir: &Path) -> (String, String, String) {
     (path("ca.pem"), path("cert.pem"), path("key.pem"))
 }
 
+/// Starts the node in `dir` (with new certificates and its slots the first
+/// time; again from its files afterwards).
 fn start(dir: &Path, port: u16) -> TlsNode {
-    let (ca, cert, key) = pem_files(dir);
+    let first = !dir.join("ca.pem").exists();
+    let (ca, cert, key) = if first {
+        pem_files(dir)
+    } else {
+        let path = |n: &str| dir.join(n).display().to_string();
+        (path("ca.pem"), path("cert.pem"), path("key.pem"))
+    };
     let child = Command::new("redis-server")
         .args([
             "--port",
@@ -95,7 +106,7 @@ fn start(dir: &Path, port: u16) -> TlsNode {
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes",
         ])
         .stdout(std::process::Stdio::null())
         .spawn()
@@ -133,7 +144,9 @@ fn start(dir: &Path, port: u16) -> TlsNode {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    cli(&["cluster", "addslotsrange", "0", "16383"]);
+    if first {
+        cli(&["cluster", "addslotsrange", "0", "16383"]);
+    }
     while !cli(&["cluster", "info"]).contains("cluster_state:ok") {
         assert!(
             Instant::now() < deadline,
@@ -155,7 +168,7 @@ async fn the_ledger_charges_over_tls_with_a_password() {
         .ok()
         .and_then(|p| p.parse().ok())
         .unwrap_or(7398);
-    let node = start(dir.path(), port);
+    let mut node = start(dir.path(), port);
     let base = RedisOptions {
         nodes: vec![format!("rediss://127.0.0.1:{}", node.port)],
         tls: true,
@@ -215,4 +228,34 @@ async fn the_ledger_charges_over_tls_with_a_password() {
     })
     .await;
     assert!(untrusted.is_err(), "a server the client does not trust");
+
+    // The cluster goes away: a step is an error value (3004 for the
+    // caller), not a hang or a panic; when it comes back, the same ledger
+    // works again by itself, and the step retried with its request key
+    // is applied once.
+    drop(node);
+    let top_up = Step::TopUp(TopUp {
+        account: a,
+        request: "top-up-1".into(),
+        amount: 1000,
+    });
+    let e = ledger.step(&top_up, NOW).await.unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+    node = start(dir.path(), port);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let answer = loop {
+        match ledger.step(&top_up, NOW).await {
+            Ok(a) => break a,
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+                assert!(Instant::now() < deadline, "no recovery: {e}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    assert_eq!(answer.code, 2001);
+    assert!(ledger.step(&top_up, NOW).await.unwrap().replayed);
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.topped_up, s.debited), (1430, 1000, 70));
+    drop(node);
 }
