@@ -523,3 +523,60 @@ async fn the_books_of_the_whole_cluster_add_up_and_name_what_does_not() {
         .collect();
     assert_eq!(mismatched, [(accounts[7], 110)]);
 }
+
+#[tokio::test]
+async fn another_node_expires_every_session_of_a_dead_node_across_the_cluster() {
+    let Some(nodes) = cluster_nodes() else {
+        return;
+    };
+    let opts = options(&nodes, "expire-due", "node-a");
+    let node_a = RedisLedger::connect(opts.clone()).await.unwrap();
+    let node_b = RedisLedger::connect(RedisOptions {
+        node_id: "node-b".into(),
+        ..opts
+    })
+    .await
+    .unwrap();
+    let accounts: Vec<AccountId> = (1..=20).map(acct).collect();
+    let mut steps = Vec::new();
+    for &a in &accounts {
+        node_a.open_account(a, 500, 0, false).await.unwrap();
+        steps.push(reserve(a, "d;0", &format!("dead-{}", a.0), 40));
+    }
+    // A session whose deadline is still ahead.
+    node_b.open_account(acct(21), 500, 0, false).await.unwrap();
+    let mut own = reserve(acct(21), "l;0", "alive", 40);
+    if let Step::Reserve(r) = &mut own {
+        r.expires = NOW.plus_secs(600);
+    }
+    steps.push(own);
+    for r in node_a.run(&steps, NOW).await {
+        assert_eq!(r.unwrap().code, 2001);
+    }
+    let early = node_b
+        .expire_due(NOW.plus_secs(59), None, 100)
+        .await
+        .unwrap();
+    assert_eq!((early.due, early.sessions), (0, 0));
+    let later = NOW.plus_secs(61);
+    let done = node_b.expire_due(later, Some("node-a"), 100).await.unwrap();
+    assert!(done.errors.is_empty(), "{:?}", done.errors);
+    assert_eq!(
+        (done.due, done.sessions, done.reservations, done.money),
+        (20, 20, 20, 800)
+    );
+    let again = node_b.expire_due(later, Some("node-a"), 100).await.unwrap();
+    assert_eq!(again.due, 0);
+    let books = node_b.books().await.unwrap();
+    assert!(books.is_balanced(), "{books:?}");
+    assert_eq!((books.accounts, books.reserved), (21, 40));
+    for &a in &accounts {
+        let cdrs = node_b.account_cdrs(a).await.unwrap();
+        assert_eq!(cdrs.len(), 1);
+        assert_eq!(
+            cdrs[0].cdr.closing_cause,
+            Some(gyro_charging::cdr::ClosingCause::SupervisionExpired)
+        );
+        assert_eq!(cdrs[0].cdr.session_id, format!("dead-{}", a.0));
+    }
+}

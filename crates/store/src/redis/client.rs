@@ -2,8 +2,8 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Books, LedgerStats, Outcome, RedisOptions, ReservationState, Step,
-    StreamCdr, LIBRARY, LIBRARY_VERSION,
+    AccountState, Answer, Books, ExpiryReport, LedgerStats, Outcome, RedisOptions,
+    ReservationState, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Timestamp};
@@ -901,6 +901,125 @@ impl RedisLedger {
         let mut all = self.cdrs(slot).await?;
         all.retain(|c| c.cdr.account == account);
         Ok(all)
+    }
+
+    /// Releases the reservations of every session in the namespace whose
+    /// deadline has passed by `now` (only those `owner` made, when given:
+    /// a dead node's), each with a session-end CDR (closing cause
+    /// supervision-expired): the due sessions of each master's slots are
+    /// read in one pipeline per master (at most `limit_per_slot` per slot;
+    /// the rest are found by the next call), then expired as one batch.
+    /// Another node doing the same at the same time is harmless: the
+    /// first to expire a session releases it, the other finds nothing.
+    pub async fn expire_due(
+        &self,
+        now: Timestamp,
+        owner: Option<&str>,
+        limit_per_slot: usize,
+    ) -> Result<ExpiryReport> {
+        let by_master: Vec<(String, Vec<u16>)> = {
+            let shards = self.shards.read().map_err(|_| Error::Redis {
+                op: "expire",
+                reason: "shard map poisoned".into(),
+            })?;
+            shards
+                .masters
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let slots = (0..SLOTS)
+                        .filter(|&s| shards.owner.get(usize::from(s)) == Some(&i))
+                        .collect();
+                    (m.clone(), slots)
+                })
+                .collect()
+        };
+        let reads = by_master.iter().map(|(master, slots)| {
+            let mut pipe = redis::pipe();
+            for &slot in slots {
+                pipe.cmd("ZRANGE")
+                    .arg(self.keys.expiry(slot))
+                    .arg("-inf")
+                    .arg(now.as_millis())
+                    .arg("BYSCORE")
+                    .arg("LIMIT")
+                    .arg(0)
+                    .arg(limit_per_slot.max(1));
+            }
+            let (host, port) = master.rsplit_once(':').unwrap_or((master, "0"));
+            let route = SingleNodeRoutingInfo::ByAddress {
+                host: host.to_string(),
+                port: port.parse().unwrap_or(0),
+            };
+            let mut conn = self.conn.clone();
+            let count = slots.len();
+            async move { conn.route_pipeline(pipe, 0, count, route).await }
+        });
+        let mut report = ExpiryReport::default();
+        let mut steps = Vec::new();
+        for read in futures_util::future::join_all(reads).await {
+            let values = match read {
+                Ok(v) => v,
+                Err(e) => {
+                    report.errors.push(classify("expire scan", &e));
+                    continue;
+                }
+            };
+            for v in values {
+                let Value::Array(members) = v else {
+                    // A slot that moved meanwhile: the next call finds it.
+                    report.slots_skipped += 1;
+                    continue;
+                };
+                for m in members.iter().filter_map(text) {
+                    let Some((account, session)) = m.split_once('|') else {
+                        continue;
+                    };
+                    let Ok(account) = account.parse::<u64>() else {
+                        continue;
+                    };
+                    let cdr = Cdr {
+                        record_type: gyro_charging::RecordType::SessionEnd,
+                        closing_cause: Some(gyro_charging::ClosingCause::SupervisionExpired),
+                        session_id: session.to_string(),
+                        result_code: gyro_charging::result_code::SUCCESS,
+                        started: now,
+                        ended: now,
+                        ..Cdr::default()
+                    };
+                    steps.push(Step::Expire(super::Expire {
+                        account: AccountId(account),
+                        request: format!("expire;{session};{}", now.as_millis()),
+                        session: session.to_string(),
+                        owner: owner.map(String::from),
+                        cdr,
+                    }));
+                }
+            }
+        }
+        report.due = steps.len() as u64;
+        for answer in self.run(&steps, now).await {
+            match answer {
+                Ok(Answer {
+                    outcome:
+                        Outcome::Expired {
+                            reservations,
+                            money,
+                            ..
+                        },
+                    ..
+                }) => {
+                    if reservations > 0 {
+                        report.sessions += 1;
+                    }
+                    report.reservations += reservations;
+                    report.money += money;
+                }
+                Ok(_) => {}
+                Err(e) => report.errors.push(e),
+            }
+        }
+        Ok(report)
     }
 
     /// Sessions of the accounts in `slot` with a reservation whose expiry

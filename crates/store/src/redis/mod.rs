@@ -70,6 +70,10 @@
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_version` | the library's version (read-only)                          |
 //!
+//! [`RedisLedger::expire_due`] finds the sessions past their deadline in
+//! every slot's index and expires them (a dead node's, or any silent
+//! session's), each with a session-end CDR.
+//!
 //! [`RedisLedger::books`] checks the money rule for every account of a
 //! namespace over the whole cluster (and that each account's reservations
 //! add up to its `reserved`), naming the accounts that do not add up.
@@ -509,6 +513,23 @@ impl Books {
             self.unbalanced.push(s);
         }
     }
+}
+
+/// What [`RedisLedger::expire_due`] did.
+#[derive(Debug, Default)]
+pub struct ExpiryReport {
+    /// Sessions found past their deadline.
+    pub due: u64,
+    /// Sessions whose reservations it released.
+    pub sessions: u64,
+    /// Reservations released.
+    pub reservations: u64,
+    /// Money they gave back.
+    pub money: i64,
+    /// Slots whose index could not be read this time (moved meanwhile).
+    pub slots_skipped: u64,
+    /// Errors (the sessions concerned are found again by the next call).
+    pub errors: Vec<crate::Error>,
 }
 
 /// A reservation as the cluster holds it.
