@@ -120,6 +120,25 @@
 //! recorded (and scaled down with a partial grant); money is what the
 //! ledger checks. Bundles are not in this backend yet.
 
+//!
+//! # Not yet
+//!
+//! * `gyro serve` does not use this backend (the engine keeps balances in
+//!   its shard's memory; with Redis it must rate against the account as
+//!   Redis holds it and turn its effects into these steps).
+//! * Bundles: their counters and holds are not in Redis. The plan: a
+//!   bundle hash per account, bundle holds inside the reservation, a debit
+//!   consuming the session's holds first (they are its own, so no other
+//!   node can take them) and leaving what the holds do not cover to the
+//!   caller to rate as money in the same step.
+//! * CDR export: the slot streams grow until an exporter writes them to
+//!   CDR files (pick-up contract, gap-free sequence per stream), fsyncs,
+//!   and only then acknowledges and trims them, under a lease per stream
+//!   so that one node exports each stream.
+//! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
+//!   connects last; nodes of different versions must not share a cluster
+//!   (`gyro_version` is checked at connect only).
+
 mod client;
 pub mod keys;
 
