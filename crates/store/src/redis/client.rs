@@ -128,7 +128,7 @@ fn url(node: &str, tls: bool) -> String {
     }
 }
 
-fn int(v: &Value) -> Option<i64> {
+pub(super) fn int(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
         Value::BulkString(b) => std::str::from_utf8(b).ok()?.parse().ok(),
@@ -137,7 +137,7 @@ fn int(v: &Value) -> Option<i64> {
     }
 }
 
-fn text(v: &Value) -> Option<String> {
+pub(super) fn text(v: &Value) -> Option<String> {
     match v {
         Value::BulkString(b) => String::from_utf8(b.clone()).ok(),
         Value::SimpleString(s) => Some(s.clone()),
@@ -537,7 +537,7 @@ impl RedisLedger {
     /// Sends one command to the master of `slot` (following redirections),
     /// loading the functions again once if the master lacks them (a new or
     /// restarted master).
-    async fn call(&self, c: Cmd, slot: u16, op: &'static str) -> Result<Value> {
+    pub(super) async fn call(&self, c: Cmd, slot: u16, op: &'static str) -> Result<Value> {
         let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(Route::new(
             slot,
             SlotAddr::Master,
@@ -860,8 +860,27 @@ impl RedisLedger {
 
     /// Every CDR in the stream of `slot`, oldest first.
     pub async fn cdrs(&self, slot: u16) -> Result<Vec<StreamCdr>> {
+        self.read_stream(slot, None, None).await
+    }
+
+    /// The CDRs of the stream of `slot` after entry `after` (from the
+    /// start when none), at most `count`.
+    pub(super) async fn read_stream(
+        &self,
+        slot: u16,
+        after: Option<&str>,
+        count: Option<usize>,
+    ) -> Result<Vec<StreamCdr>> {
         let mut c = redis::cmd("XRANGE");
-        c.arg(self.keys.cdr_stream(slot)).arg("-").arg("+");
+        c.arg(self.keys.cdr_stream(slot));
+        match after {
+            Some(id) => c.arg(format!("({id}")),
+            None => c.arg("-"),
+        };
+        c.arg("+");
+        if let Some(n) = count {
+            c.arg("COUNT").arg(n.max(1));
+        }
         let v = self.call(c, slot, "XRANGE").await?;
         let Value::Array(entries) = v else {
             return Ok(Vec::new());

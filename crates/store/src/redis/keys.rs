@@ -123,6 +123,17 @@ impl Keys {
         format!("{}:{{{}}}:seq", self.ns, slot_tag(slot))
     }
 
+    /// `<ns>:{<tag>}:exporter`: the node exporting the slot's CDR stream
+    /// (a lease).
+    pub fn exporter(&self, slot: u16) -> String {
+        format!("{}:{{{}}}:exporter", self.ns, slot_tag(slot))
+    }
+
+    /// `<ns>:{<tag>}:exported`: how far the slot's CDR stream is exported.
+    pub fn exported(&self, slot: u16) -> String {
+        format!("{}:{{{}}}:exported", self.ns, slot_tag(slot))
+    }
+
     /// The six keys of a money step on `account`, in the order the ledger
     /// functions take them.
     pub fn step_keys(&self, account: AccountId, request: &str) -> [String; 6] {

@@ -381,6 +381,55 @@ local function expire(keys, args)
   return remember(keys, args, { SUCCESS, count, money, seq })
 end
 
+-- CDR export. Every slot's stream is exported by one node at a time, the
+-- holder of its lease; the cursor is the last sequence number (and
+-- stream entry) written to a CDR file and fsynced.
+--   KEYS[1]  <ns>:{<slot tag>}:exporter    lease: the exporting node
+--   KEYS[2]  <ns>:{<slot tag>}:exported    cursor: "<seq> <entry id>"
+--   KEYS[3]  <ns>:{<slot tag>}:cdr         the stream
+
+-- gyro_export_lease: takes or renews the lease of a stream for `node`.
+-- ARGV: node lease_ms
+-- Answer: { held (1|0), cursor sequence, cursor entry id ("" at the start) }
+local function export_lease(keys, args)
+  local ms = int(args[2], 'lease')
+  local holder = redis.call('GET', keys[1])
+  if holder and holder ~= args[1] then
+    return { 0, 0, '' }
+  end
+  redis.call('SET', keys[1], args[1], 'PX', fmt(ms))
+  local cursor = redis.call('GET', keys[2])
+  if not cursor then
+    return { 1, 0, '' }
+  end
+  local seq, id = string.match(cursor, '^(%d+) (.*)$')
+  return { 1, tonumber(seq), id }
+end
+
+-- gyro_export_ack: records that the stream is exported and fsynced up to
+-- sequence `seq` (entry `id`) and trims what is exported from the stream.
+-- Only the lease holder may; acknowledging what is already acknowledged
+-- changes nothing.
+-- ARGV: node seq id
+-- Answer: { acknowledged (1|0: not the lease holder) }
+local function export_ack(keys, args)
+  local seq = int(args[2], 'sequence')
+  local ms, n = string.match(args[3], '^(%d+)-(%d+)$')
+  if not ms then
+    error('gyro: bad stream entry id ' .. args[3])
+  end
+  if redis.call('GET', keys[1]) ~= args[1] then
+    return { 0 }
+  end
+  local cursor = redis.call('GET', keys[2])
+  local done = cursor and tonumber(string.match(cursor, '^(%d+)')) or 0
+  if seq > done then
+    redis.call('SET', keys[2], fmt(seq) .. ' ' .. args[3])
+    redis.call('XTRIM', keys[3], 'MINID', '=', ms .. '-' .. fmt(tonumber(n) + 1))
+  end
+  return { 1 }
+end
+
 redis.register_function('gyro_open', open)
 redis.register_function('gyro_reserve', reserve)
 redis.register_function('gyro_debit', debit)
@@ -388,6 +437,8 @@ redis.register_function('gyro_release', release)
 redis.register_function('gyro_refund', refund)
 redis.register_function('gyro_topup', topup)
 redis.register_function('gyro_expire', expire)
+redis.register_function('gyro_export_lease', export_lease)
+redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()

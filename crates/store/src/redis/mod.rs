@@ -49,6 +49,8 @@
 //! <ns>:{<tag>}:cdr              stream  CDRs of the slot: seq node account amount
 //!                                       unbilled balance_after at cdr(JSON)
 //! <ns>:{<tag>}:seq              string  last CDR sequence number of the slot
+//! <ns>:{<tag>}:exporter         string  the node exporting the slot's stream (lease, PX)
+//! <ns>:{<tag>}:exported         string  "<seq> <entry id>": exported and fsynced up to
 //! ```
 //!
 //! A CDR in the stream is the engine's [`gyro_charging::Cdr`] as JSON
@@ -68,6 +70,8 @@
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
+//! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor |
+//! | `gyro_export_ack` | move the cursor past a fsynced file and trim the stream |
 //! | `gyro_version` | the library's version (read-only)                          |
 //!
 //! [`RedisLedger::expire_due`] finds the sessions past their deadline in
@@ -131,18 +135,20 @@
 //!   consuming the session's holds first (they are its own, so no other
 //!   node can take them) and leaving what the holds do not cover to the
 //!   caller to rate as money in the same step.
-//! * CDR export: the slot streams grow until an exporter writes them to
-//!   CDR files (pick-up contract, gap-free sequence per stream), fsyncs,
-//!   and only then acknowledges and trims them, under a lease per stream
-//!   so that one node exports each stream.
+//! * CDR export runs when called ([`RedisLedger::export_slot`], see
+//!   [`export`]): nothing yet decides which node exports which slots, how
+//!   often, or closes files by size and age; until an exporter runs, the
+//!   slot streams grow.
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
 
 mod client;
+pub mod export;
 pub mod keys;
 
 pub use client::RedisLedger;
+pub use export::{Export, ExportedFile};
 
 use gyro_charging::{AccountId, Cdr, RatingKey, Timestamp};
 use std::path::PathBuf;
