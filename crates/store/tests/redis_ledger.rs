@@ -387,6 +387,9 @@ async fn with_replicas_ack_a_batch_is_answered_once_a_replica_has_it() {
         (after.steps - before.steps, after.alone - before.alone),
         (12, 0)
     );
+    assert_eq!(after.failed, before.failed);
+    assert!(after.batch_micros > before.batch_micros);
+    assert!(after.batch_micros_max > 0);
 }
 
 /// The master of an account's slot, as the cluster says (CLUSTER SLOTS

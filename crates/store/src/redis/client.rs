@@ -37,6 +37,9 @@ struct Counters {
     pipelines: AtomicU64,
     alone: AtomicU64,
     redirected: AtomicU64,
+    failed: AtomicU64,
+    batch_micros: AtomicU64,
+    batch_micros_max: AtomicU64,
 }
 
 impl std::fmt::Debug for RedisLedger {
@@ -398,6 +401,9 @@ impl RedisLedger {
             pipelines: self.stats.pipelines.load(Ordering::Relaxed),
             alone: self.stats.alone.load(Ordering::Relaxed),
             redirected: self.stats.redirected.load(Ordering::Relaxed),
+            failed: self.stats.failed.load(Ordering::Relaxed),
+            batch_micros: self.stats.batch_micros.load(Ordering::Relaxed),
+            batch_micros_max: self.stats.batch_micros_max.load(Ordering::Relaxed),
         }
     }
 
@@ -747,7 +753,13 @@ impl RedisLedger {
                 }
             }
         });
+        let began = std::time::Instant::now();
         let sent = futures_util::future::join_all(sends).await;
+        let micros = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+        self.stats.batch_micros.fetch_add(micros, Ordering::Relaxed);
+        self.stats
+            .batch_micros_max
+            .fetch_max(micros, Ordering::Relaxed);
         let mut again = Vec::new();
         let mut stale_map = false;
         for (members, sent) in groups.iter().zip(sent) {
@@ -807,10 +819,15 @@ impl RedisLedger {
                 None => Err(encode_err("step", "no command")),
             });
         }
-        results
+        let results: Vec<Result<Answer>> = results
             .into_iter()
             .map(|r| r.unwrap_or_else(|| Err(encode_err("step", "no answer"))))
-            .collect()
+            .collect();
+        let failed = results.iter().filter(|r| r.is_err()).count();
+        self.stats
+            .failed
+            .fetch_add(failed as u64, Ordering::Relaxed);
+        results
     }
 
     /// An account as the cluster holds it; `None` if there is none.

@@ -577,7 +577,8 @@ pub struct ReservationState {
 }
 
 /// Counts of what a [`RedisLedger`] sent, since it connected (for
-/// metrics: round trips per step are `(pipelines + alone) / steps`).
+/// metrics: round trips per step are `(pipelines + alone) / steps`, the
+/// mean pipeline size `steps / pipelines`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LedgerStats {
     /// Steps handed to [`RedisLedger::run`].
@@ -590,6 +591,13 @@ pub struct LedgerStats {
     /// Batch steps redirected (a slot moved, a failover, a missing
     /// function) and sent again on their own.
     pub redirected: u64,
+    /// Batch steps answered with an error (each is a 3004 for its caller).
+    pub failed: u64,
+    /// Time the batches waited for their pipelines, in total (microseconds;
+    /// divided by the batches, the round-trip latency of group commit).
+    pub batch_micros: u64,
+    /// The longest such wait.
+    pub batch_micros_max: u64,
 }
 
 /// A CDR read from a slot stream.
