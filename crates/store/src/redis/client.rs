@@ -407,6 +407,55 @@ impl RedisLedger {
         }
     }
 
+    /// The slots whose CDR stream holds entries: one pipeline of `XLEN`
+    /// per master, over the slots it serves.
+    pub(super) async fn nonempty_streams(&self) -> Result<Vec<u16>> {
+        let by_master: Vec<(String, Vec<u16>)> = {
+            let shards = self.shards.read().map_err(|_| Error::Redis {
+                op: "XLEN",
+                reason: "shard map poisoned".into(),
+            })?;
+            shards
+                .masters
+                .iter()
+                .enumerate()
+                .map(|(i, m)| {
+                    let slots = (0..SLOTS)
+                        .filter(|&s| shards.owner.get(usize::from(s)) == Some(&i))
+                        .collect();
+                    (m.clone(), slots)
+                })
+                .collect()
+        };
+        let reads = by_master.iter().map(|(master, slots)| {
+            let mut pipe = redis::pipe();
+            for &slot in slots {
+                pipe.cmd("XLEN").arg(self.keys.cdr_stream(slot));
+            }
+            let (host, port) = master.rsplit_once(':').unwrap_or((master, "0"));
+            let route = SingleNodeRoutingInfo::ByAddress {
+                host: host.to_string(),
+                port: port.parse().unwrap_or(0),
+            };
+            let mut conn = self.conn.clone();
+            let count = slots.len();
+            async move { conn.route_pipeline(pipe, 0, count, route).await }
+        });
+        let mut out = Vec::new();
+        for ((_, slots), read) in by_master
+            .iter()
+            .zip(futures_util::future::join_all(reads).await)
+        {
+            let values = read.map_err(|e| classify("XLEN", &e))?;
+            for (&slot, v) in slots.iter().zip(&values) {
+                if int(v).is_some_and(|n| n > 0) {
+                    out.push(slot);
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// The books of every account in the namespace, over the whole
     /// cluster: each master is scanned (`SCAN ... TYPE hash`) for account
     /// hashes, which are read with their reservations in one pipeline per

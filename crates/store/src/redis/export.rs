@@ -220,3 +220,61 @@ impl RedisLedger {
         }
     }
 }
+
+/// What [`RedisLedger::export_all`] did.
+#[derive(Debug, Default)]
+pub struct ExportReport {
+    /// Files closed and acknowledged.
+    pub files: Vec<ExportedFile>,
+    /// Streams with CDRs that another node holds.
+    pub not_held: u64,
+    /// Files closed whose acknowledgement failed (lease lapsed): written
+    /// again by the next holder under the same name.
+    pub unacknowledged: Vec<ExportedFile>,
+    /// Errors, per stream (retried by the next call).
+    pub errors: Vec<Error>,
+}
+
+impl RedisLedger {
+    /// Exports every slot stream of the namespace that holds CDRs and
+    /// whose lease this node holds or can take, up to `max` records a file
+    /// (the non-empty streams are found with one pipeline of `XLEN` per
+    /// master). Several nodes calling it share the streams by lease: the
+    /// first to come takes a stream and keeps it while it calls again
+    /// within `lease`.
+    pub async fn export_all(&self, dir: &Path, max: usize, lease: Duration) -> ExportReport {
+        let mut report = ExportReport::default();
+        if let Err(e) = self.refresh_shards().await {
+            report.errors.push(e);
+            return report;
+        }
+        let slots = match self.nonempty_streams().await {
+            Ok(s) => s,
+            Err(e) => {
+                report.errors.push(e);
+                return report;
+            }
+        };
+        for slot in slots {
+            loop {
+                match self.export_slot(slot, dir, max, lease).await {
+                    Ok(Export::Written(f)) => report.files.push(f),
+                    Ok(Export::Unacknowledged(f)) => {
+                        report.unacknowledged.push(f);
+                        break;
+                    }
+                    Ok(Export::NotHolder) => {
+                        report.not_held += 1;
+                        break;
+                    }
+                    Ok(Export::Empty) => break,
+                    Err(e) => {
+                        report.errors.push(e);
+                        break;
+                    }
+                }
+            }
+        }
+        report
+    }
+}

@@ -135,10 +135,10 @@
 //!   consuming the session's holds first (they are its own, so no other
 //!   node can take them) and leaving what the holds do not cover to the
 //!   caller to rate as money in the same step.
-//! * CDR export runs when called ([`RedisLedger::export_slot`], see
-//!   [`export`]): nothing yet decides which node exports which slots, how
-//!   often, or closes files by size and age; until an exporter runs, the
-//!   slot streams grow.
+//! * CDR export runs when called ([`RedisLedger::export_all`], see
+//!   [`export`]): nothing calls it periodically yet, and files are closed
+//!   by record count only (not by size or age); until an exporter runs,
+//!   the slot streams grow.
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
@@ -148,7 +148,7 @@ pub mod export;
 pub mod keys;
 
 pub use client::RedisLedger;
-pub use export::{Export, ExportedFile};
+pub use export::{Export, ExportReport, ExportedFile};
 
 use gyro_charging::{AccountId, Cdr, RatingKey, Timestamp};
 use std::path::PathBuf;
