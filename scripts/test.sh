@@ -69,6 +69,14 @@ cargo fmt --all -- --check
 step "cargo clippy (all targets, warnings are errors)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 
+# The Redis ledger tests (crates/store/tests/redis_*.rs) run against a real
+# Redis Cluster: three masters and three replicas on 127.0.0.1:7380-7385
+# (redis-server installed when missing), torn down when the suite ends.
+step "Redis Cluster for the Redis ledger tests"
+GYRO_REDIS_NODES=$(scripts/redis-cluster.sh start | paste -sd, -)
+export GYRO_REDIS_NODES GYRO_REDIS_REQUIRED=1
+trap 'scripts/redis-cluster.sh stop' EXIT
+
 step "cargo test (workspace)"
 cargo test --workspace --locked
 

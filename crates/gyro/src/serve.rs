@@ -125,6 +125,12 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     // Before anything is created on disk: a bad configuration (too many
     // workers, a TLS file that cannot be read) leaves no trace.
     config.check()?;
+    if config.storage.backend == gyro_server::config::StorageBackend::RedisCluster {
+        anyhow::bail!(
+            "storage.backend = \"redis-cluster\": the Redis Cluster ledger is not served by \
+             `gyro serve` yet; use backend = \"embedded\""
+        );
+    }
     if !config.tls.listen.is_empty() || config.nchf.tls_listen.is_some() {
         gyro_server::tls::TlsContext::load(&config.tls)?;
     }

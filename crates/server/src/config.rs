@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::config_admin::AdminSection;
 pub use crate::config_nchf::NchfSection;
+pub use crate::config_redis::{RedisClusterSection, StorageBackend};
 use crate::error::Error;
 
 /// The most workers (`server.workers`) gyro runs: each owns a shard
@@ -66,6 +67,10 @@ pub struct StorageSection {
     /// How CDR files are written: `"jsonl"` (default, one JSON object per
     /// line) or `"csv"` (the columns of `gyro cdr csv`, no header line).
     pub cdr_format: CdrFileFormat,
+    /// Where the ledger lives: `"embedded"` (default) or `"redis-cluster"`.
+    pub backend: StorageBackend,
+    /// `[storage.redis]`: the Redis Cluster, with `backend = "redis-cluster"`.
+    pub redis: RedisClusterSection,
 }
 
 /// `storage.cdr_format`.
@@ -89,6 +94,8 @@ impl Default for StorageSection {
             snapshot_every_records: 8_000_000,
             cdr_format: CdrFileFormat::Jsonl,
             commit_delay_us: 1000,
+            backend: StorageBackend::Embedded,
+            redis: RedisClusterSection::default(),
         }
     }
 }
@@ -471,6 +478,7 @@ impl Config {
         if self.storage.async_interval_ms == 0 || self.storage.cdr_max_age_secs == 0 {
             return bad("storage.async_interval_ms and storage.cdr_max_age_secs must be positive");
         }
+        self.storage.check_backend()?;
         Ok(())
     }
 

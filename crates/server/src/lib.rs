@@ -28,6 +28,7 @@ mod commit;
 pub mod config;
 mod config_admin;
 mod config_nchf;
+mod config_redis;
 mod conn;
 mod conn_limit;
 pub mod control;

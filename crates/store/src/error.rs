@@ -81,6 +81,39 @@ pub enum Error {
         /// The first error.
         reason: String,
     },
+    /// Redis could not be reached or did not answer in time (connection
+    /// refused or lost, timeout, cluster down, failover in progress). The
+    /// step may or may not have run: retry it with the same request key
+    /// (the ledger functions remember their answers), or answer
+    /// DIAMETER_TOO_BUSY (3004).
+    #[error("redis unavailable ({op}): {reason}")]
+    Unavailable {
+        /// What was being done.
+        op: &'static str,
+        /// Redis's or the client's message.
+        reason: String,
+    },
+    /// Redis answered with an error that a retry does not cure (a bad
+    /// argument, a request key reused for another step, a function missing
+    /// after a reload, authentication refused, an unexpected answer).
+    #[error("redis {op}: {reason}")]
+    Redis {
+        /// What was being done.
+        op: &'static str,
+        /// Redis's or the client's message.
+        reason: String,
+    },
+    /// With `replicas_ack = 1`, a step ran on its master but no replica
+    /// confirmed it within the wait timeout. The answer must not be
+    /// released as durable; a retry with the same request key returns the
+    /// remembered answer (and waits again).
+    #[error("redis: no replica acknowledged the writes to {node} within {timeout_ms} ms")]
+    NotReplicated {
+        /// The master, `host:port`.
+        node: String,
+        /// The wait timeout.
+        timeout_ms: u64,
+    },
 }
 
 /// A coarse classification of an [`Error`], for deciding what to do.
@@ -102,6 +135,11 @@ pub enum ErrorKind {
     Io,
     /// Another process holds the data directory.
     Locked,
+    /// A remote store (Redis) is unreachable or not replicating: answer
+    /// DIAMETER_TOO_BUSY (3004) and retry later.
+    Unavailable,
+    /// A remote store (Redis) refused the call.
+    Remote,
 }
 
 impl Error {
@@ -125,6 +163,8 @@ impl Error {
             Error::Failed { .. } => ErrorKind::Failed,
             Error::Encode { .. } | Error::Sequence { .. } | Error::Busy(_) => ErrorKind::Invalid,
             Error::Locked { .. } => ErrorKind::Locked,
+            Error::Unavailable { .. } | Error::NotReplicated { .. } => ErrorKind::Unavailable,
+            Error::Redis { .. } => ErrorKind::Remote,
         }
     }
 
@@ -136,7 +176,12 @@ impl Error {
             | Error::Replay { path, .. }
             | Error::Failed { path, .. }
             | Error::Locked { path, .. } => Some(path),
-            Error::Encode { .. } | Error::Sequence { .. } | Error::Busy(_) => None,
+            Error::Encode { .. }
+            | Error::Sequence { .. }
+            | Error::Busy(_)
+            | Error::Unavailable { .. }
+            | Error::Redis { .. }
+            | Error::NotReplicated { .. } => None,
         }
     }
 }

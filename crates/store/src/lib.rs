@@ -213,6 +213,7 @@ pub mod journal;
 mod lock;
 pub mod names;
 pub mod record;
+pub mod redis;
 pub mod repair;
 mod shard;
 pub mod snapshot;

@@ -1,0 +1,448 @@
+#!lua name=gyro
+--
+-- gyro's ledger on Redis Cluster: every step that changes money is one
+-- function call, atomic on the master of the account's slot, idempotent by
+-- its request key. Loaded by the Rust client (crates/store/src/redis) with
+-- FUNCTION LOAD REPLACE on every master; see mod.rs there for the key
+-- layout.
+--
+-- Every money step takes the same six keys, all in the account's slot:
+--   KEYS[1]  <ns>:{acct:<id>}              account hash
+--   KEYS[2]  <ns>:{acct:<id>}:res          reservations hash
+--   KEYS[3]  <ns>:{acct:<id>}:req:<rk>     remembered answer of request rk
+--   KEYS[4]  <ns>:{<slot tag>}:exp         sessions by deadline (Tcc)
+--   KEYS[5]  <ns>:{<slot tag>}:cdr         CDR stream of the slot
+--   KEYS[6]  <ns>:{<slot tag>}:seq         CDR sequence counter of the slot
+-- and the same first arguments:
+--   ARGV[1]  step name (a request key names one step, never two)
+--   ARGV[2]  how long the answer is remembered, milliseconds
+--   ARGV[3]  account id
+--   ARGV[4]  now, Unix milliseconds (time is passed in, as to the engine)
+--
+-- Every answer is an array of integers: { replayed, code, ... }, replayed
+-- being 1 when the answer is the remembered one of an earlier call with
+-- the same request key (nothing changed this time), code a Diameter
+-- result code (2001 success, 4010 blocked, 4012 no credit, 5030 unknown
+-- account). Money is in minor units; Lua numbers are doubles, so every
+-- amount and balance must stay within +/- 2^53 (the client checks).
+--
+-- Money rule, the engine's: initial + topped_up = balance + reserved +
+-- debited, for every account, after every step.
+
+local SUCCESS, BLOCKED, NO_CREDIT, UNKNOWN = 2001, 4010, 4012, 5030
+
+local function int(v, what)
+  local n = tonumber(v)
+  if n == nil or n ~= math.floor(n) or n > 9007199254740992 or n < -9007199254740992 then
+    error('gyro: bad ' .. what .. ': ' .. tostring(v))
+  end
+  return n
+end
+
+local function fmt(n)
+  return string.format('%d', n)
+end
+
+-- The remembered answer of this request key, or nil.
+-- Checks the common arguments first, so that no step fails half-way
+-- (Redis does not roll a function's writes back when it raises an error).
+local function remembered(keys, args)
+  int(args[2], 'ttl')
+  int(args[3], 'account')
+  int(args[4], 'now')
+  local v = redis.call('GET', keys[3])
+  if not v then
+    return nil
+  end
+  local out, first = { 1 }, true
+  for word in string.gmatch(v, '%S+') do
+    if first then
+      if word ~= args[1] then
+        error('gyro: request key already used for step ' .. word .. ', not ' .. args[1])
+      end
+      first = false
+    else
+      table.insert(out, tonumber(word))
+    end
+  end
+  return out
+end
+
+-- Remembers `answer` (without its replayed flag) and returns it.
+local function remember(keys, args, answer)
+  local words = { args[1] }
+  for i = 1, #answer do
+    words[i + 1] = fmt(answer[i])
+  end
+  redis.call('SET', keys[3], table.concat(words, ' '), 'PX', int(args[2], 'ttl'))
+  table.insert(answer, 1, 0)
+  return answer
+end
+
+local function account(keys)
+  local v = redis.call('HMGET', keys[1], 'balance', 'credit_limit', 'blocked', 'reserved')
+  if not v[1] then
+    return nil
+  end
+  return {
+    balance = tonumber(v[1]),
+    credit_limit = tonumber(v[2]) or 0,
+    blocked = v[3] == '1',
+    reserved = tonumber(v[4]) or 0,
+  }
+end
+
+-- A reservation: "money units expires_at since owner".
+local function reservation(keys, field)
+  local v = redis.call('HGET', keys[2], field)
+  if not v then
+    return nil
+  end
+  local money, units, expires, since, owner = string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) (.*)$')
+  return {
+    money = tonumber(money),
+    units = tonumber(units),
+    expires = tonumber(expires),
+    since = tonumber(since),
+    owner = owner,
+  }
+end
+
+local function save_reservation(keys, field, r)
+  redis.call('HSET', keys[2], field,
+    fmt(r.money) .. ' ' .. fmt(r.units) .. ' ' .. fmt(r.expires) .. ' ' .. fmt(r.since) .. ' ' .. r.owner)
+end
+
+-- The session part of a reservation field "<session-id>|<rating key>".
+local function session_of(field)
+  return string.match(field, '^(.*)|[^|]*$')
+end
+
+-- After a reservation of `session` went: drops the session from the expiry
+-- index when it holds no other reservation on this account.
+local function unindex_if_empty(keys, args, session)
+  local prefix = session .. '|'
+  for _, f in ipairs(redis.call('HKEYS', keys[2])) do
+    if string.sub(f, 1, #prefix) == prefix and not string.find(f, '|', #prefix + 1, true) then
+      return
+    end
+  end
+  redis.call('ZREM', keys[4], args[3] .. '|' .. session)
+end
+
+-- Appends one CDR to the slot's stream with the next sequence number of
+-- the slot; returns that number.
+local function cdr(keys, args, node, json, amount, unbilled, balance_after)
+  local seq = redis.call('INCR', keys[6])
+  redis.call('XADD', keys[5], '*',
+    'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
+    'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4], 'cdr', json)
+  return seq
+end
+
+-- gyro_open: creates an account unless it exists (no request key needed:
+-- creation is idempotent by the account's existence).
+-- KEYS[1] account; ARGV: balance credit_limit blocked(0|1)
+-- Answer: { created (1|0), balance, reserved }
+local function open(keys, args)
+  local a = account(keys)
+  if a then
+    return { 0, a.balance, a.reserved }
+  end
+  local balance, limit = int(args[1], 'balance'), int(args[2], 'credit limit')
+  if limit < 0 then
+    error('gyro: negative credit limit')
+  end
+  redis.call('HSET', keys[1], 'balance', fmt(balance), 'credit_limit', fmt(limit),
+    'blocked', args[3] == '1' and '1' or '0', 'reserved', '0', 'debited', '0',
+    'initial', fmt(balance), 'topped_up', '0')
+  return { 1, balance, 0 }
+end
+
+-- gyro_reserve: moves money from the balance to the reservation `field`
+-- (added to what it already holds); the session's deadline (for
+-- gyro_expire) becomes `expires_at`.
+-- ARGV[5..]: field money units min_money owner expires_at
+-- Grants `money` for `units` when the account can pay it; else what it can
+-- pay if that is at least min_money (units scaled down in proportion);
+-- else nothing (4012).
+-- Answer: { replayed, code, granted_money, granted_units, balance, reserved }
+local function reserve(keys, args)
+  local done = remembered(keys, args)
+  if done then
+    return done
+  end
+  local field, money, units = args[5], int(args[6], 'money'), int(args[7], 'units')
+  local min_money, owner, expires = int(args[8], 'min money'), args[9], int(args[10], 'expiry')
+  if money < 0 or units < 0 or min_money < 0 then
+    error('gyro: negative reservation')
+  end
+  local a = account(keys)
+  if not a then
+    return remember(keys, args, { UNKNOWN, 0, 0, 0, 0 })
+  end
+  if a.blocked then
+    return remember(keys, args, { BLOCKED, 0, 0, a.balance, a.reserved })
+  end
+  local spendable = math.max(0, a.balance + a.credit_limit)
+  local grant, grant_units = money, units
+  if spendable < money then
+    if spendable > 0 and spendable >= min_money then
+      grant = spendable
+      grant_units = math.floor(units * (spendable / money))
+    else
+      return remember(keys, args, { NO_CREDIT, 0, 0, a.balance, a.reserved })
+    end
+  end
+  local r = reservation(keys, field) or { money = 0, units = 0, since = int(args[4], 'now') }
+  r.money = r.money + grant
+  r.units = r.units + grant_units
+  r.expires = expires
+  r.owner = owner
+  save_reservation(keys, field, r)
+  local balance = redis.call('HINCRBY', keys[1], 'balance', fmt(-grant))
+  local reserved = redis.call('HINCRBY', keys[1], 'reserved', fmt(grant))
+  redis.call('ZADD', keys[4], fmt(expires), args[3] .. '|' .. session_of(field))
+  return remember(keys, args, { SUCCESS, grant, grant_units, balance, reserved })
+end
+
+-- Gives what is left of reservation `field` back to the balance; returns
+-- the money it held.
+local function give_back(keys, args, field, r)
+  redis.call('HINCRBY', keys[1], 'balance', fmt(r.money))
+  redis.call('HINCRBY', keys[1], 'reserved', fmt(-r.money))
+  redis.call('HDEL', keys[2], field)
+  unindex_if_empty(keys, args, session_of(field))
+  return r.money
+end
+
+-- gyro_debit: charges `amount`: from the reservation `field` first (none
+-- or "" for an event), then from the balance down to -credit_limit; what
+-- is left is recorded as unbilled, never charged. With release = 1, what
+-- is left of the reservation then goes back to the balance. Appends the
+-- CDR (the engine's record as JSON, completed by the ledger fields) to the
+-- slot's stream in the same step.
+-- ARGV[5..]: field amount release(0|1) node cdr_json
+-- Answer: { replayed, code, charged, from_reserved, from_balance, unbilled,
+--           balance_after, sequence, released }
+local function debit(keys, args)
+  local done = remembered(keys, args)
+  if done then
+    return done
+  end
+  local field, amount, release = args[5], int(args[6], 'amount'), args[7] == '1'
+  if amount < 0 then
+    error('gyro: negative debit')
+  end
+  local a = account(keys)
+  if not a then
+    return remember(keys, args, { UNKNOWN, 0, 0, 0, 0, 0, 0, 0 })
+  end
+  local r = nil
+  if field ~= '' then
+    r = reservation(keys, field)
+  end
+  local from_reserved = 0
+  if r then
+    from_reserved = math.min(amount, math.max(0, r.money))
+  end
+  local spendable = math.max(0, a.balance + a.credit_limit)
+  local from_balance = math.min(amount - from_reserved, spendable)
+  local unbilled = amount - from_reserved - from_balance
+  local charged = from_reserved + from_balance
+  redis.call('HINCRBY', keys[1], 'reserved', fmt(-from_reserved))
+  redis.call('HINCRBY', keys[1], 'balance', fmt(-from_balance))
+  redis.call('HINCRBY', keys[1], 'debited', fmt(charged))
+  local released = 0
+  if r then
+    r.money = r.money - from_reserved
+    if release then
+      released = give_back(keys, args, field, r)
+    else
+      save_reservation(keys, field, r)
+    end
+  end
+  local v = redis.call('HMGET', keys[1], 'balance', 'reserved')
+  local balance_after = tonumber(v[1]) + tonumber(v[2])
+  local seq = cdr(keys, args, args[8], args[9], charged, unbilled, balance_after)
+  return remember(keys, args,
+    { SUCCESS, charged, from_reserved, from_balance, unbilled, balance_after, seq, released })
+end
+
+-- gyro_release: what is left of reservation `field` goes back to the
+-- balance. Releasing a reservation that is not there changes nothing.
+-- ARGV[5..]: field
+-- Answer: { replayed, code, found(1|0), released, balance, reserved }
+local function release(keys, args)
+  local done = remembered(keys, args)
+  if done then
+    return done
+  end
+  local a = account(keys)
+  if not a then
+    return remember(keys, args, { UNKNOWN, 0, 0, 0, 0 })
+  end
+  local r = reservation(keys, args[5])
+  local found, released = 0, 0
+  if r then
+    found = 1
+    released = give_back(keys, args, args[5], r)
+  end
+  local v = redis.call('HMGET', keys[1], 'balance', 'reserved')
+  return remember(keys, args, { SUCCESS, found, released, tonumber(v[1]), tonumber(v[2]) })
+end
+
+-- gyro_refund: gives `amount` of charged money back (REFUND_ACCOUNT):
+-- balance up, debited down, and a CDR with a negative amount.
+-- ARGV[5..]: amount node cdr_json
+-- Answer: { replayed, code, refunded, balance_after, sequence }
+local function refund(keys, args)
+  local done = remembered(keys, args)
+  if done then
+    return done
+  end
+  local amount = int(args[5], 'amount')
+  if amount < 0 then
+    error('gyro: negative refund')
+  end
+  local a = account(keys)
+  if not a then
+    return remember(keys, args, { UNKNOWN, 0, 0, 0 })
+  end
+  local balance = redis.call('HINCRBY', keys[1], 'balance', fmt(amount))
+  redis.call('HINCRBY', keys[1], 'debited', fmt(-amount))
+  local seq = cdr(keys, args, args[6], args[7], -amount, 0, balance + a.reserved)
+  return remember(keys, args, { SUCCESS, amount, balance + a.reserved, seq })
+end
+
+-- gyro_topup: adds `amount` to the balance and to topped_up.
+-- ARGV[5..]: amount
+-- Answer: { replayed, code, balance, topped_up }
+local function topup(keys, args)
+  local done = remembered(keys, args)
+  if done then
+    return done
+  end
+  local amount = int(args[5], 'amount')
+  if amount <= 0 then
+    error('gyro: a top-up must be positive')
+  end
+  if not account(keys) then
+    return remember(keys, args, { UNKNOWN, 0, 0 })
+  end
+  local balance = redis.call('HINCRBY', keys[1], 'balance', fmt(amount))
+  local topped = redis.call('HINCRBY', keys[1], 'topped_up', fmt(amount))
+  return remember(keys, args, { SUCCESS, balance, topped })
+end
+
+-- gyro_expire: when the session's deadline (the expiry of its latest
+-- reservation on this account: Tcc, renewed by every request that
+-- reserves) has passed by `now`, releases its reservations on this account
+-- (when `owner` is not empty, only those node `owner` made: a dead node's)
+-- and writes one session-end CDR when anything was released.
+-- ARGV[5..]: session owner node cdr_json
+-- Answer: { replayed, code, reservations released, money released,
+--           sequence (0: no CDR) }
+local function expire(keys, args)
+  local done = remembered(keys, args)
+  if done then
+    return done
+  end
+  local session, owner, now = args[5], args[6], int(args[4], 'now')
+  local member = args[3] .. '|' .. session
+  local deadline = tonumber(redis.call('ZSCORE', keys[4], member))
+  if not deadline or deadline > now then
+    return remember(keys, args, { SUCCESS, 0, 0, 0 })
+  end
+  local prefix = session .. '|'
+  local count, money, left = 0, 0, 0
+  for _, f in ipairs(redis.call('HKEYS', keys[2])) do
+    if string.sub(f, 1, #prefix) == prefix and not string.find(f, '|', #prefix + 1, true) then
+      local r = reservation(keys, f)
+      if owner == '' or r.owner == owner then
+        redis.call('HINCRBY', keys[1], 'balance', fmt(r.money))
+        redis.call('HINCRBY', keys[1], 'reserved', fmt(-r.money))
+        redis.call('HDEL', keys[2], f)
+        count = count + 1
+        money = money + r.money
+      else
+        left = left + 1
+      end
+    end
+  end
+  if left == 0 then
+    redis.call('ZREM', keys[4], member)
+  end
+  local seq = 0
+  if count > 0 and account(keys) then
+    local v = redis.call('HMGET', keys[1], 'balance', 'reserved')
+    seq = cdr(keys, args, args[7], args[8], 0, 0, tonumber(v[1]) + tonumber(v[2]))
+  end
+  return remember(keys, args, { SUCCESS, count, money, seq })
+end
+
+-- CDR export. Every slot's stream is exported by one node at a time, the
+-- holder of its lease; the cursor is the last sequence number (and
+-- stream entry) written to a CDR file and fsynced.
+--   KEYS[1]  <ns>:{<slot tag>}:exporter    lease: the exporting node
+--   KEYS[2]  <ns>:{<slot tag>}:exported    cursor: "<seq> <entry id>"
+--   KEYS[3]  <ns>:{<slot tag>}:cdr         the stream
+
+-- gyro_export_lease: takes or renews the lease of a stream for `node`.
+-- ARGV: node lease_ms
+-- Answer: { held (1|0), cursor sequence, cursor entry id ("" at the start) }
+local function export_lease(keys, args)
+  local ms = int(args[2], 'lease')
+  local holder = redis.call('GET', keys[1])
+  if holder and holder ~= args[1] then
+    return { 0, 0, '' }
+  end
+  redis.call('SET', keys[1], args[1], 'PX', fmt(ms))
+  local cursor = redis.call('GET', keys[2])
+  if not cursor then
+    return { 1, 0, '' }
+  end
+  local seq, id = string.match(cursor, '^(%d+) (.*)$')
+  return { 1, tonumber(seq), id }
+end
+
+-- gyro_export_ack: records that the stream is exported and fsynced up to
+-- sequence `seq` (entry `id`) and trims what is exported from the stream.
+-- Only the lease holder may; acknowledging what is already acknowledged
+-- changes nothing.
+-- ARGV: node seq id
+-- Answer: { acknowledged (1|0: not the lease holder) }
+local function export_ack(keys, args)
+  local seq = int(args[2], 'sequence')
+  local ms, n = string.match(args[3], '^(%d+)-(%d+)$')
+  if not ms then
+    error('gyro: bad stream entry id ' .. args[3])
+  end
+  if redis.call('GET', keys[1]) ~= args[1] then
+    return { 0 }
+  end
+  local cursor = redis.call('GET', keys[2])
+  local done = cursor and tonumber(string.match(cursor, '^(%d+)')) or 0
+  if seq > done then
+    redis.call('SET', keys[2], fmt(seq) .. ' ' .. args[3])
+    redis.call('XTRIM', keys[3], 'MINID', '=', ms .. '-' .. fmt(tonumber(n) + 1))
+  end
+  return { 1 }
+end
+
+redis.register_function('gyro_open', open)
+redis.register_function('gyro_reserve', reserve)
+redis.register_function('gyro_debit', debit)
+redis.register_function('gyro_release', release)
+redis.register_function('gyro_refund', refund)
+redis.register_function('gyro_topup', topup)
+redis.register_function('gyro_expire', expire)
+redis.register_function('gyro_export_lease', export_lease)
+redis.register_function('gyro_export_ack', export_ack)
+redis.register_function {
+  function_name = 'gyro_version',
+  callback = function()
+    return 1
+  end,
+  flags = { 'no-writes' },
+}

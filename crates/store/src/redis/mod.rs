@@ -1,0 +1,613 @@
+//! The Redis Cluster ledger: several gyro nodes sharing balances.
+//!
+//! # Why a module of the store crate
+//!
+//! This is the second ledger backend behind the store seam the design
+//! names (`store/`: "the embedded journal / snapshots / CDR files, and the
+//! Redis Cluster backend behind one trait"): like the embedded journal it
+//! knows accounts, money steps and CDRs, not the engine, and it shares the
+//! store's one error type ([`crate::Error`], whose
+//! [`crate::ErrorKind::Unavailable`] tells the caller to answer 3004).
+//! Unlike the rest of the crate it is asynchronous (tokio), because it
+//! talks to a network service: the event loop hands it a batch and awaits
+//! the answers instead of handing a job to a sync thread.
+//!
+//! # Money rules
+//!
+//! The engine's: for every account, `initial + topped_up = balance +
+//! reserved + debited` after every step; the balance goes below zero only
+//! down to `-credit_limit`; usage beyond what the account can pay is
+//! recorded as `unbilled`, never charged; every unit of money debited or
+//! refunded is in exactly one CDR's `amount`.
+//!
+//! Every step that changes money is one Redis Function call (the library
+//! `gyro` in `ledger.lua`, embedded here and loaded with `FUNCTION LOAD
+//! REPLACE` on every master), so it is atomic on the master of the
+//! account's slot, and it is idempotent by its request key: the function
+//! stores its answer under the request key (for
+//! [`RedisOptions::answer_ttl`]) in the same atomic step, and a call with a
+//! key it remembers changes nothing and returns the same answer, marked
+//! [`Answer::replayed`]. A retry after a timeout, a lost connection or a
+//! failover never charges twice. A debit, a refund and an expiry append
+//! their CDR to the slot's stream in the same step, so a change of money
+//! and its CDR are committed (and replicated) together or not at all.
+//!
+//! # Keys
+//!
+//! All keys of one account, and the per-slot keys its steps touch, hash to
+//! one slot (`<ns>` is [`RedisOptions::namespace`]; `<tag>` is a short tag
+//! that hashes to the account's slot, see [`keys::slot_tag`]):
+//!
+//! ```text
+//! <ns>:{acct:<id>}              hash    balance credit_limit blocked reserved
+//!                                       debited initial topped_up
+//! <ns>:{acct:<id>}:res          hash    <session-id>|<rg>:<sid> ->
+//!                                       "money units expires_at since owner"
+//! <ns>:{acct:<id>}:req:<rk>     string  remembered answer of request rk (PX ttl)
+//! <ns>:{<tag>}:exp              zset    "<id>|<session-id>" by the session's deadline
+//!                                       (Tcc: the expiry of its latest reservation)
+//! <ns>:{<tag>}:cdr              stream  CDRs of the slot: seq node account amount
+//!                                       unbilled balance_after at cdr(JSON)
+//! <ns>:{<tag>}:seq              string  last CDR sequence number of the slot
+//! <ns>:{<tag>}:exporter         string  the node exporting the slot's stream (lease, PX)
+//! <ns>:{<tag>}:exported         string  "<seq> <entry id>": exported and fsynced up to
+//! ```
+//!
+//! A CDR in the stream is the engine's [`gyro_charging::Cdr`] as JSON
+//! (field `cdr`) with the fields the ledger decides beside it: `seq`
+//! (gap-free per slot stream), `account`, `amount`, `unbilled`,
+//! `balance_after`, `node`. [`RedisLedger::cdrs`] reads them back as
+//! [`Cdr`]s with those fields filled in.
+//!
+//! # Functions
+//!
+//! | function       | step                                                       |
+//! |----------------|------------------------------------------------------------|
+//! | `gyro_open`    | create an account unless it exists                         |
+//! | `gyro_reserve` | balance -> reservation (all, what the account can pay, or 4012) |
+//! | `gyro_debit`   | charge from the reservation, then the balance; optionally release the rest; CDR |
+//! | `gyro_release` | reservation -> balance                                     |
+//! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
+//! | `gyro_topup`   | money added to balance and topped_up                       |
+//! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
+//! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor |
+//! | `gyro_export_ack` | move the cursor past a fsynced file and trim the stream |
+//! | `gyro_version` | the library's version (read-only)                          |
+//!
+//! [`RedisLedger::expire_due`] finds the sessions past their deadline in
+//! every slot's index and expires them (a dead node's, or any silent
+//! session's), each with a session-end CDR.
+//!
+//! [`RedisLedger::books`] checks the money rule for every account of a
+//! namespace over the whole cluster (and that each account's reservations
+//! add up to its `reserved`), naming the accounts that do not add up.
+//!
+//! # Group commit and `replicas_ack`
+//!
+//! [`RedisLedger::run`] takes the steps of one event-loop turn, sends them
+//! as one pipeline per master (shard) and returns when every pipeline has
+//! answered; the caller then releases the answers. A step whose pipeline
+//! answer is a redirection (a slot moved, a failover) is sent again on its
+//! own, which the request key makes safe.
+//!
+//! [`RedisOptions::replicas_ack`] says when an answer may be released:
+//!
+//! * `0`: when the master has run the step. Redis replicates
+//!   asynchronously, so if the master dies before its replica received
+//!   the step, the promoted replica does not have it: the step is lost
+//!   whole (balance change, CDR and remembered answer together, so the
+//!   books still add up), but it was acknowledged: the subscriber keeps
+//!   the money of a debit he was told about, its CDR never exists, and a
+//!   retry of that request is charged anew. The window is the replication
+//!   lag (usually well under a millisecond) of the steps in flight when
+//!   the master dies.
+//! * `1`: each pipeline ends with `WAIT 1 <wait_timeout>`, and the answers
+//!   are released only when at least one replica of that master has every
+//!   step of the pipeline. When a master dies, its replica (with one
+//!   replica per master, the only candidate for promotion) has every
+//!   acknowledged step, so a failover loses nothing acknowledged. When no
+//!   replica confirms within the timeout, the steps of that pipeline get
+//!   [`crate::Error::NotReplicated`]: they did run on the master, so the
+//!   caller answers 3004 and a retry returns the remembered answer. Still
+//!   not covered: a master and its replica lost together (each keeps what
+//!   its append-only file had synced, up to a second behind), and, with
+//!   several replicas per master, the promotion of a replica other than
+//!   the one that acknowledged (Redis's `WAIT` is not a consensus
+//!   protocol). `WAIT` acknowledges receipt in the replica's memory, not a
+//!   write to its disk.
+//!
+//! # Limits
+//!
+//! Lua numbers are doubles: every amount, balance and unit count must lie
+//! within +/- 2^53 (about 9 * 10^15 minor units); the client refuses larger
+//! values with [`crate::Error::Encode`]. A reservation's units are only
+//! recorded (and scaled down with a partial grant); money is what the
+//! ledger checks. Bundles are not in this backend yet.
+
+//!
+//! # Not yet
+//!
+//! * `gyro serve` does not use this backend (the engine keeps balances in
+//!   its shard's memory; with Redis it must rate against the account as
+//!   Redis holds it and turn its effects into these steps).
+//! * Bundles: their counters and holds are not in Redis. The plan: a
+//!   bundle hash per account, bundle holds inside the reservation, a debit
+//!   consuming the session's holds first (they are its own, so no other
+//!   node can take them) and leaving what the holds do not cover to the
+//!   caller to rate as money in the same step.
+//! * CDR export runs when called ([`RedisLedger::export_all`], see
+//!   [`export`]): nothing calls it periodically yet, and files are closed
+//!   by record count only (not by size or age); until an exporter runs,
+//!   the slot streams grow.
+//! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
+//!   connects last; nodes of different versions must not share a cluster
+//!   (`gyro_version` is checked at connect only).
+
+mod client;
+pub mod export;
+pub mod keys;
+
+pub use client::RedisLedger;
+pub use export::{Export, ExportReport, ExportedFile};
+
+use gyro_charging::{AccountId, Cdr, RatingKey, Timestamp};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The Redis Functions library, as loaded into every master.
+pub const LIBRARY: &str = include_str!("ledger.lua");
+
+/// The version `gyro_version` returns for [`LIBRARY`].
+pub const LIBRARY_VERSION: i64 = 1;
+
+/// How to reach the cluster and how to use it.
+#[derive(Clone, Debug)]
+pub struct RedisOptions {
+    /// Seed nodes: `host:port`, `redis://host:port` or `rediss://host:port`
+    /// (TLS). Any node of the cluster will do; the rest is discovered.
+    pub nodes: Vec<String>,
+    /// ACL user name (`AUTH <username> <password>`), if any.
+    pub username: Option<String>,
+    /// Password, if any.
+    pub password: Option<String>,
+    /// Connect with TLS (also implied by `rediss://` seeds).
+    pub tls: bool,
+    /// PEM bundle of the CAs that sign the nodes' certificates (default:
+    /// the system's roots).
+    pub tls_ca: Option<PathBuf>,
+    /// PEM client certificate, for nodes that ask for one (with
+    /// `tls_key`).
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of `tls_cert`.
+    pub tls_key: Option<PathBuf>,
+    /// 0 or 1: see the module documentation.
+    pub replicas_ack: u8,
+    /// How long `WAIT` waits for a replica with `replicas_ack = 1`.
+    pub wait_timeout: Duration,
+    /// Prefix of every key (no `{` or `}`), so that deployments can share a
+    /// cluster.
+    pub namespace: String,
+    /// This node's name: the owner recorded with its reservations and the
+    /// `node` of its CDRs.
+    pub node_id: String,
+    /// How long a step's answer is remembered for duplicate detection.
+    pub answer_ttl: Duration,
+    /// Time allowed to connect to a node.
+    pub connect_timeout: Duration,
+    /// Time allowed for an answer (after which the step is
+    /// [`crate::Error::Unavailable`]: it may or may not have run).
+    pub response_timeout: Duration,
+}
+
+impl Default for RedisOptions {
+    fn default() -> Self {
+        RedisOptions {
+            nodes: vec!["redis://127.0.0.1:6379".into()],
+            username: None,
+            password: None,
+            tls: false,
+            tls_ca: None,
+            tls_cert: None,
+            tls_key: None,
+            replicas_ack: 0,
+            wait_timeout: Duration::from_millis(1000),
+            namespace: "gyro".into(),
+            node_id: "gyro".into(),
+            answer_ttl: Duration::from_secs(3600),
+            connect_timeout: Duration::from_secs(2),
+            response_timeout: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Moves money from an account's balance to a reservation of a session
+/// (added to what that reservation already holds).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reserve {
+    /// The account.
+    pub account: AccountId,
+    /// Request key (see [`Step::request`]).
+    pub request: String,
+    /// Diameter Session-Id.
+    pub session: String,
+    /// Rating key of the reservation.
+    pub key: RatingKey,
+    /// Money asked for.
+    pub money: i64,
+    /// Units that money pays for.
+    pub units: u64,
+    /// The least money worth granting when the account cannot pay `money`
+    /// (then it grants what it can, units scaled down); `money` or more
+    /// asks for all or nothing.
+    pub min_money: i64,
+    /// When the session's reservations may be released by another node if
+    /// nothing more is heard of it (the Tcc deadline): the session's
+    /// deadline from now on, for all its reservations on this account.
+    pub expires: Timestamp,
+}
+
+/// Charges money: from a session's reservation first, then from the
+/// balance; writes its CDR.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Debit {
+    /// The account.
+    pub account: AccountId,
+    /// Request key.
+    pub request: String,
+    /// The session and rating key whose reservation pays first; none for
+    /// an event (direct debit).
+    pub reservation: Option<(String, RatingKey)>,
+    /// Money to charge.
+    pub amount: i64,
+    /// Release what is left of the reservation afterwards.
+    pub release: bool,
+    /// The engine's CDR; the ledger fills in `sequence`, `node_id`,
+    /// `account`, `amount`, `unbilled` and `balance_after`.
+    pub cdr: Cdr,
+}
+
+/// Gives what is left of a reservation back to the balance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Release {
+    /// The account.
+    pub account: AccountId,
+    /// Request key.
+    pub request: String,
+    /// Diameter Session-Id.
+    pub session: String,
+    /// Rating key of the reservation.
+    pub key: RatingKey,
+}
+
+/// Gives charged money back (REFUND_ACCOUNT); writes its CDR.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Refund {
+    /// The account.
+    pub account: AccountId,
+    /// Request key.
+    pub request: String,
+    /// Money to give back.
+    pub amount: i64,
+    /// The engine's CDR (completed as for [`Debit`]; `amount` is negative).
+    pub cdr: Cdr,
+}
+
+/// Adds money to an account.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopUp {
+    /// The account.
+    pub account: AccountId,
+    /// Request key (the top-up's idempotency key).
+    pub request: String,
+    /// Money to add, positive.
+    pub amount: i64,
+}
+
+/// Releases the reservations of a session whose deadline has passed (a
+/// session whose node died, or that went silent), with a session-end CDR.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Expire {
+    /// The account.
+    pub account: AccountId,
+    /// Request key.
+    pub request: String,
+    /// Diameter Session-Id.
+    pub session: String,
+    /// Only reservations this node holds (none: any owner).
+    pub owner: Option<String>,
+    /// The session-end CDR to write when anything was released.
+    pub cdr: Cdr,
+}
+
+/// One money step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Step {
+    /// [`Reserve`].
+    Reserve(Reserve),
+    /// [`Debit`].
+    Debit(Debit),
+    /// [`Release`].
+    Release(Release),
+    /// [`Refund`].
+    Refund(Refund),
+    /// [`TopUp`].
+    TopUp(TopUp),
+    /// [`Expire`].
+    Expire(Expire),
+}
+
+/// The request key of the `step`-th money step of a Diameter request:
+/// `<Session-Id>;<CC-Request-Number>;<step>` (a retransmission carries the
+/// same Session-Id and CC-Request-Number, so it finds the same keys).
+pub fn request_key(session_id: &str, request_number: u32, step: u32) -> String {
+    format!("{session_id};{request_number};{step}")
+}
+
+impl Step {
+    /// The account the step changes.
+    pub fn account(&self) -> AccountId {
+        match self {
+            Step::Reserve(s) => s.account,
+            Step::Debit(s) => s.account,
+            Step::Release(s) => s.account,
+            Step::Refund(s) => s.account,
+            Step::TopUp(s) => s.account,
+            Step::Expire(s) => s.account,
+        }
+    }
+
+    /// The request key: names one step of one request, e.g.
+    /// `<Session-Id>;<CC-Request-Number>;<n>` for the n-th step of a CCR.
+    /// The same key sent again (a retry) is answered from memory; a key
+    /// is never reused for another step (that is an error).
+    pub fn request(&self) -> &str {
+        match self {
+            Step::Reserve(s) => &s.request,
+            Step::Debit(s) => &s.request,
+            Step::Release(s) => &s.request,
+            Step::Refund(s) => &s.request,
+            Step::TopUp(s) => &s.request,
+            Step::Expire(s) => &s.request,
+        }
+    }
+
+    /// The Redis Function that runs it.
+    pub fn function(&self) -> &'static str {
+        match self {
+            Step::Reserve(_) => "gyro_reserve",
+            Step::Debit(_) => "gyro_debit",
+            Step::Release(_) => "gyro_release",
+            Step::Refund(_) => "gyro_refund",
+            Step::TopUp(_) => "gyro_topup",
+            Step::Expire(_) => "gyro_expire",
+        }
+    }
+}
+
+/// What a step did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Answer {
+    /// The answer is the remembered one of an earlier call with the same
+    /// request key; nothing changed this time.
+    pub replayed: bool,
+    /// Diameter result code: 2001, 4010 (blocked: nothing reserved), 4012
+    /// (nothing could be reserved), 5030 (no such account).
+    pub code: u32,
+    /// The step's figures.
+    pub outcome: Outcome,
+}
+
+/// The figures of an [`Answer`], by step.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// [`Step::Reserve`].
+    Reserved {
+        /// Money moved to the reservation.
+        money: i64,
+        /// Units it pays for.
+        units: u64,
+        /// Balance afterwards.
+        balance: i64,
+        /// The account's reserved money afterwards.
+        reserved: i64,
+    },
+    /// [`Step::Debit`].
+    Debited {
+        /// Money charged (`from_reserved + from_balance`).
+        charged: i64,
+        /// Of which from the reservation.
+        from_reserved: i64,
+        /// Of which from the balance.
+        from_balance: i64,
+        /// What the account could not pay (recorded, not charged).
+        unbilled: i64,
+        /// Balance plus reserved money afterwards.
+        balance_after: i64,
+        /// The CDR's sequence number in its slot stream.
+        sequence: u64,
+        /// Money released from the reservation afterwards.
+        released: i64,
+    },
+    /// [`Step::Release`].
+    Released {
+        /// The reservation existed.
+        found: bool,
+        /// Money it gave back.
+        money: i64,
+        /// Balance afterwards.
+        balance: i64,
+        /// The account's reserved money afterwards.
+        reserved: i64,
+    },
+    /// [`Step::Refund`].
+    Refunded {
+        /// Money given back.
+        amount: i64,
+        /// Balance plus reserved money afterwards.
+        balance_after: i64,
+        /// The CDR's sequence number.
+        sequence: u64,
+    },
+    /// [`Step::TopUp`].
+    ToppedUp {
+        /// Balance afterwards.
+        balance: i64,
+        /// Sum of top-ups afterwards.
+        topped_up: i64,
+    },
+    /// [`Step::Expire`].
+    Expired {
+        /// Reservations released.
+        reservations: u64,
+        /// Money they gave back.
+        money: i64,
+        /// The session-end CDR's sequence number (0: none written).
+        sequence: u64,
+    },
+}
+
+/// An account as the cluster holds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AccountState {
+    /// The account.
+    pub account: AccountId,
+    /// Money available.
+    pub balance: i64,
+    /// How far below zero the balance may go.
+    pub credit_limit: i64,
+    /// Blocked: reservations are refused (4010).
+    pub blocked: bool,
+    /// Money held by reservations.
+    pub reserved: i64,
+    /// Money charged, net of refunds.
+    pub debited: i64,
+    /// Balance at creation.
+    pub initial: i64,
+    /// Sum of top-ups.
+    pub topped_up: i64,
+}
+
+impl AccountState {
+    /// `initial + topped_up == balance + reserved + debited`.
+    pub fn is_conserved(&self) -> bool {
+        i128::from(self.initial) + i128::from(self.topped_up)
+            == i128::from(self.balance) + i128::from(self.reserved) + i128::from(self.debited)
+    }
+}
+
+/// The books of a whole namespace ([`RedisLedger::books`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Books {
+    /// Accounts read.
+    pub accounts: u64,
+    /// Sum of initial balances.
+    pub initial: i128,
+    /// Sum of top-ups.
+    pub topped_up: i128,
+    /// Sum of balances.
+    pub balance: i128,
+    /// Sum of reserved money.
+    pub reserved: i128,
+    /// Sum of money debited.
+    pub debited: i128,
+    /// Accounts where `initial + topped_up != balance + reserved +
+    /// debited`.
+    pub unbalanced: Vec<AccountState>,
+    /// Accounts whose reservations do not add up to their `reserved`, with
+    /// what the reservations hold.
+    pub reservations_mismatch: Vec<(AccountState, i64)>,
+}
+
+impl Books {
+    /// Every account adds up, and so do its reservations.
+    pub fn is_balanced(&self) -> bool {
+        self.unbalanced.is_empty() && self.reservations_mismatch.is_empty()
+    }
+
+    fn add(&mut self, s: AccountState, held: i64) {
+        self.accounts += 1;
+        self.initial += i128::from(s.initial);
+        self.topped_up += i128::from(s.topped_up);
+        self.balance += i128::from(s.balance);
+        self.reserved += i128::from(s.reserved);
+        self.debited += i128::from(s.debited);
+        if held != s.reserved {
+            self.reservations_mismatch.push((s.clone(), held));
+        }
+        if !s.is_conserved() {
+            self.unbalanced.push(s);
+        }
+    }
+}
+
+/// What [`RedisLedger::expire_due`] did.
+#[derive(Debug, Default)]
+pub struct ExpiryReport {
+    /// Sessions found past their deadline.
+    pub due: u64,
+    /// Sessions whose reservations it released.
+    pub sessions: u64,
+    /// Reservations released.
+    pub reservations: u64,
+    /// Money they gave back.
+    pub money: i64,
+    /// Slots whose index could not be read this time (moved meanwhile).
+    pub slots_skipped: u64,
+    /// Errors (the sessions concerned are found again by the next call).
+    pub errors: Vec<crate::Error>,
+}
+
+/// A reservation as the cluster holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ReservationState {
+    /// Diameter Session-Id.
+    pub session: String,
+    /// Rating key.
+    pub key: RatingKey,
+    /// Money held.
+    pub money: i64,
+    /// Units granted.
+    pub units: u64,
+    /// Expiry (Tcc deadline).
+    pub expires: Timestamp,
+    /// Time of the first grant.
+    pub since: Timestamp,
+    /// The node that made it.
+    pub owner: String,
+}
+
+/// Counts of what a [`RedisLedger`] sent, since it connected (for
+/// metrics: round trips per step are `(pipelines + alone) / steps`, the
+/// mean pipeline size `steps / pipelines`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LedgerStats {
+    /// Steps handed to [`RedisLedger::run`].
+    pub steps: u64,
+    /// Pipelines sent by [`RedisLedger::run`] (one per master per batch).
+    pub pipelines: u64,
+    /// Steps sent on their own ([`RedisLedger::step`], and batch steps
+    /// sent again after a redirection).
+    pub alone: u64,
+    /// Batch steps redirected (a slot moved, a failover, a missing
+    /// function) and sent again on their own.
+    pub redirected: u64,
+    /// Batch steps answered with an error (each is a 3004 for its caller).
+    pub failed: u64,
+    /// Time the batches waited for their pipelines, in total (microseconds;
+    /// divided by the batches, the round-trip latency of group commit).
+    pub batch_micros: u64,
+    /// The longest such wait.
+    pub batch_micros_max: u64,
+}
+
+/// A CDR read from a slot stream.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StreamCdr {
+    /// The slot whose stream holds it.
+    pub slot: u16,
+    /// Its stream entry id.
+    pub id: String,
+    /// The record, with the ledger's fields filled in (`sequence` is the
+    /// slot stream's).
+    pub cdr: Cdr,
+}

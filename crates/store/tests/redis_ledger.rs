@@ -1,0 +1,585 @@
+//! The Redis Cluster ledger against a real Redis Cluster: each money step,
+//! duplicates, CDRs in the slot streams, expiry of a dead node's
+//! reservations, errors.
+
+mod redis_support;
+
+use gyro_charging::{AccountId, Timestamp};
+use gyro_store::redis::{
+    Answer, Debit, Expire, Outcome, RedisLedger, RedisOptions, Refund, Release, Reserve, Step,
+    TopUp,
+};
+use gyro_store::ErrorKind;
+use redis_support::*;
+use std::time::Duration;
+
+fn reserve(account: AccountId, request: &str, session: &str, money: i64) -> Step {
+    Step::Reserve(Reserve {
+        account,
+        request: request.into(),
+        session: session.into(),
+        key: rg(10),
+        money,
+        units: money as u64 * 100,
+        min_money: 1,
+        expires: NOW.plus_secs(60),
+    })
+}
+
+fn debit(account: AccountId, request: &str, session: &str, amount: i64, release: bool) -> Step {
+    Step::Debit(Debit {
+        account,
+        request: request.into(),
+        reservation: Some((session.into(), rg(10))),
+        amount,
+        release,
+        cdr: cdr(session, 1, rg(10)),
+    })
+}
+
+async fn one(ledger: &RedisLedger, step: Step) -> Answer {
+    ledger.step(&step, NOW).await.expect("step")
+}
+
+#[tokio::test]
+async fn a_debit_retried_after_a_client_timeout_is_charged_once() {
+    let Some(ledger) = ledger("retry").await else {
+        return;
+    };
+    let a = acct(7);
+    assert!(ledger.open_account(a, 1000, 0, false).await.unwrap());
+    assert!(
+        !ledger.open_account(a, 5, 0, false).await.unwrap(),
+        "exists"
+    );
+    let r = one(&ledger, reserve(a, "s1;0;0", "s1", 300)).await;
+    assert_eq!(r.code, 2001);
+    // The client sends the debit, times out before the answer, and sends
+    // the same request again.
+    let step = debit(a, "s1;1;0", "s1", 120, false);
+    let first = one(&ledger, step.clone()).await;
+    let again = one(&ledger, step.clone()).await;
+    assert!(!first.replayed);
+    assert!(again.replayed);
+    assert_eq!(first.outcome, again.outcome);
+    assert_eq!(
+        first.outcome,
+        Outcome::Debited {
+            charged: 120,
+            from_reserved: 120,
+            from_balance: 0,
+            unbilled: 0,
+            balance_after: 880,
+            sequence: 1,
+            released: 0,
+        }
+    );
+    // Also when the retry rides in a batch with the original (a
+    // retransmission in the same event-loop turn).
+    let batch = ledger.run(&[step.clone(), step], NOW).await;
+    assert!(batch.iter().all(|r| r.as_ref().unwrap().replayed));
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved, s.debited), (700, 180, 120));
+    assert!(s.is_conserved());
+    let cdrs = ledger.account_cdrs(a).await.unwrap();
+    assert_eq!(cdrs.len(), 1, "one CDR for one debit");
+    let c = &cdrs[0].cdr;
+    assert_eq!((c.amount, c.balance_after, c.sequence), (120, 880, 1));
+    assert_eq!(
+        (c.session_id.as_str(), c.node_id.as_str()),
+        ("s1", "node-a")
+    );
+    assert_eq!(c.account, a);
+    assert_eq!(c.rating_group, Some(10));
+}
+
+#[tokio::test]
+async fn a_request_key_names_one_step_only() {
+    let Some(ledger) = ledger("reuse").await else {
+        return;
+    };
+    let a = acct(8);
+    ledger.open_account(a, 1000, 0, false).await.unwrap();
+    one(&ledger, reserve(a, "k", "s1", 10)).await;
+    let e = ledger
+        .step(&debit(a, "k", "s1", 5, false), NOW)
+        .await
+        .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Remote, "{e}");
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved, s.debited), (990, 10, 0));
+}
+
+#[tokio::test]
+async fn reservations_follow_the_engines_money_rules() {
+    let Some(ledger) = ledger("rules").await else {
+        return;
+    };
+    let (a, limited, blocked) = (acct(1), acct(2), acct(3));
+    ledger.open_account(a, 100, 0, false).await.unwrap();
+    ledger.open_account(limited, 0, 50, false).await.unwrap();
+    ledger.open_account(blocked, 100, 0, true).await.unwrap();
+    // All of it, then what is left (units scaled down), then nothing.
+    let r = one(&ledger, reserve(a, "1", "s", 60)).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Reserved {
+            money: 60,
+            units: 6000,
+            balance: 40,
+            reserved: 60
+        }
+    );
+    let r = one(&ledger, reserve(a, "2", "s", 80)).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Reserved {
+            money: 40,
+            units: 4000,
+            balance: 0,
+            reserved: 100
+        }
+    );
+    let r = one(&ledger, reserve(a, "3", "s", 10)).await;
+    assert_eq!(r.code, 4012);
+    // All or nothing when min_money is the whole amount.
+    let mut whole = reserve(limited, "4", "t", 80);
+    if let Step::Reserve(r) = &mut whole {
+        r.min_money = 80;
+    }
+    assert_eq!(one(&ledger, whole).await.code, 4012);
+    // The credit limit is spendable.
+    let r = one(&ledger, reserve(limited, "5", "t", 30)).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Reserved {
+            money: 30,
+            units: 3000,
+            balance: -30,
+            reserved: 30
+        }
+    );
+    assert_eq!(one(&ledger, reserve(blocked, "6", "u", 1)).await.code, 4010);
+    assert_eq!(
+        one(&ledger, reserve(acct(99), "7", "v", 1)).await.code,
+        5030
+    );
+    // Usage beyond the reservation and the balance is unbilled.
+    let d = one(&ledger, debit(a, "8", "s", 130, true)).await;
+    assert_eq!(
+        d.outcome,
+        Outcome::Debited {
+            charged: 100,
+            from_reserved: 100,
+            from_balance: 0,
+            unbilled: 30,
+            balance_after: 0,
+            sequence: d_seq(&d),
+            released: 0,
+        }
+    );
+    // Release, refund, top-up.
+    let r = one(
+        &ledger,
+        Step::Release(Release {
+            account: limited,
+            request: "9".into(),
+            session: "t".into(),
+            key: rg(10),
+        }),
+    )
+    .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Released {
+            found: true,
+            money: 30,
+            balance: 0,
+            reserved: 0
+        }
+    );
+    let r = one(
+        &ledger,
+        Step::Refund(Refund {
+            account: a,
+            request: "10".into(),
+            amount: 25,
+            cdr: cdr("sms", 0, rg(10)),
+        }),
+    )
+    .await;
+    assert!(matches!(
+        r.outcome,
+        Outcome::Refunded {
+            amount: 25,
+            balance_after: 25,
+            ..
+        }
+    ));
+    let r = one(
+        &ledger,
+        Step::TopUp(TopUp {
+            account: a,
+            request: "11".into(),
+            amount: 500,
+        }),
+    )
+    .await;
+    assert_eq!(
+        r.outcome,
+        Outcome::ToppedUp {
+            balance: 525,
+            topped_up: 500
+        }
+    );
+    for id in [a, limited, blocked] {
+        let s = ledger.account(id).await.unwrap().unwrap();
+        assert!(s.is_conserved(), "{s:?}");
+    }
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!(
+        (s.balance, s.reserved, s.debited, s.topped_up),
+        (525, 0, 75, 500)
+    );
+    assert!(ledger.reservations(a).await.unwrap().is_empty());
+    // The CDRs: the debit (100, 30 unbilled) and the refund (-25).
+    let cdrs = ledger.account_cdrs(a).await.unwrap();
+    let amounts: Vec<(i64, i64)> = cdrs
+        .iter()
+        .map(|c| (c.cdr.amount, c.cdr.unbilled))
+        .collect();
+    assert_eq!(amounts, [(100, 30), (-25, 0)]);
+}
+
+fn d_seq(a: &Answer) -> u64 {
+    match a.outcome {
+        Outcome::Debited { sequence, .. } => sequence,
+        _ => 0,
+    }
+}
+
+#[tokio::test]
+async fn a_dead_nodes_reservations_are_released_after_their_expiry() {
+    let Some(nodes) = cluster_nodes() else {
+        return;
+    };
+    let ns_a = options(&nodes, "expiry", "node-a");
+    let node_a = RedisLedger::connect(ns_a.clone()).await.unwrap();
+    let node_b = RedisLedger::connect(RedisOptions {
+        node_id: "node-b".into(),
+        ..ns_a
+    })
+    .await
+    .unwrap();
+    let a = acct(11);
+    node_a.open_account(a, 1000, 0, false).await.unwrap();
+    // Node A reserves for one rating group of a session (Tcc 60 s), then,
+    // on its next request, for another (the session's deadline moves to
+    // 90 s, for both)...
+    one(&node_a, reserve(a, "x;0;0", "x", 100)).await;
+    let mut other = reserve(a, "x;1;0", "x", 50);
+    if let Step::Reserve(r) = &mut other {
+        r.key = rg(20);
+        r.expires = NOW.plus_secs(90);
+    }
+    one(&node_a, other).await;
+    let res = node_a.reservations(a).await.unwrap();
+    assert_eq!(res.len(), 2);
+    assert!(res.iter().all(|r| r.owner == "node-a"));
+    // ...and dies. Before the deadline nothing is due and nothing is
+    // released, not even the reservation of the first request.
+    let slot = node_b.keys().account_slot(a);
+    assert!(node_b
+        .due_sessions(slot, NOW.plus_secs(61), 100)
+        .await
+        .unwrap()
+        .is_empty());
+    let expire = |request: &str| {
+        Step::Expire(Expire {
+            account: a,
+            request: request.into(),
+            session: "x".into(),
+            owner: Some("node-a".into()),
+            cdr: gyro_charging::Cdr {
+                record_type: gyro_charging::cdr::RecordType::SessionEnd,
+                closing_cause: Some(gyro_charging::cdr::ClosingCause::SupervisionExpired),
+                ..cdr("x", 1, rg(10))
+            },
+        })
+    };
+    let early = node_b
+        .step(&expire("early"), NOW.plus_secs(61))
+        .await
+        .unwrap();
+    assert_eq!(
+        early.outcome,
+        Outcome::Expired {
+            reservations: 0,
+            money: 0,
+            sequence: 0
+        }
+    );
+    // After it, node B finds the session and releases both reservations.
+    let later = NOW.plus_secs(91);
+    let due = node_b.due_sessions(slot, later, 100).await.unwrap();
+    assert_eq!(due, [(a, "x".to_string())]);
+    let done = node_b.step(&expire("late"), later).await.unwrap();
+    assert!(matches!(
+        done.outcome,
+        Outcome::Expired {
+            reservations: 2,
+            money: 150,
+            sequence: 1
+        }
+    ));
+    let again = node_b.step(&expire("late"), later).await.unwrap();
+    assert!(again.replayed);
+    assert!(node_b
+        .due_sessions(slot, later, 100)
+        .await
+        .unwrap()
+        .is_empty());
+    let s = node_b.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved, s.debited), (1000, 0, 0));
+    assert!(s.is_conserved());
+    let cdrs = node_b.account_cdrs(a).await.unwrap();
+    assert_eq!(cdrs.len(), 1);
+    assert_eq!(
+        cdrs[0].cdr.closing_cause,
+        Some(gyro_charging::cdr::ClosingCause::SupervisionExpired)
+    );
+    assert_eq!(cdrs[0].cdr.node_id, "node-b");
+}
+
+#[tokio::test]
+async fn with_replicas_ack_a_batch_is_answered_once_a_replica_has_it() {
+    let Some(nodes) = cluster_nodes() else {
+        return;
+    };
+    let ledger = RedisLedger::connect(RedisOptions {
+        replicas_ack: 1,
+        wait_timeout: Duration::from_secs(2),
+        ..options(&nodes, "wait", "node-a")
+    })
+    .await
+    .unwrap();
+    let accounts: Vec<AccountId> = (0..12).map(acct).collect();
+    for &a in &accounts {
+        ledger.open_account(a, 100, 0, false).await.unwrap();
+    }
+    let steps: Vec<Step> = accounts
+        .iter()
+        .map(|&a| reserve(a, "w;0;0", "w", 10))
+        .collect();
+    let before = ledger.stats();
+    let answers = ledger.run(&steps, NOW).await;
+    for a in &answers {
+        assert_eq!(a.as_ref().unwrap().code, 2001);
+    }
+    assert_eq!(ledger.masters().len(), 3);
+    // One pipeline per master the batch touches, nothing sent on its own.
+    let mut masters: Vec<String> = (0..12).map(|i| master_of(&ledger, acct(i))).collect();
+    masters.sort();
+    masters.dedup();
+    let after = ledger.stats();
+    assert_eq!(after.pipelines - before.pipelines, masters.len() as u64);
+    assert_eq!(
+        (after.steps - before.steps, after.alone - before.alone),
+        (12, 0)
+    );
+    assert_eq!(after.failed, before.failed);
+    assert!(after.batch_micros > before.batch_micros);
+    assert!(after.batch_micros_max > 0);
+}
+
+/// The master of an account's slot, as the cluster says (CLUSTER SLOTS
+/// through redis-cli would do; the ledger's own map is what is tested, so
+/// ask a node directly).
+fn master_of(ledger: &RedisLedger, a: AccountId) -> String {
+    let slot = ledger.keys().account_slot(a);
+    let seed = cluster_nodes().unwrap()[0].clone();
+    let port = seed
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-p", &port, "cluster", "slots"])
+        .output()
+        .expect("redis-cli");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let lines: Vec<&str> = text.lines().collect();
+    // Groups: start, end, master host, master port, master id, replica...
+    let mut i = 0;
+    while i + 3 < lines.len() {
+        if let (Ok(start), Ok(end)) = (lines[i].parse::<u16>(), lines[i + 1].parse::<u16>()) {
+            if (start..=end).contains(&slot) {
+                return format!("{}:{}", lines[i + 2], lines[i + 3]);
+            }
+        }
+        i += 1;
+    }
+    panic!("slot {slot} not served: {text}");
+}
+
+#[tokio::test]
+async fn an_unreachable_cluster_is_an_error_value() {
+    let e = RedisLedger::connect(RedisOptions {
+        nodes: vec!["127.0.0.1:1".into()],
+        connect_timeout: Duration::from_millis(300),
+        response_timeout: Duration::from_millis(300),
+        ..RedisOptions::default()
+    })
+    .await
+    .unwrap_err();
+    assert_eq!(e.kind(), ErrorKind::Unavailable, "{e}");
+}
+
+#[tokio::test]
+async fn values_the_functions_cannot_take_are_refused_before_sending() {
+    let Some(ledger) = ledger("bad").await else {
+        return;
+    };
+    let a = acct(1);
+    ledger.open_account(a, 100, 0, false).await.unwrap();
+    let huge = Step::TopUp(TopUp {
+        account: a,
+        request: "t".into(),
+        amount: 1 << 60,
+    });
+    let negative = debit(a, "d", "s", -5, false);
+    let empty_key = reserve(a, "", "s", 5);
+    for step in [huge, negative, empty_key] {
+        let e = ledger.step(&step, NOW).await.unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::Invalid, "{e}");
+    }
+    let out = ledger
+        .run(&[reserve(a, "", "s", 5), reserve(a, "ok", "s", 5)], NOW)
+        .await;
+    assert!(out[0].is_err());
+    assert_eq!(out[1].as_ref().unwrap().code, 2001);
+    assert!(ledger.open_account(acct(2), 0, -1, false).await.is_err());
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved), (95, 5));
+    let _ = Timestamp(0);
+}
+
+/// `redis-cli -c` on the test cluster (follows redirections).
+fn redis_cli(args: &[&str]) -> String {
+    let seed = cluster_nodes().unwrap()[0].clone();
+    let port = seed
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    let out = std::process::Command::new("redis-cli")
+        .args(["-c", "-p", &port])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
+
+#[tokio::test]
+async fn the_books_of_the_whole_cluster_add_up_and_name_what_does_not() {
+    let Some(ledger) = ledger("books").await else {
+        return;
+    };
+    let accounts: Vec<AccountId> = (1..=30).map(acct).collect();
+    for &a in &accounts {
+        ledger.open_account(a, 1000, 0, false).await.unwrap();
+    }
+    let steps: Vec<Step> = accounts
+        .iter()
+        .flat_map(|&a| [reserve(a, "b;0", "b", 100), debit(a, "b;1", "b", 30, false)])
+        .collect();
+    for r in ledger.run(&steps, NOW).await {
+        assert_eq!(r.unwrap().code, 2001);
+    }
+    let books = ledger.books().await.unwrap();
+    assert_eq!(books.accounts, 30);
+    assert!(books.is_balanced(), "{books:?}");
+    assert_eq!(
+        (books.initial, books.balance, books.reserved, books.debited),
+        (30_000, 27_000, 2_100, 900)
+    );
+    // Money that appears from nowhere, and a reservation the account does
+    // not count, are named.
+    let keys = ledger.keys();
+    redis_cli(&["HINCRBY", &keys.account(accounts[3]), "balance", "5"]);
+    redis_cli(&[
+        "HSET",
+        &keys.reservations(accounts[7]),
+        "ghost|1:",
+        "40 0 0 0 nobody",
+    ]);
+    let books = ledger.books().await.unwrap();
+    assert!(!books.is_balanced());
+    let unbalanced: Vec<AccountId> = books.unbalanced.iter().map(|s| s.account).collect();
+    assert_eq!(unbalanced, [accounts[3]]);
+    let mismatched: Vec<(AccountId, i64)> = books
+        .reservations_mismatch
+        .iter()
+        .map(|(s, held)| (s.account, *held))
+        .collect();
+    assert_eq!(mismatched, [(accounts[7], 110)]);
+}
+
+#[tokio::test]
+async fn another_node_expires_every_session_of_a_dead_node_across_the_cluster() {
+    let Some(nodes) = cluster_nodes() else {
+        return;
+    };
+    let opts = options(&nodes, "expire-due", "node-a");
+    let node_a = RedisLedger::connect(opts.clone()).await.unwrap();
+    let node_b = RedisLedger::connect(RedisOptions {
+        node_id: "node-b".into(),
+        ..opts
+    })
+    .await
+    .unwrap();
+    let accounts: Vec<AccountId> = (1..=20).map(acct).collect();
+    let mut steps = Vec::new();
+    for &a in &accounts {
+        node_a.open_account(a, 500, 0, false).await.unwrap();
+        steps.push(reserve(a, "d;0", &format!("dead-{}", a.0), 40));
+    }
+    // A session whose deadline is still ahead.
+    node_b.open_account(acct(21), 500, 0, false).await.unwrap();
+    let mut own = reserve(acct(21), "l;0", "alive", 40);
+    if let Step::Reserve(r) = &mut own {
+        r.expires = NOW.plus_secs(600);
+    }
+    steps.push(own);
+    for r in node_a.run(&steps, NOW).await {
+        assert_eq!(r.unwrap().code, 2001);
+    }
+    let early = node_b
+        .expire_due(NOW.plus_secs(59), None, 100)
+        .await
+        .unwrap();
+    assert_eq!((early.due, early.sessions), (0, 0));
+    let later = NOW.plus_secs(61);
+    let done = node_b.expire_due(later, Some("node-a"), 100).await.unwrap();
+    assert!(done.errors.is_empty(), "{:?}", done.errors);
+    assert_eq!(
+        (done.due, done.sessions, done.reservations, done.money),
+        (20, 20, 20, 800)
+    );
+    let again = node_b.expire_due(later, Some("node-a"), 100).await.unwrap();
+    assert_eq!(again.due, 0);
+    let books = node_b.books().await.unwrap();
+    assert!(books.is_balanced(), "{books:?}");
+    assert_eq!((books.accounts, books.reserved), (21, 40));
+    for &a in &accounts {
+        let cdrs = node_b.account_cdrs(a).await.unwrap();
+        assert_eq!(cdrs.len(), 1);
+        assert_eq!(
+            cdrs[0].cdr.closing_cause,
+            Some(gyro_charging::cdr::ClosingCause::SupervisionExpired)
+        );
+        assert_eq!(cdrs[0].cdr.session_id, format!("dead-{}", a.0));
+    }
+}
