@@ -11,6 +11,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use axum::extract::{Path, State};
 use axum::Json;
 use bytes::Bytes;
+use gyro_charging::Interface;
 use gyro_ocs::operations::{AccountOp, Outcome};
 use gyro_ocs::reauth::{after_answer, AfterAnswer, Kind, Target, Trigger};
 use gyro_ocs::CreditShard;
@@ -209,22 +210,29 @@ pub struct AbortView {
     pub session_id: String,
     /// The Abort-Session-Request was sent and answered.
     pub asr_sent: bool,
-    /// The peer it was sent to (the client holding the session).
+    /// The peer it was sent to (the client holding the session); empty
+    /// for an Nchf session.
     pub peer: String,
     /// The ASA's Result-Code (2001: the client ends the session with a
     /// CCR-Terminate, which releases its reservation).
     pub result_code: Option<u32>,
-    /// The session was released at once (the client did not know it).
+    /// The session was released at once (the client did not know it, or
+    /// an Nchf session).
     pub released: bool,
 }
 
-/// Ends a session: sends an Abort-Session-Request to the client holding
-/// it and waits for the answer. The client's CCR-Terminate closes the
-/// session and releases its reservation.
+/// Ends a session. A Gy session: sends an Abort-Session-Request to the
+/// client holding it and waits for the answer; the client's
+/// CCR-Terminate closes the session and releases its reservation. An
+/// Nchf session (its SMF has no Abort-Session-Request to receive):
+/// released at once, its reservations back on the account and a
+/// session-end CDR written; the SMF's next update or release of it is
+/// answered 404 with cause `CONTEXT_NOT_FOUND`, as for any charging data
+/// reference gyro no longer holds.
 #[utoipa::path(delete, path = "/v1/sessions/{session_id}", tag = "sessions",
-    params(("session_id" = String, Path, description = "Diameter Session-Id")),
+    params(("session_id" = String, Path, description = "Diameter Session-Id, or an Nchf session's ChargingDataRef session")),
     responses(
-        (status = 200, description = "ASR sent and answered", body = AbortView),
+        (status = 200, description = "ASR sent and answered, or an Nchf session released", body = AbortView),
         (status = 404, description = "No such open session", body = Problem, content_type = "application/problem+json"),
         (status = 502, description = "The peer holding the session is not connected, or did not answer", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -238,18 +246,35 @@ pub async fn abort(
         let sid = session_id.clone();
         let ob = outbound.clone();
         let found = backend
-            .run(shard, move |s, _| {
-                if !s.holds_session(&sid) {
-                    return None;
+            .run(shard, move |s, now| match s.session_interface(&sid)? {
+                Interface::Nchf => Some(Held::Nchf(s.release_session(&sid, now))),
+                Interface::Gy => {
+                    let target = Target {
+                        session_id: sid,
+                        kind: Kind::Abort,
+                    };
+                    Some(Held::Gy(prepare(s, &ob, vec![target]).pop()))
                 }
-                let target = Target {
-                    session_id: sid,
-                    kind: Kind::Abort,
-                };
-                Some(prepare(s, &ob, vec![target]).pop())
             })
             .await?;
-        let Some(prepared) = found else { continue };
+        let prepared = match found {
+            None => continue,
+            Some(Held::Gy(prepared)) => prepared,
+            Some(Held::Nchf(released)) => {
+                let released = released?;
+                info!(
+                    session = session_id,
+                    released, "Nchf session released by the operator"
+                );
+                return Ok(Json(AbortView {
+                    session_id,
+                    asr_sent: false,
+                    peer: String::new(),
+                    result_code: None,
+                    released,
+                }));
+            }
+        };
         let Some(p) = prepared else {
             return Err(bad_gateway(
                 "no connection carries this session (its peer is gone); \
@@ -270,6 +295,15 @@ pub async fn abort(
         }));
     }
     Err(Problem::not_found(format!("no open session {session_id}")))
+}
+
+/// How the shard holding a session to end found it.
+enum Held {
+    /// A Gy session: the request to its client, if a connection carries it.
+    Gy(Option<Prepared>),
+    /// An Nchf session, released there and then (false: it was no longer
+    /// open).
+    Nchf(Result<bool, gyro_ocs::operations::OpError>),
 }
 
 fn bad_gateway(detail: impl Into<String>) -> Problem {

@@ -258,6 +258,25 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         let a = post(&c, &format!("{API}/{reference}/update"), &again).await;
         problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
 
+        // An operator ends an Nchf session: released at once (no ASR to
+        // send), its reservation back, and the SMF's next update is 404.
+        let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
+        charged(&a, 201);
+        let reference = a.reference().unwrap().to_string();
+        assert_eq!(server.account(msisdn)["reserved"], 10);
+        let (st, ended) = server.admin("DELETE", &format!("/v1/sessions/{reference}"), None);
+        assert_eq!(st, 200, "{ended}");
+        assert_eq!(ended["released"], true, "{ended}");
+        assert_eq!(ended["asr_sent"], false, "{ended}");
+        let account = server.account(msisdn);
+        assert_eq!(account["reserved"], 0, "{account}");
+        assert_eq!(account["open_sessions"], 0, "{account}");
+        let late = smf_request(msisdn, 1, &[(10, 1_000, true)]);
+        let a = post(&c, &format!("{API}/{reference}/update"), &late).await;
+        problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
+        let (st, _) = server.admin("DELETE", &format!("/v1/sessions/{reference}"), None);
+        assert_eq!(st, 404, "ended already");
+
         // A retransmitted update is answered the same and charged once.
         let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
         charged(&a, 201);

@@ -183,6 +183,12 @@ impl CreditShard {
             .is_some_and(|e| e.session_account(session_id).is_some())
     }
 
+    /// The interface the open session `session_id` was opened over, if
+    /// this shard holds it.
+    pub fn session_interface(&self, session_id: &str) -> Option<gyro_charging::Interface> {
+        self.engine()?.session_interface(session_id)
+    }
+
     /// Releases a session its client forgot (an RAA with 5002): its
     /// reservations go back to the account, a session-end CDR is written.
     /// The change joins the shard's batch like a CCR's. Returns false when

@@ -251,6 +251,12 @@ impl Engine {
         self.ledger.sessions.get(&key).map(|s| s.account)
     }
 
+    /// The interface an open session was opened over.
+    pub fn session_interface(&self, session_id: &str) -> Option<Interface> {
+        let key = self.ledger.session_key(session_id)?;
+        self.ledger.sessions.get(&key).map(|s| s.interface)
+    }
+
     /// An account.
     pub fn account(&self, id: AccountId) -> Option<&Account> {
         self.ledger.accounts.get(&id)

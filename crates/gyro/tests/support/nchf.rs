@@ -425,6 +425,7 @@ impl Server {
         let url = format!("{}{path}", self.admin);
         let mut r = match method {
             "GET" => agent.get(&url).call(),
+            "DELETE" => agent.delete(&url).call(),
             _ => agent.post(&url).send_json(body.unwrap_or(Value::Null)),
         }
         .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
