@@ -19,10 +19,16 @@ server), and prints ONE Markdown table (or JSON with --json):
         --scrape-metrics 1                  # the cost of scraping /metrics every second
     bench/server.py --servers gyro-sync --workers 1 --connections 50 \
         --top-ups 50                        # admin API top-up latency under CCR load
+    bench/server.py --servers gyro-sync gyro-sync+nchf --workers 1 \
+        --connections 4 --window 16         # Gy and Nchf side by side
 
 Servers:
   gyro-sync, gyro-async, gyro-none   gyro with that [storage] durability
   gyro                               gyro with its configured default
+  gyro-sync+nchf, ...                the same gyro driven over Nchf (5G
+                                     converged charging, HTTP/2 h2c) by
+                                     `gyro load --protocol nchf`: the same
+                                     scenario and engine, the other interface
   gyserver                           the go-diameter echo server in interop/
                                      (built by interop/go-diameter/run.sh;
                                      keeps no balances, writes nothing)
@@ -147,15 +153,22 @@ def parse_server(spec, default_gyro):
             sys.exit(f"server {name!r}: its command must contain {{port}}")
         return {"label": name, "kind": "command", "command": command}
     name, _, path = spec.partition("@")
+    name, plus, protocol = name.partition("+")
+    if plus and protocol != "nchf":
+        sys.exit(f"server {spec!r}: the only protocol suffix is +nchf")
     if name == "gyserver":
         if path:
             sys.exit("gyserver takes no @PATH")
         return {"label": spec, "kind": "gyserver"}
     if name not in DURABILITIES:
         sys.exit(f"unknown server {name!r}: one of {', '.join(list(DURABILITIES) + ['gyserver'])}")
-    label = f"{name}@{os.path.basename(path)}" if path else name
+    if plus and name == "gyserver":
+        sys.exit("gyserver speaks Diameter only")
+    name_p = name + plus + protocol
+    label = f"{name_p}@{os.path.basename(path)}" if path else name_p
     return {"label": label, "kind": "gyro", "durability": DURABILITIES[name],
-            "binary": os.path.abspath(path) if path else default_gyro, "own_binary": bool(path)}
+            "binary": os.path.abspath(path) if path else default_gyro, "own_binary": bool(path),
+            "protocol": protocol or "diameter"}
 
 
 def toml_value(value):
@@ -192,8 +205,13 @@ def config_toml(durability, extras, admin_port=None):
 
 def start_server(server, binary, workers, port, cpus, data_dir, extras, admin_port=None):
     if server["kind"] == "gyro":
-        cmd = [binary, "serve", "--workers", str(workers), "--listen", f"127.0.0.1:{port}",
+        nchf = server.get("protocol") == "nchf"
+        # Over Nchf, `port` is the HTTP/2 listener and Diameter gets another.
+        diameter = free_port() if nchf else port
+        cmd = [binary, "serve", "--workers", str(workers), "--listen", f"127.0.0.1:{diameter}",
                "--data-dir", os.path.join(data_dir, "data")]
+        if nchf:
+            extras = [*extras, f"nchf.listen=127.0.0.1:{port}"]
         toml = config_toml(server["durability"], extras, admin_port)
         if toml:
             cfg = os.path.join(data_dir, "bench.toml")
@@ -374,6 +392,8 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
                           args.top_ups if admin_ok else None)
         cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
         with admin:
+            if server.get("protocol") == "nchf":
+                load_extra = ("--protocol", "nchf", *load_extra)
             report, load_cpu, wall = run_load(load_gyro, port, args, connections, count, rate,
                                               load_extra)
             cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
