@@ -391,13 +391,25 @@ impl Server {
         );
         wait_for(diameter, "gyro serve");
         wait_for(nchf, "the Nchf listener");
-        Server {
+        let server = Server {
             child,
             diameter,
             admin: format!("http://127.0.0.1:{a}"),
             nchf,
             data: dir.join("data"),
+        };
+        // Listening comes before the shards have recovered: the admin
+        // API answers 503 until they have.
+        let ready = format!("{}/readyz", server.admin);
+        let t = std::time::Instant::now();
+        while !ureq::get(&ready).call().is_ok_and(|r| r.status() == 200) {
+            assert!(
+                t.elapsed() < Duration::from_secs(30),
+                "gyro serve not ready"
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
+        server
     }
 
     /// Stops it with SIGTERM and waits.
