@@ -1,7 +1,18 @@
 //! Helpers shared by the integration tests: running the built `gyro`
-//! binary, Wireshark's command-line tools and scratch files.
+//! binary, Wireshark's command-line tools and scratch files; a running
+//! `gyro serve` and its admin API (`server`), a gateway speaking Gy to it
+//! (`gateway`), its Prometheus text (`prometheus`) and the raw Diameter
+//! client of the runtime's tests (`common`).
+//!
+//! Every test binary declares `mod support;` and uses only part of it.
 
 #![allow(dead_code)]
+
+#[path = "../../../server/tests/common.rs"]
+pub mod common;
+pub mod gateway;
+pub mod prometheus;
+pub mod server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -195,15 +206,4 @@ pub fn data_ccr(
         }],
         ..CcRequest::default()
     }
-}
-
-/// A configuration file in `dir` whose admin API listens on `port`, with a
-/// short answer timeout for server-initiated requests (a lost answer does
-/// not stall a test).
-pub fn admin_config(dir: &Path, port: u16) -> PathBuf {
-    let text =
-        format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n[peers]\nanswer_timeout_secs = 3.0\n");
-    let path = dir.join("gyro.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
