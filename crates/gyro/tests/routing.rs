@@ -7,8 +7,6 @@
 //! answer, and the books show nothing reserved and every reported usage
 //! charged.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
 use std::collections::{HashMap, HashSet};
@@ -16,11 +14,11 @@ use std::net::SocketAddr;
 use std::process::{Child, Command};
 
 use bytes::BytesMut;
-use common::{result_code, Client};
 use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
 use gyro_diameter::codes::avp;
 use gyro_diameter::Message;
 use gyro_ocs::gy::encode_ccr;
+use support::common::{result_code, Client};
 use support::{free_port, scratch, serve};
 
 const SESSIONS: u32 = 1000;
