@@ -30,7 +30,7 @@ const PGW: Gateway = Gateway {
 /// A data CCR on rating group 10 for `msisdn`, reporting `used` octets
 /// (none on an Initial) and asking for more (not on a Terminate).
 fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    PGW.ccr(session, msisdn, kind, number, used)
+    PGW.encode(&PGW.data_ccr(session, msisdn, kind, number, used), number)
 }
 
 fn is_problem(r: &(u16, String, Value), status: u16) {
@@ -298,17 +298,10 @@ fn a_token_is_required_when_configured_and_an_open_address_needs_one() {
     assert_eq!(http(&url("/readyz"), "GET", None, None).unwrap().0, 200);
     // The command line reads the address and the token from the config.
     let cfg = dir.join("gyro.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["account", "show", "46700000001", "--json", "-c"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let (code, out, err) = support::gyro(&["account", "show", "46700000001", "--json", "-c", cfg]);
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["msisdn"], "46700000001");
     server.stop();
 
@@ -345,17 +338,8 @@ fn the_command_line_creates_tops_up_shows_lists_and_deletes() {
     let cfg = config(&dir, port, "");
     let server = Server::start_admin(&data, &cfg, port, &[]);
     let gyro = |args: &[&str]| -> (bool, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-            .args(args)
-            .arg("-c")
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (code, out, err) = support::gyro(&[args, &["-c", cfg.to_str().unwrap()]].concat());
+        (code == 0, out, err)
     };
     let (ok, out, err) = gyro(&["account", "create", "46709990050", "--balance", "1000"]);
     assert!(ok, "{err}");

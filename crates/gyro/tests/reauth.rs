@@ -60,7 +60,7 @@ fn abort_later(server: &Server, sid: &str) -> std::thread::JoinHandle<(u16, Valu
 /// A data CCR on rating group 10 (1.00 per 100 MiB), reporting `used`
 /// octets and asking for more (not on a Terminate).
 fn ccr(sid: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    PGW.ccr(sid, msisdn, kind, number, used)
+    PGW.encode(&PGW.data_ccr(sid, msisdn, kind, number, used), number)
 }
 
 /// Whether a CCA carries a Final-Unit-Indication (in any MSCC) or a 4012.

@@ -40,18 +40,6 @@ impl Gateway {
     pub fn encode(&self, req: &CcRequest, number: u32) -> Vec<u8> {
         encode(req, self.ids | number, self.realm)
     }
-
-    /// [`Gateway::data_ccr`], encoded.
-    pub fn ccr(
-        &self,
-        session: &str,
-        msisdn: &str,
-        kind: RequestType,
-        number: u32,
-        used: u64,
-    ) -> Vec<u8> {
-        self.encode(&self.data_ccr(session, msisdn, kind, number, used), number)
-    }
 }
 
 /// Connects to `addr` as `origin_host` and exchanges CER/CEA for
