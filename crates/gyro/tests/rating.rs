@@ -434,10 +434,13 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
             ("voice-premium".into(), 150, None)
         ]
     );
-    assert!(cdrs
-        .iter()
-        .filter(|c| c["session_id"] == "gw;voice;1" && c["record_type"] == "usage")
-        .all(|c| c["destination"] == "premium" && c["plan"] == "smart"));
+    let usage_records = |session: &'static str| {
+        cdrs.iter()
+            .filter(move |c| c["session_id"] == session && c["record_type"] == "usage")
+    };
+    assert!(
+        usage_records("gw;voice;1").all(|c| c["destination"] == "premium" && c["plan"] == "smart")
+    );
     assert_eq!(
         usage("gw;data;1"),
         [
@@ -455,10 +458,7 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
             ("data-roaming-eu".into(), 1000, None)
         ]
     );
-    assert!(cdrs
-        .iter()
-        .filter(|c| c["session_id"] == "gw;roam;1" && c["record_type"] == "usage")
-        .all(|c| c["zone"] == "eu"));
+    assert!(usage_records("gw;roam;1").all(|c| c["zone"] == "eu"));
     assert_eq!(usage("smsc;1"), [("sms-premium".into(), 500, None)]);
     assert_eq!(usage("gw;flat;1"), [("flat-data".into(), 100, None)]);
     let (code, books, err) = support::gyro(&[

@@ -114,16 +114,23 @@ fn wait_for(server: &Server, msisdn: &str, f: impl Fn(&Value) -> bool) -> Value 
     }
 }
 
-#[test]
-fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_granted() {
-    let server = start("reauth-top-up");
-    let msisdn = "46708880001";
-    // 0.03: 3 MiB of rating group 10, less than one default grant (10 MiB).
-    server.create_account(msisdn, 3);
+/// A server in a scratch directory `name` with an account for `msisdn`
+/// holding `balance`, and a gateway connection on which the session `sid`
+/// was opened: (server, connection, the CCA-Initial, answered 2001).
+fn open_session(name: &str, msisdn: &str, balance: i64, sid: &str) -> (Server, Client, Vec<u8>) {
+    let server = start(name);
+    server.create_account(msisdn, balance);
     let mut pgw = PGW.connect(server.diameter);
-    let sid = "pgw.reauth.test;1;1";
     let cca = exchange(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0));
     assert_eq!(result_code(&cca), Some(2001));
+    (server, pgw, cca)
+}
+
+#[test]
+fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_granted() {
+    let (msisdn, sid) = ("46708880001", "pgw.reauth.test;1;1");
+    // 0.03: 3 MiB of rating group 10, less than one default grant (10 MiB).
+    let (server, mut pgw, cca) = open_session("reauth-top-up", msisdn, 3, sid);
     assert!(final_units(&cca), "a small balance gives final units");
 
     let (status, _, topped) = server.top_up(msisdn, 100000, "t-1");
@@ -169,13 +176,8 @@ fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_g
 
 #[test]
 fn deleting_a_session_sends_an_abort_and_its_terminate_releases_the_reservation() {
-    let server = start("reauth-abort");
-    let msisdn = "46708880002";
-    server.create_account(msisdn, 100_000);
-    let mut pgw = PGW.connect(server.diameter);
-    let sid = "pgw.reauth.test;2;1";
-    let cca = exchange(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0));
-    assert_eq!(result_code(&cca), Some(2001));
+    let (msisdn, sid) = ("46708880002", "pgw.reauth.test;2;1");
+    let (server, mut pgw, _) = open_session("reauth-abort", msisdn, 100_000, sid);
     assert!(server.account(msisdn)["reserved"].as_i64().unwrap() > 0);
 
     let (status, _, body) = server.call("DELETE", "/v1/sessions/no-such-session", None);
@@ -212,13 +214,8 @@ fn deleting_a_session_sends_an_abort_and_its_terminate_releases_the_reservation(
 
 #[test]
 fn a_client_that_forgot_the_session_gets_it_released() {
-    let server = start("reauth-unknown");
-    let msisdn = "46708880003";
-    server.create_account(msisdn, 100_000);
-    let mut pgw = PGW.connect(server.diameter);
-    let sid = "pgw.reauth.test;3;1";
-    let cca = exchange(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0));
-    assert_eq!(result_code(&cca), Some(2001));
+    let (msisdn, sid) = ("46708880003", "pgw.reauth.test;3;1");
+    let (server, mut pgw, _) = open_session("reauth-unknown", msisdn, 100_000, sid);
     assert!(server.account(msisdn)["reserved"].as_i64().unwrap() > 0);
 
     // A change of the account re-authorizes its sessions.
