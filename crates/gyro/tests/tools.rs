@@ -23,18 +23,10 @@ use support::gateway::encode;
 use support::server::Server;
 use support::{json, scratch};
 
+/// Runs gyro with `args` and `--data-dir data`: (exit code, stdout,
+/// stderr).
 fn gyro(args: &[&str], data: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .output()
-        .expect("run gyro");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::gyro(&[args, &["--data-dir", data.to_str().unwrap()]].concat())
 }
 
 /// A data session's CCR on rating group 10 (Initial asks, Terminate
@@ -95,6 +87,17 @@ fn charge(addr: SocketAddr, from: u32, sessions: u32, rounds: u32) {
             }
         }
     }
+}
+
+/// A data directory in the scratch directory `name`, written by a server
+/// that charged `sessions` sessions in `rounds` exchanges and stopped
+/// cleanly.
+fn charged(name: &str, sessions: u32, rounds: u32) -> PathBuf {
+    let data = scratch(name);
+    let server = Server::start(&data, &[]);
+    charge(server.diameter, 0, sessions, rounds);
+    server.stop();
+    data
 }
 
 /// Every file and directory under `dir` with its size and modification
@@ -173,10 +176,7 @@ fn ledger_and_cdr_read_a_live_directory_without_writing_into_it() {
 
 #[test]
 fn ledger_and_cdr_work_on_a_read_only_copy() {
-    let data = scratch("tools-ro");
-    let server = Server::start(&data, &[]);
-    charge(server.diameter, 0, 40, 2);
-    server.stop();
+    let data = charged("tools-ro", 40, 2);
     let (code, books, err) = gyro(&["ledger", "--json"], &data);
     assert_eq!(code, 0, "{err}");
 
@@ -249,10 +249,7 @@ fn sequences(data: &Path, shard: usize) -> Vec<u64> {
 
 #[test]
 fn ledger_repair_cuts_a_journal_damaged_in_the_middle_and_says_what_went() {
-    let data = scratch("tools-repair");
-    let server = Server::start(&data, &[]);
-    charge(server.diameter, 0, 80, 8);
-    server.stop();
+    let data = charged("tools-repair", 80, 8);
     let published = sequences(&data, 0);
     assert!(!published.is_empty());
 
@@ -379,10 +376,7 @@ fn closed_pipe(args: &[&str]) {
 
 #[test]
 fn the_tools_end_quietly_when_the_reader_closes_the_pipe() {
-    let data = scratch("tools-pipe");
-    let server = Server::start(&data, &[]);
-    charge(server.diameter, 0, 200, 2);
-    server.stop();
+    let data = charged("tools-pipe", 200, 2);
     let dir = data.to_str().unwrap();
     closed_pipe(&["ledger", "--json", "--data-dir", dir]);
     closed_pipe(&["ledger", "--data-dir", dir]);
