@@ -17,17 +17,15 @@ mod support;
 
 use std::time::Duration;
 
-use etherparse::PacketBuilder;
 use gyro_charging::{CcRequest, RequestType, RequestedAction, ServiceUnits};
 use gyro_diameter::codes::avp;
 use gyro_diameter::Message;
-use pcap_file::pcap::{PcapPacket, PcapWriter};
 use requests::{mscc, octets, request, secs, DATA, SMS, VOICE};
 use serde_json::{json, Value};
 use support::common::{result_code, Client};
 use support::gateway::{connect, encode, exchange};
 use support::server::{Server, SHORT_ANSWER_TIMEOUT};
-use support::{require, run, scratch};
+use support::{require, run, scratch, tcp_pcap};
 
 const MSISDN: &str = "46701000001";
 
@@ -210,35 +208,6 @@ fn cdrs(data: &std::path::Path) -> Vec<Value> {
     walk(&data.join("cdr"), &mut out);
     out.sort_by_key(|c| c["sequence"].as_u64());
     out
-}
-
-fn pcap(messages: &[(bool, Vec<u8>)]) -> Vec<u8> {
-    let mut w = PcapWriter::new(Vec::new()).unwrap();
-    let (client, server) = (([10, 0, 0, 1], 40000), ([10, 0, 0, 2], 3868));
-    let (mut cseq, mut sseq) = (1_000u32, 500_000u32);
-    for (n, (to_server, data)) in messages.iter().enumerate() {
-        let (src, dst, seq, ack) = if *to_server {
-            (client, server, cseq, sseq)
-        } else {
-            (server, client, sseq, cseq)
-        };
-        let builder = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-            .ipv4(src.0, dst.0, 64)
-            .tcp(src.1, dst.1, seq, 65535)
-            .ack(ack)
-            .psh();
-        let mut pkt = Vec::with_capacity(builder.size(data.len()));
-        builder.write(&mut pkt, data).unwrap();
-        let ts = Duration::from_millis(1_700_000_000_000 + n as u64 * 10);
-        w.write_packet(&PcapPacket::new(ts, pkt.len() as u32, &pkt))
-            .unwrap();
-        if *to_server {
-            cseq = cseq.wrapping_add(data.len() as u32);
-        } else {
-            sseq = sseq.wrapping_add(data.len() as u32);
-        }
-    }
-    w.into_writer()
 }
 
 #[test]
@@ -472,7 +441,7 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
 
     // tshark reads every new AVP of the exchange, nothing malformed.
     let cap = dir.join("rating.pcap");
-    std::fs::write(&cap, pcap(&peer.captured)).unwrap();
+    std::fs::write(&cap, tcp_pcap(&peer.captured)).unwrap();
     let v = run("tshark", &["-r", cap.to_str().unwrap(), "-V"]);
     for bad in ["Malformed", "Expert Info (Error", "Unknown AVP", "[Unknown"] {
         assert!(!v.contains(bad), "tshark reports {bad:?}:\n{v}");
