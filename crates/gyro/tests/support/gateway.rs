@@ -47,7 +47,7 @@ impl Gateway {
 pub fn connect(addr: SocketAddr, origin_host: &str) -> Client {
     let mut c = Client::connect(addr);
     let cea = c.cer(origin_host, &[4]);
-    assert_eq!(result_code(&cea), Some(2001), "CER");
+    assert_eq!(result_code(&cea), Some(2001), "CER of {origin_host}");
     c
 }
 
