@@ -20,7 +20,7 @@ use gyro_diameter::Message;
 use gyro_ocs::gy::encode_ccr;
 use support::common::{result_code, Client};
 use support::gateway::connect;
-use support::server::Server;
+use support::server::{ledger, Server};
 use support::{free_port, scratch};
 
 const SESSIONS: u32 = 1000;
@@ -230,17 +230,7 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
     server.stop();
 
     // The books: nothing reserved, conservation for every account.
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["ledger", "--json", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ledger: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ledger = ledger(&data, &[]);
     assert_eq!(ledger["violations"], 0);
     assert_eq!(
         ledger["reserved"], 0,
