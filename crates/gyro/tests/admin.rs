@@ -5,225 +5,32 @@
 //! token; health, readiness, Prometheus metrics and the OpenAPI document;
 //! and `gyro ledger`'s books balance with run-time accounts and top-ups.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command};
+use std::process::Command;
 use std::time::Duration;
 
-use bytes::BytesMut;
-use common::{result_code, Client};
 use gyro_charging::RequestType;
-use gyro_ocs::gy::encode_ccr;
 use serde_json::{json, Value};
-use support::{free_port, scratch, serve};
+use support::gateway::{answer, Gateway};
+use support::prometheus::{promtool_check, sum};
+use support::server::{config, http, ledger, Server};
+use support::{free_port, scratch};
 
 /// 100 MiB: 1.00 (100 minor units) on the demo tariff of rating group 10.
 const HUNDRED_MIB: u64 = 104_857_600;
 
-/// A running `gyro serve` with its admin API, killed (SIGKILL) when
-/// dropped.
-struct Server {
-    child: Option<Child>,
-    diameter: SocketAddr,
-    admin: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Server {
-    /// Starts `gyro serve` on `data` with `config` and waits until
-    /// `/readyz` answers 200.
-    fn start(data: &Path, config: &Path, admin_port: u16) -> Server {
-        let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let config = config.to_string_lossy().into_owned();
-        let child = serve(diameter, data, &["-c", &config]);
-        let server = Server {
-            child: Some(child),
-            diameter,
-            admin: format!("http://127.0.0.1:{admin_port}"),
-        };
-        let t = std::time::Instant::now();
-        loop {
-            if let Ok((200, _, body)) = server.try_call("GET", "/readyz", None, None) {
-                assert_eq!(body["status"], "ready");
-                break;
-            }
-            assert!(t.elapsed() < Duration::from_secs(30), "never ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    /// kill -9.
-    fn kill(mut self) {
-        let mut child = self.child.take().expect("running");
-        child.kill().unwrap();
-        child.wait().unwrap();
-    }
-
-    /// SIGTERM and a clean exit.
-    fn stop(mut self) {
-        let mut child = self.child.take().expect("running");
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
-    }
-
-    fn try_call(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-        token: Option<&str>,
-    ) -> Result<(u16, String, Value), ureq::Error> {
-        http(&format!("{}{path}", self.admin), method, body, token)
-    }
-
-    /// An API call without token: (status, content type, JSON body).
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, String, Value) {
-        self.try_call(method, path, body, None)
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    }
-
-    fn account(&self, subscriber: &str) -> Value {
-        let (status, _, body) = self.call("GET", &format!("/v1/accounts/{subscriber}"), None);
-        assert_eq!(status, 200, "GET {subscriber}: {body}");
-        body
-    }
-
-    fn top_up(&self, subscriber: &str, amount: i64, key: &str) -> (u16, String, Value) {
-        self.call(
-            "POST",
-            &format!("/v1/accounts/{subscriber}/top-ups"),
-            Some(json!({ "amount": amount, "idempotency_key": key })),
-        )
-    }
-}
-
-/// One HTTP request with ureq: (status, content type, JSON body or the
-/// text as a JSON string, null when empty).
-fn http(
-    url: &str,
-    method: &str,
-    body: Option<Value>,
-    token: Option<&str>,
-) -> Result<(u16, String, Value), ureq::Error> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let auth = token.map(|t| format!("Bearer {t}"));
-    let mut response = match method {
-        "GET" | "DELETE" => {
-            let r = if method == "GET" {
-                agent.get(url)
-            } else {
-                agent.delete(url)
-            };
-            match &auth {
-                Some(a) => r.header("Authorization", a).call()?,
-                None => r.call()?,
-            }
-        }
-        _ => {
-            let r = if method == "PATCH" {
-                agent.patch(url)
-            } else {
-                agent.post(url)
-            };
-            let r = match &auth {
-                Some(a) => r.header("Authorization", a),
-                None => r,
-            };
-            r.send_json(body.unwrap_or(Value::Null))?
-        }
-    };
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let text = response.body_mut().read_to_string()?;
-    let value = if text.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_str(&text).unwrap_or(Value::String(text))
-    };
-    Ok((status, content_type, value))
-}
-
-/// A configuration file whose admin API listens on `port` (with a token
-/// file when given).
-fn config(dir: &Path, port: u16, token_file: Option<&Path>) -> PathBuf {
-    let mut text = format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n");
-    if let Some(t) = token_file {
-        text.push_str(&format!("token_file = {:?}\n", t.to_string_lossy()));
-    }
-    let path = dir.join("gyro.toml");
-    std::fs::write(&path, text).unwrap();
-    path
-}
+const PGW: Gateway = Gateway {
+    host: "pgw.admin.test",
+    realm: "admin.test",
+    ids: 0x0a00,
+};
 
 /// A data CCR on rating group 10 for `msisdn`, reporting `used` octets
 /// (none on an Initial) and asking for more (not on a Terminate).
 fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    let req = support::data_ccr(
-        "pgw.admin.test",
-        0x0a00,
-        session,
-        msisdn,
-        kind,
-        number,
-        used,
-    );
-    let mut b = BytesMut::new();
-    encode_ccr(&mut b, &req, 0x0a00 | number, "admin.test", "gyro.test").expect("encode");
-    b.to_vec()
-}
-
-fn connect(addr: SocketAddr) -> Client {
-    let mut c = Client::connect(addr);
-    let cea = c.cer("pgw.admin.test", &[4]);
-    assert_eq!(result_code(&cea), Some(2001), "CER");
-    c
-}
-
-fn answer(c: &mut Client, request: &[u8]) -> u32 {
-    c.send(request);
-    result_code(&c.recv().expect("an answer")).expect("Result-Code")
-}
-
-/// `gyro ledger --json` on a stopped server's data directory.
-fn ledger(data: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["ledger", "--json", "--data-dir"])
-        .arg(data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "gyro ledger: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
+    PGW.encode(&PGW.data_ccr(session, msisdn, kind, number, used), number)
 }
 
 fn is_problem(r: &(u16, String, Value), status: u16) {
@@ -244,8 +51,8 @@ fn accounts_created_and_topped_up_over_http_are_charged_and_survive_kill_9() {
     let dir = scratch("admin-accounts");
     let data = dir.join("data");
     let port = free_port();
-    let cfg = config(&dir, port, None);
-    let server = Server::start(&data, &cfg, port);
+    let cfg = config(&dir, port, "");
+    let server = Server::start_admin(&data, &cfg, port, &[]);
 
     let (status, _, health) = server.call("GET", "/healthz", None);
     assert_eq!((status, &health["status"]), (200, &json!("ok")));
@@ -261,7 +68,7 @@ fn accounts_created_and_topped_up_over_http_are_charged_and_survive_kill_9() {
     assert_eq!(created["status"], "active");
 
     // CCR-I, -U (100 MiB), -T (50 MiB) for the new account.
-    let mut pgw = connect(server.diameter);
+    let mut pgw = PGW.connect(server.diameter);
     let sid = "pgw.admin.test;1;1";
     let msisdn = "46709990001";
     assert_eq!(
@@ -310,7 +117,7 @@ fn accounts_created_and_topped_up_over_http_are_charged_and_survive_kill_9() {
     assert_eq!(status, 201, "{late}");
     server.kill();
 
-    let server = Server::start(&data, &cfg, port);
+    let server = Server::start_admin(&data, &cfg, port, &[]);
     let back = server.account(msisdn);
     assert_eq!(back["balance"], 100000 - 150 + 5000 + 250, "{back}");
     assert_eq!(back["topped_up"], 5250);
@@ -328,7 +135,7 @@ fn accounts_created_and_topped_up_over_http_are_charged_and_survive_kill_9() {
     }
     // The run-time account is charged after the restart too (it may be
     // on the other shard).
-    let mut pgw = connect(server.diameter);
+    let mut pgw = PGW.connect(server.diameter);
     let sid = "pgw.admin.test;1;2";
     let other = "46709990002";
     assert_eq!(
@@ -366,7 +173,7 @@ fn accounts_created_and_topped_up_over_http_are_charged_and_survive_kill_9() {
     server.stop();
 
     // The books balance with run-time accounts and top-ups.
-    let books = ledger(&data);
+    let books = ledger(&data, &[]);
     assert_eq!(books["violations"], 0, "{books}");
     let mine = books["books"]
         .as_array()
@@ -388,7 +195,7 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
     let dir = scratch("admin-errors");
     let data = dir.join("data");
     let port = free_port();
-    let server = Server::start(&data, &config(&dir, port, None), port);
+    let server = Server::start_admin(&data, &config(&dir, port, ""), port, &[]);
 
     is_problem(&server.call("GET", "/v1/accounts/46709999999", None), 404);
     is_problem(&server.call("GET", "/v1/no-such-thing", None), 404);
@@ -414,7 +221,7 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
     assert!(server.call("GET", "/v1/accounts/46709990010", None).0 == 404);
 
     // Requests move the counters; the text passes promtool when present.
-    let mut pgw = connect(server.diameter);
+    let mut pgw = PGW.connect(server.diameter);
     let sid = "pgw.admin.test;2;1";
     let msisdn = "46700000001";
     assert_eq!(
@@ -425,42 +232,12 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
         answer(&mut pgw, &ccr(sid, msisdn, RequestType::Termination, 1, 1)),
         2001
     );
-    let (status, content_type, text) = server.call("GET", "/metrics", None);
-    assert_eq!(status, 200);
-    assert!(content_type.starts_with("text/plain"), "{content_type}");
-    let text = text.as_str().expect("text").to_string();
-    let sum = |name: &str| -> f64 {
-        text.lines()
-            .filter(|l| l.starts_with(name) && l[name.len()..].starts_with(['{', ' ']))
-            .map(|l| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-            .sum()
-    };
-    assert!(sum("gyro_requests_total") >= 2.0, "{text}");
-    assert!(sum("gyro_group_commits_total") >= 1.0, "{text}");
-    assert_eq!(sum("gyro_connections_open"), 1.0, "{text}");
-    assert_eq!(sum("gyro_ready"), 1.0);
-    if let Ok(mut promtool) = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    {
-        use std::io::Write;
-        promtool
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = promtool.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "promtool check metrics: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    let text = server.metrics();
+    assert!(sum(&text, "gyro_requests_total") >= 2.0, "{text}");
+    assert!(sum(&text, "gyro_group_commits_total") >= 1.0, "{text}");
+    assert_eq!(sum(&text, "gyro_connections_open"), 1.0, "{text}");
+    assert_eq!(sum(&text, "gyro_ready"), 1.0);
+    promtool_check(&text);
 
     let (status, _, api) = server.call("GET", "/v1/openapi.json", None);
     assert_eq!(status, 200);
@@ -494,10 +271,11 @@ fn a_token_is_required_when_configured_and_an_open_address_needs_one() {
     std::fs::write(&token_file, "s3cret-token\n").unwrap();
     // Bound to every address (not only loopback), as an operator reaching
     // it from elsewhere would: the token is what keeps others out.
-    let cfg = config(&dir, port, Some(&token_file));
+    let token = format!("token_file = {:?}\n", token_file.to_string_lossy());
+    let cfg = config(&dir, port, &token);
     let text = std::fs::read_to_string(&cfg).unwrap();
     std::fs::write(&cfg, text.replace("127.0.0.1:", "0.0.0.0:")).unwrap();
-    let server = Server::start(&data, &cfg, port);
+    let server = Server::start_admin(&data, &cfg, port, &[]);
 
     let url = |p: &str| format!("{}{p}", server.admin);
     for path in ["/v1/accounts/46700000001", "/metrics", "/v1/openapi.json"] {
@@ -520,17 +298,10 @@ fn a_token_is_required_when_configured_and_an_open_address_needs_one() {
     assert_eq!(http(&url("/readyz"), "GET", None, None).unwrap().0, 200);
     // The command line reads the address and the token from the config.
     let cfg = dir.join("gyro.toml");
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["account", "show", "46700000001", "--json", "-c"])
-        .arg(&cfg)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let shown: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let cfg = cfg.to_str().unwrap();
+    let (code, out, err) = support::gyro(&["account", "show", "46700000001", "--json", "-c", cfg]);
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(shown["msisdn"], "46700000001");
     server.stop();
 
@@ -564,20 +335,11 @@ fn the_command_line_creates_tops_up_shows_lists_and_deletes() {
     let dir = scratch("admin-cli");
     let data = dir.join("data");
     let port = free_port();
-    let cfg = config(&dir, port, None);
-    let server = Server::start(&data, &cfg, port);
+    let cfg = config(&dir, port, "");
+    let server = Server::start_admin(&data, &cfg, port, &[]);
     let gyro = |args: &[&str]| -> (bool, String, String) {
-        let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-            .args(args)
-            .arg("-c")
-            .arg(&cfg)
-            .output()
-            .unwrap();
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
+        let (code, out, err) = support::gyro(&[args, &["-c", cfg.to_str().unwrap()]].concat());
+        (code == 0, out, err)
     };
     let (ok, out, err) = gyro(&["account", "create", "46709990050", "--balance", "1000"]);
     assert!(ok, "{err}");
@@ -612,7 +374,7 @@ fn the_command_line_creates_tops_up_shows_lists_and_deletes() {
 fn readiness_is_503_until_every_shard_has_recovered() {
     let dir = scratch("admin-ready");
     let port = free_port();
-    let cfg = config(&dir, port, None);
+    let cfg = config(&dir, port, "");
     // Enough accounts that building the shards takes a noticeable time.
     let charging = dir.join("charging.toml");
     let demo = std::fs::read_to_string(support::testdata().join("../config/example-charging.toml"))
@@ -639,15 +401,11 @@ fn readiness_is_503_until_every_shard_has_recovered() {
         .stdout(std::process::Stdio::null())
         .spawn()
         .unwrap();
-    let server = Server {
-        child: Some(child),
-        diameter,
-        admin: format!("http://127.0.0.1:{port}"),
-    };
+    let server = Server::adopt(child, diameter, &dir.join("data"), Some(port));
     let t = std::time::Instant::now();
     let mut seen = Vec::new();
     loop {
-        if let Ok((status, _, body)) = server.try_call("GET", "/readyz", None, None) {
+        if let Ok((status, _, body)) = server.try_call("GET", "/readyz", None) {
             if seen.last() != Some(&status) {
                 seen.push(status);
             }

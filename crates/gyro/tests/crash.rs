@@ -21,21 +21,20 @@
 //!
 //! Set GYRO_CRASH_SEED to replay a run (the seed is printed).
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::Client;
 use gyro_diameter::codes::avp;
 use gyro_diameter::header::flags;
 use gyro_diameter::Message;
-use support::{free_port, serve};
+use support::common::{self, Client};
+use support::free_port;
+use support::server::Server;
 
 /// Acknowledged requests retransmitted after each restart, at most.
 const RETRANSMISSIONS: usize = 200;
@@ -77,70 +76,27 @@ impl Round {
     }
 }
 
-/// A running `gyro serve`, killed if the test fails while it runs.
-struct Server(Option<Child>);
-
-impl Server {
-    /// Starts the server with the configuration of `round`, its admin
-    /// API on `admin` when given.
-    fn start_admin(addr: SocketAddr, data: &Path, round: Round, admin: Option<u16>) -> Server {
-        let config = data.with_extension("toml");
-        let mut text = round.config().to_string();
-        if let Some(port) = admin {
-            text.push_str(&format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n"));
-        }
-        std::fs::write(&config, text).unwrap();
-        let config = config.to_str().unwrap().to_string();
-        Server(Some(serve(addr, data, &["--config", &config])))
+/// Starts the server with the configuration of `round`, its admin API on
+/// `admin` when given.
+fn start(addr: SocketAddr, data: &Path, round: Round, admin: Option<u16>) -> Server {
+    let config = data.with_extension("toml");
+    let mut text = round.config().to_string();
+    if let Some(port) = admin {
+        text.push_str(&format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n"));
     }
-
-    fn pid(&self) -> u32 {
-        self.0.as_ref().map_or(0, Child::id)
-    }
-
-    /// SIGKILL.
-    fn kill(mut self) {
-        let mut child = self.0.take().unwrap();
-        child.kill().expect("SIGKILL the server");
-        child.wait().unwrap();
-    }
-
-    /// SIGTERM: a clean stop.
-    fn stop(mut self) {
-        let mut child = self.0.take().unwrap();
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
+    std::fs::write(&config, text).unwrap();
+    let config = config.to_str().unwrap().to_string();
+    Server::start_on(addr, data, &["--config", &config])
 }
 
 /// Runs `gyro ledger --json` on a stopped server's data directory.
 fn ledger(data: &Path, expire_sessions: bool) -> serde_json::Value {
-    let mut c = gyro();
-    c.args(["ledger", "--json", "--data-dir"]).arg(data);
-    if expire_sessions {
-        c.arg("--expire-sessions");
-    }
-    let out = c.output().unwrap();
-    assert!(
-        out.status.success(),
-        "ledger check failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut books: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let args: &[&str] = if expire_sessions {
+        &["--expire-sessions"]
+    } else {
+        &[]
+    };
+    let mut books = support::server::ledger(data, args);
     // How much torn tail the files hold is not the books: a read-only
     // ledger leaves the tail a crash tore, the next server start cuts it.
     books
@@ -432,7 +388,7 @@ fn sigkill_loses_no_acknowledged_charging() {
         let admin = other_port(addr);
         // Left by an earlier kill, if recovery keeps them.
         let stale = snapshot_writes(&data);
-        let server = Server::start_admin(addr, &data, round, Some(admin));
+        let server = start(addr, &data, round, Some(admin));
         // (Under the overload round's tight bounds a burst of
         // retransmissions may be refused with 3004: the next start checks.)
         if round != Round::Overload {
@@ -511,7 +467,7 @@ fn sigkill_loses_no_acknowledged_charging() {
     let books = ledger(&data, false);
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let admin = other_port(addr);
-    let server = Server::start_admin(addr, &data, Round::Plain, Some(admin));
+    let server = start(addr, &data, Round::Plain, Some(admin));
     retransmitted += retransmit_sample(addr, &data, &answered, &mut pick, seed);
     // Every acknowledged top-up sent again: its key was remembered across
     // the kills, nothing is added.

@@ -5,87 +5,29 @@
 //! prices, the text passes `promtool check metrics`, and the test's
 //! connection is listed with its Origin-Host and counters.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
-use std::net::SocketAddr;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::Duration;
-
-use bytes::BytesMut;
-use common::{result_code, Client};
 use gyro_charging::{RequestType, RequestedAction, ServiceUnits};
-use gyro_ocs::gy::encode_ccr;
-use serde_json::Value;
-use support::{free_port, scratch, serve};
+use support::gateway::{answer, Gateway};
+use support::prometheus::{promtool_check, sum, value};
+use support::scratch;
+use support::server::Server;
 
 /// 100 MiB: 1.00 (100 minor units) on the demo tariff of rating group 10.
 const HUNDRED_MIB: u64 = 104_857_600;
 /// The demo SMS tariff: 0.50 a message.
 const SMS_PRICE: f64 = 50.0;
-const ORIGIN_HOST: &str = "pgw.metrics.test";
-
-/// `gyro serve`, killed when dropped.
-struct Server {
-    child: Child,
-    diameter: SocketAddr,
-    admin: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Server {
-    fn start(dir: &Path) -> Server {
-        let port = free_port();
-        let config = dir.join("gyro.toml");
-        std::fs::write(&config, format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n")).unwrap();
-        let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let child = serve(
-            diameter,
-            &dir.join("data"),
-            &["-c", &config.to_string_lossy()],
-        );
-        let server = Server {
-            child,
-            diameter,
-            admin: format!("http://127.0.0.1:{port}"),
-        };
-        let t = std::time::Instant::now();
-        while server.get("/readyz").0 != 200 {
-            assert!(t.elapsed() < Duration::from_secs(30), "never ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    /// (status, body).
-    fn get(&self, path: &str) -> (u16, String) {
-        let agent: ureq::Agent = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(30)))
-            .build()
-            .into();
-        match agent.get(format!("{}{path}", self.admin)).call() {
-            Ok(mut r) => (
-                r.status().as_u16(),
-                r.body_mut().read_to_string().unwrap_or_default(),
-            ),
-            Err(_) => (0, String::new()),
-        }
-    }
-}
+const PGW: Gateway = Gateway {
+    host: "pgw.metrics.test",
+    realm: "metrics.test",
+    ids: 0x0b00,
+};
+const ORIGIN_HOST: &str = PGW.host;
 
 /// A CCR for `msisdn`: data on rating group 10 (reporting `used` octets
 /// on an Update or Terminate), or an SMS direct debit for an Event.
 fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    let mut req = support::data_ccr(ORIGIN_HOST, 0x0b00, session, msisdn, kind, number, used);
+    let mut req = PGW.data_ccr(session, msisdn, kind, number, used);
     if kind == RequestType::Event {
         req.service_context = "32274@3gpp.org".into();
         req.multiple_services = None;
@@ -96,81 +38,14 @@ fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -
             ..ServiceUnits::default()
         });
     }
-    let mut b = BytesMut::new();
-    encode_ccr(&mut b, &req, 0x0b00 | number, "metrics.test", "gyro.test").expect("encode");
-    b.to_vec()
-}
-
-fn answer(c: &mut Client, request: &[u8]) -> u32 {
-    c.send(request);
-    result_code(&c.recv().expect("an answer")).expect("Result-Code")
-}
-
-/// The samples of a metric family: (labels as written, value).
-fn samples<'a>(text: &'a str, name: &str) -> Vec<(&'a str, f64)> {
-    text.lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| {
-            let rest = l.strip_prefix(name)?;
-            let (labels, value) = match rest.strip_prefix('{') {
-                Some(r) => {
-                    let (labels, value) = r.split_once("} ")?;
-                    (labels, value)
-                }
-                None => ("", rest.strip_prefix(' ')?),
-            };
-            Some((labels, value.parse().ok()?))
-        })
-        .collect()
-}
-
-/// The sum of a metric's samples.
-fn sum(text: &str, name: &str) -> f64 {
-    samples(text, name).iter().map(|(_, v)| v).sum()
-}
-
-/// The value of the one sample with exactly these labels.
-fn value(text: &str, name: &str, labels: &str) -> Option<f64> {
-    samples(text, name)
-        .into_iter()
-        .find(|(l, _)| *l == labels)
-        .map(|(_, v)| v)
-}
-
-fn promtool_check(text: &str) {
-    let Ok(mut promtool) = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-    else {
-        eprintln!("promtool not installed: the text format is not checked");
-        return;
-    };
-    use std::io::Write;
-    promtool
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = promtool.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    PGW.encode(&req, number)
 }
 
 #[test]
 fn counters_by_command_type_and_result_code_equal_the_ccrs_sent_and_peers_list_the_connection() {
     let dir = scratch("metrics");
-    let server = Server::start(&dir);
-    let mut pgw = Client::connect(server.diameter);
-    let cea = pgw.cer(ORIGIN_HOST, &[4]);
-    assert_eq!(result_code(&cea), Some(2001), "CER");
+    let server = Server::in_dir(&dir, "", &[]);
+    let mut pgw = PGW.connect(server.diameter);
 
     // Three data sessions on three subscribers (so on both shards): each
     // opened and updated once with 100 MiB; two terminated with 100 MiB
@@ -200,8 +75,7 @@ fn counters_by_command_type_and_result_code_equal_the_ccrs_sent_and_peers_list_t
     }
     let sent = 3 + 3 + 2 + 1 + 2;
 
-    let (status, text) = server.get("/metrics");
-    assert_eq!(status, 200);
+    let text = server.metrics();
     let requests = "gyro_diameter_requests_total";
     for (request_type, code, n) in [
         ("INITIAL", 2001, 3.0),
@@ -238,9 +112,9 @@ fn counters_by_command_type_and_result_code_equal_the_ccrs_sent_and_peers_list_t
     assert_eq!(sum(&text, "gyro_peers"), 1.0);
     promtool_check(&text);
 
-    let (status, body) = server.get("/v1/peers");
-    assert_eq!(status, 200, "{body}");
-    let peers: Value = serde_json::from_str(&body).unwrap();
+    let (status, _, peers) = server.call("GET", "/v1/peers", None);
+    assert_eq!(status, 200, "{peers}");
+    assert!(peers.is_object(), "{peers}");
     let list = peers["peers"].as_array().expect("peers");
     assert_eq!(list.len(), 1, "{peers}");
     let p = &list[0];

@@ -7,8 +7,6 @@
 //! descriptors are free; too many workers is an error before anything is
 //! created on disk. Repeated WARNs stay few.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
 use std::net::SocketAddr;
@@ -16,11 +14,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{result_code, Client};
 use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
 use gyro_diameter::codes::avp;
 use gyro_diameter::Message;
 use gyro_ocs::gy::encode_ccr;
+use support::common::{result_code, Client};
 use support::{free_port, scratch};
 
 /// A running `gyro serve` whose log goes to a file; killed on drop.

@@ -11,28 +11,22 @@
 //!
 //! Needs `tshark` (Debian package tshark); fails when it is missing.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
+#[path = "../../charging/tests/common/requests.rs"]
+mod requests;
 mod support;
 
-use std::net::SocketAddr;
-use std::process::{Child, Command};
 use std::time::Duration;
 
-use bytes::BytesMut;
-use common::{result_code, Client};
-use etherparse::PacketBuilder;
-use gyro_charging::{CcRequest, Mscc, RequestType, RequestedAction, ServiceUnits, SubscriptionId};
+use gyro_charging::{CcRequest, RequestType, RequestedAction, ServiceUnits};
 use gyro_diameter::codes::avp;
 use gyro_diameter::Message;
-use gyro_ocs::gy::encode_ccr;
-use pcap_file::pcap::{PcapPacket, PcapWriter};
+use requests::{mscc, octets, request, secs, DATA, SMS, VOICE};
 use serde_json::{json, Value};
-use support::{free_port, require, run, scratch, serve};
+use support::common::{result_code, Client};
+use support::gateway::{connect, encode, exchange};
+use support::server::{Server, SHORT_ANSWER_TIMEOUT};
+use support::{require, run, scratch, tcp_pcap};
 
-const DATA: &str = "32251@3gpp.org";
-const VOICE: &str = "32260@3gpp.org";
-const SMS: &str = "32274@3gpp.org";
 const MSISDN: &str = "46701000001";
 
 /// The test's plans: night data ending at `night_end` (minutes after
@@ -164,52 +158,6 @@ subscribers = ["e164:{MSISDN}"]
     )
 }
 
-/// A running `gyro serve`, killed if the test fails while it runs.
-struct Server(Option<Child>);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-impl Server {
-    fn stop(mut self) {
-        let mut child = self.0.take().expect("running");
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
-    }
-}
-
-/// One HTTP request: (status, JSON body).
-fn http(method: &str, url: &str, body: Option<Value>) -> (u16, Value) {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut r = match method {
-        "GET" => agent.get(url).call(),
-        "PATCH" => agent.patch(url).send_json(body.unwrap_or(Value::Null)),
-        _ => agent.post(url).send_json(body.unwrap_or(Value::Null)),
-    }
-    .unwrap_or_else(|e| panic!("{method} {url}: {e}"));
-    let status = r.status().as_u16();
-    let text = r.body_mut().read_to_string().unwrap_or_default();
-    (
-        status,
-        serde_json::from_str(&text).unwrap_or(Value::String(text)),
-    )
-}
-
 /// A Diameter exchange kept for the capture.
 struct Peer {
     client: Client,
@@ -222,50 +170,11 @@ impl Peer {
         // Requests of a session a few milliseconds apart, as on a network.
         std::thread::sleep(Duration::from_millis(3));
         self.hop += 1;
-        let mut b = BytesMut::new();
-        encode_ccr(&mut b, req, self.hop, "gw.rating.test", "gyro.test").expect("encode");
-        self.client.send(&b);
-        let answer = self.client.recv().expect("an answer");
-        self.captured.push((true, b.to_vec()));
+        let b = encode(req, self.hop, "gw.rating.test");
+        let answer = exchange(&mut self.client, &b);
+        self.captured.push((true, b));
         self.captured.push((false, answer.clone()));
         answer
-    }
-}
-
-fn request(session: &str, kind: RequestType, n: u32, ctx: &str) -> CcRequest {
-    CcRequest {
-        session_id: session.into(),
-        origin_host: "gw.rating.test".into(),
-        end_to_end: 0x7000_0000 | (session.len() as u32) << 8 | n,
-        request_type: kind,
-        request_number: n,
-        service_context: ctx.into(),
-        subscription_ids: vec![SubscriptionId::e164(MSISDN)],
-        multiple_services: Some(true),
-        ..CcRequest::default()
-    }
-}
-
-fn mscc(rg: Option<u32>, want: bool, used: Option<ServiceUnits>) -> Mscc {
-    Mscc {
-        rating_group: rg,
-        requested: want.then(ServiceUnits::default),
-        used,
-        ..Mscc::default()
-    }
-}
-
-fn octets(n: u64) -> ServiceUnits {
-    ServiceUnits {
-        total_octets: Some(n),
-        ..ServiceUnits::default()
-    }
-}
-
-fn seconds(n: u32) -> ServiceUnits {
-    ServiceUnits {
-        time: Some(n),
-        ..ServiceUnits::default()
     }
 }
 
@@ -301,35 +210,6 @@ fn cdrs(data: &std::path::Path) -> Vec<Value> {
     out
 }
 
-fn pcap(messages: &[(bool, Vec<u8>)]) -> Vec<u8> {
-    let mut w = PcapWriter::new(Vec::new()).unwrap();
-    let (client, server) = (([10, 0, 0, 1], 40000), ([10, 0, 0, 2], 3868));
-    let (mut cseq, mut sseq) = (1_000u32, 500_000u32);
-    for (n, (to_server, data)) in messages.iter().enumerate() {
-        let (src, dst, seq, ack) = if *to_server {
-            (client, server, cseq, sseq)
-        } else {
-            (server, client, sseq, cseq)
-        };
-        let builder = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-            .ipv4(src.0, dst.0, 64)
-            .tcp(src.1, dst.1, seq, 65535)
-            .ack(ack)
-            .psh();
-        let mut pkt = Vec::with_capacity(builder.size(data.len()));
-        builder.write(&mut pkt, data).unwrap();
-        let ts = Duration::from_millis(1_700_000_000_000 + n as u64 * 10);
-        w.write_packet(&PcapPacket::new(ts, pkt.len() as u32, &pkt))
-            .unwrap();
-        if *to_server {
-            cseq = cseq.wrapping_add(data.len() as u32);
-        } else {
-            sseq = sseq.wrapping_add(data.len() as u32);
-        }
-    }
-    w.into_writer()
-}
-
 #[test]
 fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     require("tshark");
@@ -344,24 +224,13 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     let night_end = ((change_s / 60) % (24 * 60)) as u32;
     let plans = dir.join("plans.toml");
     std::fs::write(&plans, charging(night_end)).unwrap();
-    let admin_port = free_port();
-    let config = support::admin_config(&dir, admin_port);
-    let admin = format!("http://127.0.0.1:{admin_port}");
-    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = Server(Some(serve(
-        addr,
-        &data,
-        &[
-            "--config",
-            config.to_str().unwrap(),
-            "--charging",
-            plans.to_str().unwrap(),
-        ],
-    )));
-    let mut client = Client::connect(addr);
-    assert_eq!(result_code(&client.cer("gw.rating.test", &[4])), Some(2001));
+    let server = Server::in_dir(
+        &dir,
+        SHORT_ANSWER_TIMEOUT,
+        &["--charging", plans.to_str().unwrap()],
+    );
     let mut peer = Peer {
-        client,
+        client: connect(server.diameter, "gw.rating.test"),
         hop: 0,
         captured: Vec::new(),
     };
@@ -371,7 +240,7 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     // the CCR-Initial carries IMS-Information (as gateways send it): the
     // session remembers the called party.
     let called = "tel:+46900123456";
-    let mut r = request("gw;voice;1", RequestType::Initial, 0, VOICE);
+    let mut r = request("gw;voice;1", RequestType::Initial, 0, MSISDN, VOICE);
     r.called_party = called.into();
     r.mscc = vec![mscc(None, true, None)];
     let cca = peer.send(&r);
@@ -385,14 +254,14 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
         (RequestType::Update, 1, 5, true),
         (RequestType::Termination, 2, 30, false),
     ] {
-        let mut r = request("gw;voice;1", kind, n, VOICE);
-        r.mscc = vec![mscc(None, more, Some(seconds(used)))];
+        let mut r = request("gw;voice;1", kind, n, MSISDN, VOICE);
+        r.mscc = vec![mscc(None, more, Some(secs(used)))];
         assert_eq!(result_code(&peer.send(&r)), Some(2001));
     }
 
     // Night data: the grant carries the change of price, thresholds and
     // holding time; the gateway reports usage before and after it.
-    let mut r = request("gw;data;1", RequestType::Initial, 0, DATA);
+    let mut r = request("gw;data;1", RequestType::Initial, 0, MSISDN, DATA);
     r.mscc = vec![mscc(Some(10), true, None)];
     let cca = peer.send(&r);
     assert_eq!(result_code(&cca), Some(2001));
@@ -406,12 +275,12 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     assert_eq!(ttc.to_unix(), change_s as i64);
     assert_eq!(u32_in(&m, avp::VOLUME_QUOTA_THRESHOLD), Some(1_000_000));
     assert_eq!(u32_in(&m, avp::QUOTA_HOLDING_TIME), Some(300));
-    let mut u = request("gw;data;1", RequestType::Update, 1, DATA);
+    let mut u = request("gw;data;1", RequestType::Update, 1, MSISDN, DATA);
     let mut split = mscc(Some(10), true, Some(octets(6_000_000)));
     split.used_after = Some(octets(2_000_000));
     u.mscc = vec![split];
     assert_eq!(result_code(&peer.send(&u)), Some(2001));
-    let mut t = request("gw;data;1", RequestType::Termination, 2, DATA);
+    let mut t = request("gw;data;1", RequestType::Termination, 2, MSISDN, DATA);
     t.mscc = vec![mscc(Some(10), false, Some(octets(1_000_000)))];
     assert_eq!(result_code(&peer.send(&t)), Some(2001));
 
@@ -423,7 +292,7 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
         (RequestType::Update, 1, Some(octets(1_000_000))),
         (RequestType::Termination, 2, Some(octets(2_000_000))),
     ] {
-        let mut r = request("gw;roam;1", kind, n, DATA);
+        let mut r = request("gw;roam;1", kind, n, MSISDN, DATA);
         if kind == RequestType::Initial {
             r.visited_plmn = "26201".into();
         }
@@ -441,7 +310,7 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     }
 
     // An SMS to a premium number, per event.
-    let mut s = request("smsc;1", RequestType::Event, 0, SMS);
+    let mut s = request("smsc;1", RequestType::Event, 0, MSISDN, SMS);
     s.requested_action = Some(RequestedAction::DirectDebiting);
     s.called_party = "46939555".into();
     s.multiple_services = None;
@@ -452,12 +321,12 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
     assert_eq!(result_code(&peer.send(&s)), Some(2001));
 
     // The account's plan through the admin API.
-    let (status, acc) = http("GET", &format!("{admin}/v1/accounts/{MSISDN}"), None);
+    let (status, _, acc) = server.call("GET", &format!("/v1/accounts/{MSISDN}"), None);
     assert_eq!(status, 200, "{acc}");
     assert_eq!(acc["plan"], "smart");
-    let (status, problem) = http(
+    let (status, _, problem) = server.call(
         "PATCH",
-        &format!("{admin}/v1/accounts/{MSISDN}"),
+        &format!("/v1/accounts/{MSISDN}"),
         Some(json!({ "plan": "travel-eur" })),
     );
     assert_eq!(status, 422, "{problem}");
@@ -469,50 +338,43 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
 
     // POST /v1/rate and gyro rate --json agree.
     let at = "2026-01-15T12:00:30+00:00";
-    let (status, quote) = http(
+    let (status, _, quote) = server.call(
         "POST",
-        &format!("{admin}/v1/rate"),
+        "/v1/rate",
         Some(json!({ "subscriber": MSISDN, "service": "voice",
                      "called": "+46900123456", "units": 90, "at": at })),
     );
     assert_eq!(status, 200, "{quote}");
     assert_eq!(quote["parts"][0]["rate"], "voice-premium");
     assert_eq!(quote["amount"], "4.50");
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args([
-            "rate",
-            "--charging",
-            plans.to_str().unwrap(),
-            "--subscriber",
-            MSISDN,
-        ])
-        .args([
-            "--service",
-            "voice",
-            "--called",
-            "+46900123456",
-            "--units",
-            "90",
-        ])
-        .args(["--at", at, "--json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let cli: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (code, out, err) = support::gyro(&[
+        "rate",
+        "--charging",
+        plans.to_str().unwrap(),
+        "--subscriber",
+        MSISDN,
+        "--service",
+        "voice",
+        "--called",
+        "+46900123456",
+        "--units",
+        "90",
+        "--at",
+        at,
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let cli: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(cli, quote);
 
-    let (status, acc) = http(
+    let (status, _, acc) = server.call(
         "PATCH",
-        &format!("{admin}/v1/accounts/{MSISDN}"),
+        &format!("/v1/accounts/{MSISDN}"),
         Some(json!({ "plan": "flat" })),
     );
     assert_eq!(status, 200, "{acc}");
     assert_eq!(acc["plan"], "flat");
-    let mut r = request("gw;flat;1", RequestType::Event, 0, DATA);
+    let mut r = request("gw;flat;1", RequestType::Event, 0, MSISDN, DATA);
     r.requested_action = Some(RequestedAction::DirectDebiting);
     r.multiple_services = None;
     r.requested = Some(octets(10_000_000));
@@ -541,10 +403,13 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
             ("voice-premium".into(), 150, None)
         ]
     );
-    assert!(cdrs
-        .iter()
-        .filter(|c| c["session_id"] == "gw;voice;1" && c["record_type"] == "usage")
-        .all(|c| c["destination"] == "premium" && c["plan"] == "smart"));
+    let usage_records = |session: &'static str| {
+        cdrs.iter()
+            .filter(move |c| c["session_id"] == session && c["record_type"] == "usage")
+    };
+    assert!(
+        usage_records("gw;voice;1").all(|c| c["destination"] == "premium" && c["plan"] == "smart")
+    );
     assert_eq!(
         usage("gw;data;1"),
         [
@@ -562,10 +427,7 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
             ("data-roaming-eu".into(), 1000, None)
         ]
     );
-    assert!(cdrs
-        .iter()
-        .filter(|c| c["session_id"] == "gw;roam;1" && c["record_type"] == "usage")
-        .all(|c| c["zone"] == "eu"));
+    assert!(usage_records("gw;roam;1").all(|c| c["zone"] == "eu"));
     assert_eq!(usage("smsc;1"), [("sms-premium".into(), 500, None)]);
     assert_eq!(usage("gw;flat;1"), [("flat-data".into(), 100, None)]);
     let (code, books, err) = support::gyro(&[
@@ -579,7 +441,7 @@ fn plans_rate_voice_data_roaming_and_sms_over_diameter() {
 
     // tshark reads every new AVP of the exchange, nothing malformed.
     let cap = dir.join("rating.pcap");
-    std::fs::write(&cap, pcap(&peer.captured)).unwrap();
+    std::fs::write(&cap, tcp_pcap(&peer.captured)).unwrap();
     let v = run("tshark", &["-r", cap.to_str().unwrap(), "-V"]);
     for bad in ["Malformed", "Expert Info (Error", "Unknown AVP", "[Unknown"] {
         assert!(!v.contains(bad), "tshark reports {bad:?}:\n{v}");

@@ -7,149 +7,60 @@
 //! (5002) releases it; and failover to a second connection of the same
 //! peer when the first closes with the ASR unanswered.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
-use std::net::SocketAddr;
-use std::process::Child;
 use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
-use common::{parse, result_code, Client};
 use gyro_charging::RequestType;
 use gyro_diameter::codes::{avp, cmd};
 use gyro_diameter::Encoder;
-use gyro_ocs::gy::encode_ccr;
 use serde_json::{json, Value};
-use support::{free_port, scratch, serve};
+use support::common::{parse, result_code, Client};
+use support::gateway::{exchange, Gateway};
+use support::scratch;
+use support::server::{http, Server, SHORT_ANSWER_TIMEOUT};
 
-const PGW: &str = "pgw.reauth.test";
+const PGW: Gateway = Gateway {
+    host: "pgw.reauth.test",
+    realm: "reauth.test",
+    ids: 0x0b00,
+};
 
-/// A running `gyro serve`, killed when dropped.
-struct Server {
-    child: Child,
-    diameter: SocketAddr,
-    admin: String,
+/// A running `gyro serve` with its admin API in a fresh scratch
+/// directory `name`.
+fn start(name: &str) -> Server {
+    Server::in_dir(&scratch(name), SHORT_ANSWER_TIMEOUT, &[])
 }
 
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// `gyro session abort <sid> --json` on another thread (it waits for the
+/// ASA): (exit success, its JSON output).
+fn abort_with_cli(server: &Server, sid: &str) -> std::thread::JoinHandle<(bool, Value)> {
+    let (admin, sid) = (server.admin.clone(), sid.to_string());
+    std::thread::spawn(move || {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
+            .args(["session", "abort", &sid, "--json", "--admin", &admin])
+            .output()
+            .expect("gyro session abort");
+        let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
+        (out.status.success(), json)
+    })
 }
 
-impl Server {
-    fn start(name: &str) -> Server {
-        let dir = scratch(name);
-        let port = free_port();
-        let cfg = support::admin_config(&dir, port);
-        let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let cfg = cfg.to_string_lossy().into_owned();
-        let child = serve(diameter, &dir.join("data"), &["-c", &cfg]);
-        let server = Server {
-            child,
-            diameter,
-            admin: format!("http://127.0.0.1:{port}"),
-        };
-        let t = Instant::now();
-        while !matches!(server.try_call("GET", "/readyz", None), Ok((200, _))) {
-            assert!(t.elapsed() < Duration::from_secs(30), "never ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn try_call(
-        &self,
-        method: &str,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<(u16, Value), ureq::Error> {
-        http(&format!("{}{path}", self.admin), method, body)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        self.try_call(method, path, body)
-            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    }
-
-    fn create(&self, msisdn: &str, balance: i64) {
-        let (status, body) = self.call(
-            "POST",
-            "/v1/accounts",
-            Some(json!({ "msisdn": msisdn, "balance": balance })),
-        );
-        assert_eq!(status, 201, "{body}");
-    }
-
-    fn account(&self, msisdn: &str) -> Value {
-        let (status, body) = self.call("GET", &format!("/v1/accounts/{msisdn}"), None);
-        assert_eq!(status, 200, "{body}");
-        body
-    }
-
-    /// `gyro session abort <sid> --json` on another thread (it waits for
-    /// the ASA): (exit success, its JSON output).
-    fn abort_with_cli(&self, sid: &str) -> std::thread::JoinHandle<(bool, Value)> {
-        let (admin, sid) = (self.admin.clone(), sid.to_string());
-        std::thread::spawn(move || {
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_gyro"))
-                .args(["session", "abort", &sid, "--json", "--admin", &admin])
-                .output()
-                .expect("gyro session abort");
-            let json = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-            (out.status.success(), json)
-        })
-    }
-
-    /// `DELETE /v1/sessions/{sid}` on another thread (it waits for the
-    /// ASA).
-    fn abort_later(&self, sid: &str) -> std::thread::JoinHandle<(u16, Value)> {
-        let url = format!("{}/v1/sessions/{sid}", self.admin);
-        std::thread::spawn(move || http(&url, "DELETE", None).expect("DELETE"))
-    }
-}
-
-fn http(url: &str, method: &str, body: Option<Value>) -> Result<(u16, Value), ureq::Error> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut response = match method {
-        "GET" => agent.get(url).call()?,
-        "DELETE" => agent.delete(url).call()?,
-        "PATCH" => agent.patch(url).send_json(body.unwrap_or(Value::Null))?,
-        _ => agent.post(url).send_json(body.unwrap_or(Value::Null))?,
-    };
-    let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string()?;
-    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    Ok((status, value))
+/// `DELETE /v1/sessions/{sid}` on another thread (it waits for the ASA):
+/// (status, body).
+fn abort_later(server: &Server, sid: &str) -> std::thread::JoinHandle<(u16, Value)> {
+    let url = server.url(&format!("/v1/sessions/{sid}"));
+    std::thread::spawn(move || {
+        let (status, _, body) = http(&url, "DELETE", None, None).expect("DELETE");
+        (status, body)
+    })
 }
 
 /// A data CCR on rating group 10 (1.00 per 100 MiB), reporting `used`
 /// octets and asking for more (not on a Terminate).
 fn ccr(sid: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
-    let req = support::data_ccr(PGW, 0x0b00, sid, msisdn, kind, number, used);
-    let mut b = BytesMut::new();
-    encode_ccr(&mut b, &req, 0x0b00 | number, "reauth.test", "gyro.test").expect("encode");
-    b.to_vec()
-}
-
-fn connect(addr: SocketAddr) -> Client {
-    let mut c = Client::connect(addr);
-    let cea = c.cer(PGW, &[4]);
-    assert_eq!(result_code(&cea), Some(2001), "CER");
-    c
-}
-
-/// Sends a request and returns its answer.
-fn exchange(c: &mut Client, request: &[u8]) -> Vec<u8> {
-    c.send(request);
-    c.recv().expect("an answer")
+    PGW.encode(&PGW.data_ccr(sid, msisdn, kind, number, used), number)
 }
 
 /// Whether a CCA carries a Final-Unit-Indication (in any MSCC) or a 4012.
@@ -177,7 +88,7 @@ fn answer_with(c: &mut Client, request: &[u8], code: u32) {
     let mut e = Encoder::answer(&mut b, &req, false);
     e.raw_avp(&req.find(avp::SESSION_ID).expect("Session-Id"))
         .u32(avp::RESULT_CODE, code)
-        .str(avp::ORIGIN_HOST, PGW)
+        .str(avp::ORIGIN_HOST, PGW.host)
         .str(avp::ORIGIN_REALM, "reauth.test");
     e.finish().unwrap();
     c.send(&b);
@@ -203,23 +114,26 @@ fn wait_for(server: &Server, msisdn: &str, f: impl Fn(&Value) -> bool) -> Value 
     }
 }
 
-#[test]
-fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_granted() {
-    let server = Server::start("reauth-top-up");
-    let msisdn = "46708880001";
-    // 0.03: 3 MiB of rating group 10, less than one default grant (10 MiB).
-    server.create(msisdn, 3);
-    let mut pgw = connect(server.diameter);
-    let sid = "pgw.reauth.test;1;1";
+/// A server in a scratch directory `name` with an account for `msisdn`
+/// holding `balance`, and a gateway connection on which the session `sid`
+/// was opened: (server, connection, the CCA-Initial, answered 2001).
+fn open_session(name: &str, msisdn: &str, balance: i64, sid: &str) -> (Server, Client, Vec<u8>) {
+    let server = start(name);
+    server.create_account(msisdn, balance);
+    let mut pgw = PGW.connect(server.diameter);
     let cca = exchange(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0));
     assert_eq!(result_code(&cca), Some(2001));
+    (server, pgw, cca)
+}
+
+#[test]
+fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_granted() {
+    let (msisdn, sid) = ("46708880001", "pgw.reauth.test;1;1");
+    // 0.03: 3 MiB of rating group 10, less than one default grant (10 MiB).
+    let (server, mut pgw, cca) = open_session("reauth-top-up", msisdn, 3, sid);
     assert!(final_units(&cca), "a small balance gives final units");
 
-    let (status, topped) = server.call(
-        "POST",
-        &format!("/v1/accounts/{msisdn}/top-ups"),
-        Some(json!({"amount": 100000, "idempotency_key": "t-1"})),
-    );
+    let (status, _, topped) = server.top_up(msisdn, 100000, "t-1");
     assert_eq!(status, 200, "{topped}");
 
     let rar = server_request(&mut pgw);
@@ -228,7 +142,7 @@ fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_g
     assert_eq!(m.header().application_id, 4);
     assert!(m.header().flags & 0x40 != 0, "proxiable");
     assert_eq!(str_avp(&rar, avp::SESSION_ID), sid);
-    assert_eq!(str_avp(&rar, avp::DESTINATION_HOST), PGW);
+    assert_eq!(str_avp(&rar, avp::DESTINATION_HOST), PGW.host);
     assert_eq!(str_avp(&rar, avp::DESTINATION_REALM), "test");
     assert_eq!(str_avp(&rar, avp::ORIGIN_HOST), "ocs.gyro.test");
     assert_eq!(m.find(avp::AUTH_APPLICATION_ID).unwrap().u32().unwrap(), 4);
@@ -249,11 +163,7 @@ fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_g
     assert!(server.account(msisdn)["reserved"].as_i64().unwrap() > 0);
 
     // A second top-up finds no session waiting: nothing more is sent.
-    let (status, _) = server.call(
-        "POST",
-        &format!("/v1/accounts/{msisdn}/top-ups"),
-        Some(json!({"amount": 1, "idempotency_key": "t-2"})),
-    );
+    let (status, _, _) = server.top_up(msisdn, 1, "t-2");
     assert_eq!(status, 200);
     let cca = exchange(&mut pgw, &ccr(sid, msisdn, RequestType::Termination, 2, 0));
     assert_eq!(
@@ -266,25 +176,20 @@ fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_g
 
 #[test]
 fn deleting_a_session_sends_an_abort_and_its_terminate_releases_the_reservation() {
-    let server = Server::start("reauth-abort");
-    let msisdn = "46708880002";
-    server.create(msisdn, 100_000);
-    let mut pgw = connect(server.diameter);
-    let sid = "pgw.reauth.test;2;1";
-    let cca = exchange(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0));
-    assert_eq!(result_code(&cca), Some(2001));
+    let (msisdn, sid) = ("46708880002", "pgw.reauth.test;2;1");
+    let (server, mut pgw, _) = open_session("reauth-abort", msisdn, 100_000, sid);
     assert!(server.account(msisdn)["reserved"].as_i64().unwrap() > 0);
 
-    let (status, body) = server.call("DELETE", "/v1/sessions/no-such-session", None);
+    let (status, _, body) = server.call("DELETE", "/v1/sessions/no-such-session", None);
     assert_eq!(status, 404, "{body}");
     assert!(body["detail"].as_str().is_some());
 
-    let deleting = server.abort_with_cli(sid);
+    let deleting = abort_with_cli(&server, sid);
     let asr = server_request(&mut pgw);
     let m = parse(&asr);
     assert_eq!(m.command_code(), cmd::ABORT_SESSION);
     assert_eq!(str_avp(&asr, avp::SESSION_ID), sid);
-    assert_eq!(str_avp(&asr, avp::DESTINATION_HOST), PGW);
+    assert_eq!(str_avp(&asr, avp::DESTINATION_HOST), PGW.host);
     assert_eq!(m.find(avp::AUTH_APPLICATION_ID).unwrap().u32().unwrap(), 4);
     assert!(m.find(avp::RE_AUTH_REQUEST_TYPE).is_none());
     answer_with(&mut pgw, &asr, 2001);
@@ -293,7 +198,7 @@ fn deleting_a_session_sends_an_abort_and_its_terminate_releases_the_reservation(
     assert_eq!(body["session_id"], sid);
     assert_eq!(body["asr_sent"], true);
     assert_eq!(body["result_code"], 2001);
-    assert_eq!(body["peer"], PGW);
+    assert_eq!(body["peer"], PGW.host);
 
     // The client ends the session: the reservation goes back.
     let cca = exchange(
@@ -309,17 +214,12 @@ fn deleting_a_session_sends_an_abort_and_its_terminate_releases_the_reservation(
 
 #[test]
 fn a_client_that_forgot_the_session_gets_it_released() {
-    let server = Server::start("reauth-unknown");
-    let msisdn = "46708880003";
-    server.create(msisdn, 100_000);
-    let mut pgw = connect(server.diameter);
-    let sid = "pgw.reauth.test;3;1";
-    let cca = exchange(&mut pgw, &ccr(sid, msisdn, RequestType::Initial, 0, 0));
-    assert_eq!(result_code(&cca), Some(2001));
+    let (msisdn, sid) = ("46708880003", "pgw.reauth.test;3;1");
+    let (server, mut pgw, _) = open_session("reauth-unknown", msisdn, 100_000, sid);
     assert!(server.account(msisdn)["reserved"].as_i64().unwrap() > 0);
 
     // A change of the account re-authorizes its sessions.
-    let (status, body) = server.call(
+    let (status, _, body) = server.call(
         "PATCH",
         &format!("/v1/accounts/{msisdn}"),
         Some(json!({"credit_limit": 500})),
@@ -332,22 +232,22 @@ fn a_client_that_forgot_the_session_gets_it_released() {
     let after = wait_for(&server, msisdn, |a| a["open_sessions"] == 0);
     assert_eq!(after["reserved"], 0, "{after}");
     assert_eq!(after["balance"], 100_000, "nothing charged: {after}");
-    let (_, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
+    let (_, _, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
     assert_eq!(listed["sessions"], json!([]), "{listed}");
 }
 
 #[test]
 fn an_abort_unanswered_on_a_closed_connection_is_retransmitted_on_another_of_the_peer() {
-    let server = Server::start("reauth-failover");
+    let server = start("reauth-failover");
     let msisdn = "46708880004";
-    server.create(msisdn, 100_000);
-    let mut first = connect(server.diameter);
-    let mut second = connect(server.diameter);
+    server.create_account(msisdn, 100_000);
+    let mut first = PGW.connect(server.diameter);
+    let mut second = PGW.connect(server.diameter);
     let sid = "pgw.reauth.test;4;1";
     let cca = exchange(&mut first, &ccr(sid, msisdn, RequestType::Initial, 0, 0));
     assert_eq!(result_code(&cca), Some(2001));
 
-    let deleting = server.abort_later(sid);
+    let deleting = abort_later(&server, sid);
     let asr = server_request(&mut first);
     let sent = parse(&asr);
     assert_eq!(sent.command_code(), cmd::ABORT_SESSION);
@@ -381,16 +281,16 @@ fn an_abort_unanswered_on_a_closed_connection_is_retransmitted_on_another_of_the
     assert_eq!(result_code(&cca), Some(2001));
     drop(second);
     std::thread::sleep(Duration::from_millis(200));
-    let (status, body) = server.call("DELETE", &format!("/v1/sessions/{sid}"), None);
+    let (status, _, body) = server.call("DELETE", &format!("/v1/sessions/{sid}"), None);
     assert_eq!(status, 502, "{body}");
     assert!(body["detail"].as_str().unwrap().contains("gone"), "{body}");
 }
 
 #[test]
 fn gyro_load_answers_re_auth_and_abort_and_counts_them() {
-    let server = Server::start("reauth-load");
+    let server = start("reauth-load");
     let msisdn = "46708889000";
-    server.create(msisdn, 10_000_000);
+    server.create_account(msisdn, 10_000_000);
     let load = {
         let target = server.diameter.to_string();
         std::thread::spawn(move || {
@@ -412,7 +312,7 @@ fn gyro_load_answers_re_auth_and_abort_and_counts_them() {
     // and delete one session (ASR).
     let t = Instant::now();
     let sessions = loop {
-        let (_, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
+        let (_, _, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
         let list = listed["sessions"].as_array().cloned().unwrap_or_default();
         if list.len() >= 2 {
             break list;
@@ -423,14 +323,14 @@ fn gyro_load_answers_re_auth_and_abort_and_counts_them() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
-    let (status, body) = server.call(
+    let (status, _, body) = server.call(
         "PATCH",
         &format!("/v1/accounts/{msisdn}"),
         Some(json!({"credit_limit": 1})),
     );
     assert_eq!(status, 200, "{body}");
     let sid = sessions[0]["session_id"].as_str().unwrap();
-    let (status, body) = server.call("DELETE", &format!("/v1/sessions/{sid}"), None);
+    let (status, _, body) = server.call("DELETE", &format!("/v1/sessions/{sid}"), None);
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["result_code"], 2001, "{body}");
 
@@ -442,7 +342,7 @@ fn gyro_load_answers_re_auth_and_abort_and_counts_them() {
     assert_eq!(report["abort_requests"], 1, "{report}");
     assert_eq!(report["server_requests"], 0, "none refused: {report}");
     // The aborted session ended with its CCR-Terminate: no longer open.
-    let (_, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
+    let (_, _, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
     let open: Vec<&str> = listed["sessions"]
         .as_array()
         .unwrap()

@@ -9,13 +9,12 @@
 
 mod support;
 
-use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use serde_json::{json, Value};
-use support::{free_port, scratch, serve};
+use serde_json::Value;
+use support::scratch;
+use support::server::{ledger, Server, SHORT_ANSWER_TIMEOUT};
 
 /// Accounts, one per session place of the load (2 connections x 8).
 const ACCOUNTS: u64 = 16;
@@ -28,103 +27,6 @@ const TOP_UP: i64 = 1_000_000;
 /// drained.
 const TOPPED_UP: u64 = 10;
 
-/// A running `gyro serve` with its admin API, killed when dropped.
-struct Server {
-    child: Option<Child>,
-    diameter: SocketAddr,
-    admin: String,
-    data: PathBuf,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Server {
-    fn start(name: &str) -> Server {
-        let dir = scratch(name);
-        let port = free_port();
-        let cfg = support::admin_config(&dir, port);
-        let diameter = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        let data = dir.join("data");
-        let child = serve(diameter, &data, &["-c", &cfg.to_string_lossy()]);
-        let server = Server {
-            child: Some(child),
-            diameter,
-            admin: format!("http://127.0.0.1:{port}"),
-            data,
-        };
-        let t = Instant::now();
-        while !matches!(http(&server.url("/readyz"), "GET", None), Ok((200, _))) {
-            assert!(t.elapsed() < Duration::from_secs(30), "never ready");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.admin)
-    }
-
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
-        http(&self.url(path), method, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"))
-    }
-
-    fn account(&self, msisdn: u64) -> Value {
-        let (status, body) = self.call("GET", &format!("/v1/accounts/{msisdn}"), None);
-        assert_eq!(status, 200, "{body}");
-        body
-    }
-
-    /// Stops the server with SIGTERM and waits for a clean exit.
-    fn stop(&mut self) {
-        let mut child = self.child.take().expect("running");
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
-    }
-}
-
-fn http(url: &str, method: &str, body: Option<Value>) -> Result<(u16, Value), ureq::Error> {
-    let agent: ureq::Agent = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build()
-        .into();
-    let mut response = match method {
-        "GET" => agent.get(url).call()?,
-        _ => agent.post(url).send_json(body.unwrap_or(Value::Null))?,
-    };
-    let status = response.status().as_u16();
-    let text = response.body_mut().read_to_string()?;
-    let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    Ok((status, value))
-}
-
-/// `gyro ledger --json` on a stopped server's data directory.
-fn ledger(data: &Path) -> Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["ledger", "--json", "--data-dir"])
-        .arg(data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "gyro ledger: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 fn per_type<'a>(report: &'a Value, name: &str) -> &'a Value {
     report["per_type"]
         .as_array()
@@ -136,14 +38,9 @@ fn per_type<'a>(report: &'a Value, name: &str) -> &'a Value {
 
 #[test]
 fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_or_end_with_the_run() {
-    let mut server = Server::start("reauth-load");
+    let server = Server::in_dir(&scratch("reauth-load"), SHORT_ANSWER_TIMEOUT, &[]);
     for i in 0..ACCOUNTS {
-        let (status, body) = server.call(
-            "POST",
-            "/v1/accounts",
-            Some(json!({ "msisdn": (FIRST_MSISDN + i).to_string(), "balance": SMALL_BALANCE })),
-        );
-        assert_eq!(status, 201, "{body}");
+        server.create_account(FIRST_MSISDN + i, SMALL_BALANCE);
     }
 
     // One session place per account: 2 connections x window 8.
@@ -179,11 +76,7 @@ fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_or_end_with_the_run() 
     // an RAR.
     for i in 0..TOPPED_UP {
         let msisdn = FIRST_MSISDN + i;
-        let (status, body) = server.call(
-            "POST",
-            &format!("/v1/accounts/{msisdn}/top-ups"),
-            Some(json!({ "amount": TOP_UP, "idempotency_key": format!("top-up-{msisdn}") })),
-        );
+        let (status, _, body) = server.top_up(msisdn, TOP_UP, &format!("top-up-{msisdn}"));
         assert_eq!(status, 200, "{body}");
     }
 
@@ -246,8 +139,9 @@ fn drained_sessions_wait_for_the_top_up_re_auth_and_go_on_or_end_with_the_run() 
         let a = server.account(FIRST_MSISDN + i);
         assert_eq!(a["reserved"], 0, "{a}");
     }
+    let data = server.data.clone();
     server.stop();
-    let books = ledger(&server.data);
+    let books = ledger(&data, &[]);
     assert_eq!(books["violations"], 0, "{books}");
     assert_eq!(books["reserved"], 0, "{books}");
     assert_eq!(books["open_sessions"], 0, "{books}");

@@ -7,21 +7,21 @@
 //! answer, and the books show nothing reserved and every reported usage
 //! charged.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
 use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
-use std::process::{Child, Command};
+use std::process::Command;
 
 use bytes::BytesMut;
-use common::{result_code, Client};
 use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
 use gyro_diameter::codes::avp;
 use gyro_diameter::Message;
 use gyro_ocs::gy::encode_ccr;
-use support::{free_port, scratch, serve};
+use support::common::{result_code, Client};
+use support::gateway::connect;
+use support::server::{ledger, Server};
+use support::{free_port, scratch};
 
 const SESSIONS: u32 = 1000;
 const USED: u64 = 1_000_000;
@@ -62,13 +62,6 @@ fn ccr(i: u32, kind: RequestType, number: u32, host: &str, retransmit: bool) -> 
     let mut b = BytesMut::new();
     encode_ccr(&mut b, &req, (i << 4) | number, "routing.test", "gyro.test").expect("encode");
     b.to_vec()
-}
-
-fn connect(addr: SocketAddr, host: &str) -> Client {
-    let mut c = Client::connect(addr);
-    let cea = c.cer(host, &[4]);
-    assert_eq!(result_code(&cea), Some(2001), "CER of {host}");
-    c
 }
 
 /// Sends every request in one write and returns the answers by Session-Id
@@ -120,29 +113,6 @@ fn same_answers(again: &HashMap<String, Vec<u8>>, first: &HashMap<String, Vec<u8
     );
 }
 
-/// A running `gyro serve`, killed if the test fails while it runs.
-struct Server(Option<Child>);
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
-fn stop(mut server: Server) {
-    let mut server = server.0.take().expect("running");
-    let pid = server.id().to_string();
-    assert!(Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .unwrap()
-        .success());
-    assert!(server.wait().unwrap().success(), "gyro serve exits cleanly");
-}
-
 #[test]
 fn sessions_are_charged_from_any_connection_across_a_restart() {
     let dir = scratch("routing");
@@ -157,7 +127,7 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
     let all: Vec<u32> = (0..SESSIONS).collect();
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = Server(Some(serve(addr, &data, &[])));
+    let server = Server::start_on(addr, &data, &[]);
     // One owner per data directory: a second server refuses it while this
     // one runs (the books tool only reads it: see tests/tools.rs).
     let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
@@ -214,10 +184,10 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
         "retransmitted CCR-T: the remembered answers"
     );
     drop((opener, other, third));
-    stop(server);
+    server.stop();
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let server = Server(Some(serve(addr, &data, &[])));
+    let server = Server::start_on(addr, &data, &[]);
     let mut late = connect(addr, "pgw-c.routing.test");
     let mut other = connect(addr, "pgw-b.routing.test");
     let again = exchange(
@@ -257,20 +227,10 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
         "retransmitted CCR-T of sessions ended after the restart"
     );
     drop((late, other));
-    stop(server);
+    server.stop();
 
     // The books: nothing reserved, conservation for every account.
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["ledger", "--json", "--data-dir"])
-        .arg(&data)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let ledger: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ledger = ledger(&data, &[]);
     assert_eq!(ledger["violations"], 0);
     assert_eq!(
         ledger["reserved"], 0,

@@ -6,8 +6,6 @@
 //! quietly when their reader closes the pipe; and the server refuses a CCR
 //! naming one rating group many times with an answer within the limit.
 
-#[path = "../../server/tests/common.rs"]
-mod common;
 mod support;
 
 use std::collections::{BTreeMap, HashSet};
@@ -15,62 +13,20 @@ use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::SystemTime;
 
-use bytes::BytesMut;
-use common::{result_code, Client};
 use gyro_charging::{CcRequest, Mscc, RequestType, ServiceUnits, SubscriptionId};
-use gyro_ocs::gy::{encode_ccr, MAX_ANSWER_LEN, MAX_MSCC};
-use support::{free_port, scratch, serve};
+use gyro_ocs::gy::{MAX_ANSWER_LEN, MAX_MSCC};
+use support::common::{result_code, Client};
+use support::gateway::encode;
+use support::server::Server;
+use support::{json, scratch};
 
-/// A running `gyro serve`, killed if the test fails while it runs.
-struct Server(Option<Child>, SocketAddr);
-
-impl Server {
-    fn start(data: &Path) -> Server {
-        let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-        Server(Some(serve(addr, data, &[])), addr)
-    }
-
-    fn pid(&self) -> u32 {
-        self.0.as_ref().unwrap().id()
-    }
-
-    /// SIGTERM: a clean stop.
-    fn stop(mut self) {
-        let mut child = self.0.take().unwrap();
-        let pid = child.id().to_string();
-        assert!(Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success());
-        assert!(child.wait().unwrap().success(), "gyro serve exits cleanly");
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.0.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-    }
-}
-
+/// Runs gyro with `args` and `--data-dir data`: (exit code, stdout,
+/// stderr).
 fn gyro(args: &[&str], data: &Path) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(args)
-        .arg("--data-dir")
-        .arg(data)
-        .output()
-        .expect("run gyro");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    support::gyro(&[args, &["--data-dir", data.to_str().unwrap()]].concat())
 }
 
 /// A data session's CCR on rating group 10 (Initial asks, Terminate
@@ -88,9 +44,7 @@ fn ccr(i: u32, kind: RequestType, number: u32, mscc: Vec<Mscc>) -> Vec<u8> {
         mscc,
         ..CcRequest::default()
     };
-    let mut b = BytesMut::new();
-    encode_ccr(&mut b, &req, (i << 4) | number, "test", "gyro.test").expect("encode");
-    b.to_vec()
+    encode(&req, (i << 4) | number, "test")
 }
 
 fn rg10(kind: RequestType) -> Vec<Mscc> {
@@ -135,6 +89,17 @@ fn charge(addr: SocketAddr, from: u32, sessions: u32, rounds: u32) {
     }
 }
 
+/// A data directory in the scratch directory `name`, written by a server
+/// that charged `sessions` sessions in `rounds` exchanges and stopped
+/// cleanly.
+fn charged(name: &str, sessions: u32, rounds: u32) -> PathBuf {
+    let data = scratch(name);
+    let server = Server::start(&data, &[]);
+    charge(server.diameter, 0, sessions, rounds);
+    server.stop();
+    data
+}
+
 /// Every file and directory under `dir` with its size and modification
 /// time.
 fn listing(dir: &Path) -> BTreeMap<PathBuf, (u64, SystemTime)> {
@@ -153,15 +118,11 @@ fn listing(dir: &Path) -> BTreeMap<PathBuf, (u64, SystemTime)> {
     out
 }
 
-fn json(stdout: &str) -> serde_json::Value {
-    serde_json::from_str(stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))
-}
-
 #[test]
 fn ledger_and_cdr_read_a_live_directory_without_writing_into_it() {
     let data = scratch("tools-live");
-    let server = Server::start(&data);
-    charge(server.1, 0, 40, 2);
+    let server = Server::start(&data, &[]);
+    charge(server.diameter, 0, 40, 2);
     let lock = std::fs::read_to_string(data.join("gyro.lock")).unwrap();
     assert_eq!(
         lock,
@@ -215,10 +176,7 @@ fn ledger_and_cdr_read_a_live_directory_without_writing_into_it() {
 
 #[test]
 fn ledger_and_cdr_work_on_a_read_only_copy() {
-    let data = scratch("tools-ro");
-    let server = Server::start(&data);
-    charge(server.1, 0, 40, 2);
-    server.stop();
+    let data = charged("tools-ro", 40, 2);
     let (code, books, err) = gyro(&["ledger", "--json"], &data);
     assert_eq!(code, 0, "{err}");
 
@@ -291,10 +249,7 @@ fn sequences(data: &Path, shard: usize) -> Vec<u64> {
 
 #[test]
 fn ledger_repair_cuts_a_journal_damaged_in_the_middle_and_says_what_went() {
-    let data = scratch("tools-repair");
-    let server = Server::start(&data);
-    charge(server.1, 0, 80, 8);
-    server.stop();
+    let data = charged("tools-repair", 80, 8);
     let published = sequences(&data, 0);
     assert!(!published.is_empty());
 
@@ -381,8 +336,8 @@ fn ledger_repair_cuts_a_journal_damaged_in_the_middle_and_says_what_went() {
 
     // The server starts again, charges, and gives no published CDR
     // sequence number a second time.
-    let server = Server::start(&data);
-    charge(server.1, 200, 20, 1);
+    let server = Server::start(&data, &[]);
+    charge(server.diameter, 200, 20, 1);
     server.stop();
     let after = sequences(&data, 0);
     let unique: HashSet<_> = after.iter().collect();
@@ -421,10 +376,7 @@ fn closed_pipe(args: &[&str]) {
 
 #[test]
 fn the_tools_end_quietly_when_the_reader_closes_the_pipe() {
-    let data = scratch("tools-pipe");
-    let server = Server::start(&data);
-    charge(server.1, 0, 200, 2);
-    server.stop();
+    let data = charged("tools-pipe", 200, 2);
     let dir = data.to_str().unwrap();
     closed_pipe(&["ledger", "--json", "--data-dir", dir]);
     closed_pipe(&["ledger", "--data-dir", dir]);
@@ -440,8 +392,8 @@ fn the_tools_end_quietly_when_the_reader_closes_the_pipe() {
 #[test]
 fn one_rating_group_many_times_gets_5009_within_the_size_limit() {
     let data = scratch("tools-mscc");
-    let server = Server::start(&data);
-    let mut c = Client::open(server.1);
+    let server = Server::start(&data, &[]);
+    let mut c = Client::open(server.diameter);
     let copies = |n: usize| {
         vec![
             Mscc {

@@ -12,17 +12,13 @@ mod support;
 use std::net::Ipv4Addr;
 
 use bytes::BytesMut;
-use etherparse::PacketBuilder;
 use gyro_diameter::codes::{avp, cmd, AvpId, VENDOR_3GPP};
 use gyro_diameter::header::flags;
 use gyro_diameter::types::{Address, DiameterTime};
 use gyro_diameter::{Encoder, Message};
-use pcap_file::pcap::{PcapPacket, PcapWriter};
 use serde_json::Value;
-use support::{gyro, require, run, scratch, testdata_hex, text2pcap};
+use support::{gyro, require, run, scratch, tcp_pcap, testdata_hex, text2pcap};
 
-const CLIENT: ([u8; 4], u16) = ([10, 0, 0, 1], 40000);
-const SERVER: ([u8; 4], u16) = ([10, 0, 0, 2], 3868);
 const SID: &str = "pgw.example.net;1700000000;42";
 
 // AVPs without a constant in the codec.
@@ -303,36 +299,7 @@ fn write_pcap(msgs: &[(bool, Vec<u8>)]) -> (Vec<u8>, usize) {
             segments.push((*to_server, m.clone()));
         }
     }
-    let mut w = PcapWriter::new(Vec::new()).unwrap();
-    let (mut cseq, mut sseq) = (1_000u32, 500_000u32);
-    for (n, (to_server, data)) in segments.iter().enumerate() {
-        let (src, dst) = if *to_server {
-            (CLIENT, SERVER)
-        } else {
-            (SERVER, CLIENT)
-        };
-        let (seq, ack) = if *to_server {
-            (cseq, sseq)
-        } else {
-            (sseq, cseq)
-        };
-        let builder = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
-            .ipv4(src.0, dst.0, 64)
-            .tcp(src.1, dst.1, seq, 65535)
-            .ack(ack)
-            .psh();
-        let mut pkt = Vec::with_capacity(builder.size(data.len()));
-        builder.write(&mut pkt, data).unwrap();
-        let ts = std::time::Duration::from_millis(1_700_000_000_000 + n as u64 * 10);
-        w.write_packet(&PcapPacket::new(ts, pkt.len() as u32, &pkt))
-            .unwrap();
-        if *to_server {
-            cseq = cseq.wrapping_add(data.len() as u32);
-        } else {
-            sseq = sseq.wrapping_add(data.len() as u32);
-        }
-    }
-    (w.into_writer(), segments.len())
+    (tcp_pcap(&segments), segments.len())
 }
 
 fn capture() -> (std::path::PathBuf, Vec<(bool, Vec<u8>)>, usize) {

@@ -3,10 +3,11 @@
 
 use gyro_charging::*;
 
+pub mod requests;
 pub mod script;
 
-pub const DATA: &str = "32251@3gpp.org";
-pub const SMS: &str = "32274@3gpp.org";
+#[allow(unused_imports)] // not every test binary uses each of them
+pub use requests::{octets, secs, DATA, SMS};
 
 pub const CONFIG: &str = r#"
 [engine]
@@ -191,24 +192,10 @@ pub fn engine() -> TestEngine {
         .into()
 }
 
-pub fn octets(n: u64) -> ServiceUnits {
-    ServiceUnits {
-        total_octets: Some(n),
-        ..ServiceUnits::default()
-    }
-}
-
 pub fn io_octets(i: u64, o: u64) -> ServiceUnits {
     ServiceUnits {
         input_octets: Some(i),
         output_octets: Some(o),
-        ..ServiceUnits::default()
-    }
-}
-
-pub fn secs(n: u32) -> ServiceUnits {
-    ServiceUnits {
-        time: Some(n),
         ..ServiceUnits::default()
     }
 }

@@ -1,7 +1,18 @@
 //! Helpers shared by the integration tests: running the built `gyro`
-//! binary, Wireshark's command-line tools and scratch files.
+//! binary, Wireshark's command-line tools and scratch files; a running
+//! `gyro serve` and its admin API (`server`), a gateway speaking Gy to it
+//! (`gateway`), its Prometheus text (`prometheus`) and the raw Diameter
+//! client of the runtime's tests (`common`).
+//!
+//! Every test binary declares `mod support;` and uses only part of it.
 
 #![allow(dead_code)]
+
+#[path = "../../../server/tests/common.rs"]
+pub mod common;
+pub mod gateway;
+pub mod prometheus;
+pub mod server;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -100,6 +111,40 @@ pub fn text2pcap(dir: &Path, name: &str, packets: &[Vec<u8>], pcapng: bool) -> P
     cap
 }
 
+/// One TCP connection as a pcap capture: each of `segments` (true: from
+/// the client 10.0.0.1:40000 to the server 10.0.0.2:3868; false: back) in
+/// one packet, 10 ms apart, with consistent sequence numbers.
+pub fn tcp_pcap(segments: &[(bool, Vec<u8>)]) -> Vec<u8> {
+    use etherparse::PacketBuilder;
+    use pcap_file::pcap::{PcapPacket, PcapWriter};
+    let mut w = PcapWriter::new(Vec::new()).unwrap();
+    let (client, server) = (([10, 0, 0, 1], 40000), ([10, 0, 0, 2], 3868));
+    let (mut cseq, mut sseq) = (1_000u32, 500_000u32);
+    for (n, (to_server, data)) in segments.iter().enumerate() {
+        let (src, dst, seq, ack) = if *to_server {
+            (client, server, cseq, sseq)
+        } else {
+            (server, client, sseq, cseq)
+        };
+        let builder = PacketBuilder::ethernet2([2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2])
+            .ipv4(src.0, dst.0, 64)
+            .tcp(src.1, dst.1, seq, 65535)
+            .ack(ack)
+            .psh();
+        let mut pkt = Vec::with_capacity(builder.size(data.len()));
+        builder.write(&mut pkt, data).unwrap();
+        let ts = std::time::Duration::from_millis(1_700_000_000_000 + n as u64 * 10);
+        w.write_packet(&PcapPacket::new(ts, pkt.len() as u32, &pkt))
+            .unwrap();
+        if *to_server {
+            cseq = cseq.wrapping_add(data.len() as u32);
+        } else {
+            sseq = sseq.wrapping_add(data.len() as u32);
+        }
+    }
+    w.into_writer()
+}
+
 /// Parses `gyro decode --json` output.
 pub fn json(stdout: &str) -> serde_json::Value {
     serde_json::from_str(stdout).unwrap_or_else(|e| panic!("bad JSON ({e}): {stdout}"))
@@ -195,15 +240,4 @@ pub fn data_ccr(
         }],
         ..CcRequest::default()
     }
-}
-
-/// A configuration file in `dir` whose admin API listens on `port`, with a
-/// short answer timeout for server-initiated requests (a lost answer does
-/// not stall a test).
-pub fn admin_config(dir: &Path, port: u16) -> PathBuf {
-    let text =
-        format!("[admin]\nlisten = \"127.0.0.1:{port}\"\n[peers]\nanswer_timeout_secs = 3.0\n");
-    let path = dir.join("gyro.toml");
-    std::fs::write(&path, text).unwrap();
-    path
 }
