@@ -1,6 +1,8 @@
 //! `gyro ledger`: read a server's data directory the way `gyro serve`
 //! does at start (snapshot plus journal) and check the books: for every
 //! account, initial balance + top-ups = balance + reserved + debited.
+//! With `--config` naming a configuration whose ledger is a Redis Cluster
+//! ([`redis`]), the same check over every account of the cluster.
 //!
 //! It only reads: nothing in the data directory is created, cut, renamed
 //! or removed (a torn last frame is left out in memory), so it works on a
@@ -9,6 +11,7 @@
 //! repair` ([`repair`]) is the one that writes, and only into a directory
 //! no server holds.
 
+mod redis;
 mod repair;
 
 use std::path::{Path, PathBuf};
@@ -20,6 +23,9 @@ use serde::Serialize;
 
 use crate::serve;
 
+/// `--data-dir` when not given.
+const DEFAULT_DATA_DIR: &str = "gyro-data";
+
 /// Options of `gyro ledger`.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Args {
@@ -28,7 +34,7 @@ pub struct Args {
     pub action: Option<Action>,
     /// The server's data directory (read only; a running server may hold
     /// it).
-    #[arg(long, global = true, default_value = "gyro-data", value_name = "DIR")]
+    #[arg(long, global = true, default_value = DEFAULT_DATA_DIR, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Charging configuration the server runs with (default: the embedded
     /// demo); it seeds shards that have no snapshot yet.
@@ -42,6 +48,12 @@ pub struct Args {
     /// Print every account as JSON.
     #[arg(long)]
     pub json: bool,
+    /// The server's configuration file: with `[storage] backend =
+    /// "redis-cluster"` the books of the whole cluster are checked (its
+    /// `[storage.redis]` settings); otherwise its data directory and
+    /// charging configuration are read (unless given here).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
 }
 
 /// `gyro ledger` actions.
@@ -114,6 +126,23 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if let Some(Action::Repair(r)) = &args.action {
         return repair::run(args, r);
     }
+    let mut args = args.clone();
+    if let Some(path) = &args.config {
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let config = gyro_server::Config::from_toml_str(&text)
+            .with_context(|| format!("in {}", path.display()))?;
+        if config.storage.backend == gyro_server::config::StorageBackend::RedisCluster {
+            return redis::run(&config.storage.redis, args.json);
+        }
+        if args.data_dir == Path::new(DEFAULT_DATA_DIR) {
+            args.data_dir = config.server.data_dir.clone();
+        }
+        if args.charging.is_none() {
+            args.charging = config.server.charging.clone();
+        }
+    }
+    let args = &args;
     let shards = shards(&args.data_dir)?;
     let live = live_note(&args.data_dir)?;
     let mut config = gyro_server::Config::default();

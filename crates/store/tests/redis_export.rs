@@ -154,22 +154,6 @@ async fn streams_are_exported_once_fsynced_by_one_node_at_a_time() {
     assert_eq!(total, 11 * accounts.len());
 }
 
-fn redis_cli(args: &[&str]) -> String {
-    let seed = cluster_nodes().unwrap()[0].clone();
-    let port = seed
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
-    let out = std::process::Command::new("redis-cli")
-        .args(["-c", "-p", &port])
-        .args(args)
-        .output()
-        .expect("redis-cli");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 /// Two nodes export at the same time, again and again, while CDRs keep
 /// coming: the streams are shared between them by lease, and every CDR is
 /// in exactly one file, with contiguous ranges per slot.

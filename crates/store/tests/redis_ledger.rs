@@ -465,23 +465,6 @@ async fn values_the_functions_cannot_take_are_refused_before_sending() {
     let _ = Timestamp(0);
 }
 
-/// `redis-cli -c` on the test cluster (follows redirections).
-fn redis_cli(args: &[&str]) -> String {
-    let seed = cluster_nodes().unwrap()[0].clone();
-    let port = seed
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
-    let out = std::process::Command::new("redis-cli")
-        .args(["-c", "-p", &port])
-        .args(args)
-        .output()
-        .expect("redis-cli");
-    String::from_utf8_lossy(&out.stdout).to_string()
-}
-
 #[tokio::test]
 async fn the_books_of_the_whole_cluster_add_up_and_name_what_does_not() {
     let Some(ledger) = ledger("books").await else {

@@ -133,3 +133,21 @@ pub const NOW: Timestamp = Timestamp(1_700_000_000_000);
 pub fn acct(id: u64) -> AccountId {
     AccountId(id)
 }
+
+/// Runs `redis-cli -c` against the first seed node and returns its output
+/// (for tests that tamper with keys behind the ledger's back).
+pub fn redis_cli(args: &[&str]) -> String {
+    let seed = cluster_nodes().expect("a test cluster")[0].clone();
+    let port = seed
+        .rsplit(':')
+        .next()
+        .unwrap_or_default()
+        .trim_end_matches('/')
+        .to_string();
+    let out = Command::new("redis-cli")
+        .args(["-c", "-p", &port])
+        .args(args)
+        .output()
+        .expect("redis-cli");
+    String::from_utf8_lossy(&out.stdout).to_string()
+}
