@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every cargo-fuzz target for a bounded time and fails if any crashes.
 #
-#   scripts/fuzz-smoke.sh [SECONDS]     default 20 seconds per target
+#   scripts/fuzz-smoke.sh [SECONDS]     default 15 seconds per target
 #
 # Installs what it needs when missing (the nightly toolchain, cargo-fuzz),
 # keeps the checked-in seed corpus untouched (new inputs go to a scratch
@@ -12,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 
-seconds="${1:-20}"
+seconds="${1:-15}"
 case "$seconds" in
     '' | *[!0-9]*) echo "usage: $0 [SECONDS]" >&2; exit 2 ;;
 esac
