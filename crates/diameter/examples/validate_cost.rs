@@ -13,7 +13,6 @@
 //! the count is the cost of validating one request.
 
 #[path = "../tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 
 use std::hint::black_box;

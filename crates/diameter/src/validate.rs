@@ -534,18 +534,17 @@ impl<'a> Validator<'_, 'a, '_> {
                     ))
                 }
             };
-            if def.ty == AvpType::Enumerated {
-                if def.has_enum_values()
-                    && value.and_then(|n| def.enum_name(n as i32)).is_none()
-                    && (strict || def.vendor == 0)
-                {
-                    return Err(Problem::avp(
-                        result::INVALID_AVP_VALUE,
-                        "unknown enumerated value",
-                        a,
-                        parents,
-                    ));
-                }
+            if def.ty == AvpType::Enumerated
+                && def.has_enum_values()
+                && value.and_then(|n| def.enum_name(n as i32)).is_none()
+                && (strict || def.vendor == 0)
+            {
+                return Err(Problem::avp(
+                    result::INVALID_AVP_VALUE,
+                    "unknown enumerated value",
+                    a,
+                    parents,
+                ));
             }
             if let Some(want) = rule_idx.and_then(|i| g.rules[i].value) {
                 if value != Some(want) {
