@@ -1,7 +1,7 @@
 //! Encoding straight into a [`BytesMut`], with message and grouped AVP
 //! lengths back-patched once their contents are written.
 
-use bytes::{BufMut, BytesMut};
+use bytes::BytesMut;
 
 use crate::avp::{flags as avp_flags, padded, Avp};
 use crate::codes::{avp, AvpId};
@@ -48,7 +48,7 @@ impl<'b> Encoder<'b> {
             hop_by_hop,
             end_to_end,
         };
-        buf.put_slice(&h.to_bytes());
+        buf.extend_from_slice(&h.to_bytes());
         Encoder {
             buf,
             start,
@@ -101,7 +101,7 @@ impl<'b> Encoder<'b> {
     }
 
     /// The AVP header for `data_len` bytes of data (its first `.1` bytes).
-    #[inline]
+    #[inline(always)]
     fn header_bytes(&mut self, id: AvpId, data_len: usize) -> ([u8; 12], usize) {
         let hlen = if id.vendor != 0 { 12 } else { 8 };
         let len = hlen + data_len;
@@ -120,33 +120,43 @@ impl<'b> Encoder<'b> {
         (h, hlen)
     }
 
+    // Bytes are appended with `BytesMut::extend_from_slice`, which inlines
+    // (`BufMut::put_slice` is an out-of-line call per AVP), so copies of a
+    // size known here become a few moves instead of a `memcpy` call.
+
+    // Always inlined: it is most of the work of every AVP written, and a
+    // call per AVP cost as much again (measured with callgrind).
+    #[inline(always)]
     fn avp_header(&mut self, id: AvpId, data_len: usize) {
         let (h, n) = self.header_bytes(id, data_len);
-        self.buf.put_slice(&h[..n]);
+        if n == 12 {
+            self.buf.extend_from_slice(&h);
+        } else {
+            self.buf.extend_from_slice(&h[..8]);
+        }
     }
 
-    /// Writes an AVP of fixed-size data (no padding needed) with one copy
-    /// into the buffer.
+    /// Writes an AVP of fixed-size data (no padding needed).
     #[inline]
     fn fixed<const N: usize>(&mut self, id: AvpId, data: [u8; N]) -> &mut Self {
-        let (h, n) = self.header_bytes(id, N);
-        let mut avp = [0u8; 20];
-        avp[..n].copy_from_slice(&h[..n]);
-        avp[n..n + N].copy_from_slice(&data);
-        self.buf.put_slice(&avp[..n + N]);
+        self.buf.reserve(12 + N);
+        self.avp_header(id, N);
+        self.buf.extend_from_slice(&data);
         self
     }
 
+    #[inline]
     fn pad(&mut self, data_len: usize) {
         let pad = padded(data_len) - data_len;
-        self.buf.put_bytes(0, pad);
+        self.buf.extend_from_slice(&[0; 3][..pad]);
     }
 
     /// Writes an AVP whose data are these bytes (OctetString, UTF8String,
     /// DiameterIdentity, DiameterURI, IPFilterRule), then padding.
     pub fn octets(&mut self, id: AvpId, data: &[u8]) -> &mut Self {
+        self.buf.reserve(12 + padded(data.len()));
         self.avp_header(id, data.len());
-        self.buf.put_slice(data);
+        self.buf.extend_from_slice(data);
         self.pad(data.len());
         self
     }
@@ -205,7 +215,7 @@ impl<'b> Encoder<'b> {
     /// Session-Id echoing), then padding.
     pub fn raw_avp(&mut self, a: &Avp<'_>) -> &mut Self {
         let raw = a.raw();
-        self.buf.put_slice(raw);
+        self.buf.extend_from_slice(raw);
         self.pad(raw.len());
         self
     }

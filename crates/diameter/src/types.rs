@@ -192,6 +192,12 @@ fn decode_ascii<'a>(data: &'a [u8], kind: &'static str) -> Result<&'a str> {
 /// DiameterIdentity: a non-empty FQDN or realm of visible ASCII characters.
 /// Compare identities with [`identity_eq`] (case-insensitive).
 pub fn decode_identity(data: &[u8]) -> Result<&str> {
+    check_identity(data)?;
+    decode_ascii(data, "DiameterIdentity")
+}
+
+/// The checks of [`decode_identity`], without making a `str`.
+pub(crate) fn check_identity(data: &[u8]) -> Result<()> {
     if data.is_empty() {
         return Err(Error::value("DiameterIdentity", "empty"));
     }
@@ -201,7 +207,7 @@ pub fn decode_identity(data: &[u8]) -> Result<&str> {
             "contains a character outside visible ASCII",
         ));
     }
-    decode_ascii(data, "DiameterIdentity")
+    Ok(())
 }
 
 /// Compares two DiameterIdentity values the way RFC 6733 says: ignoring case.

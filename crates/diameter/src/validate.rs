@@ -87,12 +87,14 @@ use bytes::BytesMut;
 
 use crate::avp::{self, flags as avp_flags, Avp, AvpIter, AVP_HEADER_LEN};
 use crate::codes::{self, app, cmd, result, AvpId};
-use crate::dict::{min_data_len, CommandLookup, Dictionary, FlagRule, Grammar, MAX_RULES};
+use crate::dict::{
+    min_data_len, CommandLookup, Dictionary, Exclusive, FlagRule, Grammar, MAX_RULES,
+};
 use crate::encode::Encoder;
 use crate::error::{Error, Result};
 use crate::header::{flags, Header, HEADER_LEN};
 use crate::message::Message;
-use crate::types::{decode_value, AvpType, Value};
+use crate::types::{self, decode_value, AvpType};
 
 /// Deepest nesting of Grouped AVPs that is validated.
 pub const MAX_DEPTH: usize = 8;
@@ -405,7 +407,13 @@ impl<'a> Validator<'_, 'a, '_> {
                 Ok(a) => a,
                 Err(e) => return Err(self.length_problem(e, parents, top)),
             };
-            let Some(def) = self.dict.avp(a.code(), a.vendor_id()) else {
+            // One probe finds the grammar's rule and the definition of an
+            // AVP the grammar names; any other is looked up by itself.
+            let (rule_idx, def) = match g.lookup(a.code(), a.vendor_id()) {
+                Some((i, d)) => (Some(i), Some(self.dict.avp_at(d))),
+                None => (None, self.dict.avp(a.code(), a.vendor_id())),
+            };
+            let Some(def) = def else {
                 if a.is_mandatory() {
                     return Err(Problem::avp(
                         result::AVP_UNSUPPORTED,
@@ -430,7 +438,6 @@ impl<'a> Validator<'_, 'a, '_> {
                 ));
             }
             // Grammar.
-            let rule_idx = g.rule_index(a.code(), a.vendor_id());
             match rule_idx {
                 Some(i) => {
                     let rule = &g.rules[i];
@@ -459,7 +466,9 @@ impl<'a> Validator<'_, 'a, '_> {
                             parents,
                         ));
                     }
-                    for x in g.exclusive.iter().filter(|x| x.rules.contains(&i)) {
+                    // A rule in no exclusion group (most) skips the search.
+                    let in_group = |x: &&Exclusive| g.is_exclusive(i) && x.rules.contains(&i);
+                    for x in g.exclusive.iter().filter(in_group) {
                         let other = x.rules.iter().copied().find(|&j| j != i && counts[j] > 0);
                         if let Some(j) = other {
                             return Err(self.conflict(
@@ -506,7 +515,7 @@ impl<'a> Validator<'_, 'a, '_> {
                 }
                 continue;
             }
-            let value = match decode_value(def.ty, a.data()) {
+            let value = match check_value(def.ty, a.data()) {
                 Ok(v) => v,
                 Err(Error::InvalidValue { length: true, .. }) => {
                     return Err(Problem::avp(
@@ -525,21 +534,20 @@ impl<'a> Validator<'_, 'a, '_> {
                     ))
                 }
             };
-            if let Value::Enumerated(n) = value {
-                if def.has_enum_values()
-                    && def.enum_name(n).is_none()
-                    && (strict || def.vendor == 0)
-                {
-                    return Err(Problem::avp(
-                        result::INVALID_AVP_VALUE,
-                        "unknown enumerated value",
-                        a,
-                        parents,
-                    ));
-                }
+            if def.ty == AvpType::Enumerated
+                && def.has_enum_values()
+                && value.and_then(|n| def.enum_name(n as i32)).is_none()
+                && (strict || def.vendor == 0)
+            {
+                return Err(Problem::avp(
+                    result::INVALID_AVP_VALUE,
+                    "unknown enumerated value",
+                    a,
+                    parents,
+                ));
             }
             if let Some(want) = rule_idx.and_then(|i| g.rules[i].value) {
-                if integer(&value) != Some(want) {
+                if value != Some(want) {
                     return Err(Problem::avp(
                         result::INVALID_AVP_VALUE,
                         "AVP value not the one the command requires",
@@ -657,13 +665,28 @@ impl<'a> Validator<'_, 'a, '_> {
     }
 }
 
-fn integer(v: &Value<'_>) -> Option<i64> {
-    Some(match *v {
-        Value::Integer32(n) | Value::Enumerated(n) => i64::from(n),
-        Value::Integer64(n) => n,
-        Value::Unsigned32(n) => i64::from(n),
-        Value::Unsigned64(n) => i64::try_from(n).ok()?,
-        _ => return None,
+/// Checks that `data` decodes as format `ty` (the errors of
+/// [`decode_value`]) and returns its value when it is an integer that fits
+/// an `i64`, for the checks of enumerated values and of rules that fix the
+/// value. Unlike [`decode_value`] it builds no [`Value`](types::Value): texts are only
+/// checked.
+fn check_value(ty: AvpType, data: &[u8]) -> Result<Option<i64>> {
+    Ok(match ty {
+        AvpType::Integer32 | AvpType::Enumerated => Some(i64::from(types::decode_i32(data)?)),
+        AvpType::Integer64 => Some(types::decode_i64(data)?),
+        AvpType::Unsigned32 => Some(i64::from(types::decode_u32(data)?)),
+        AvpType::Unsigned64 => i64::try_from(types::decode_u64(data)?).ok(),
+        // ASCII is valid UTF-8; the word-at-a-time ASCII check settles the
+        // common case before the full decoder runs.
+        AvpType::UTF8String if data.is_ascii() => None,
+        AvpType::DiameterIdentity => {
+            types::check_identity(data)?;
+            None
+        }
+        _ => {
+            decode_value(ty, data)?;
+            None
+        }
     })
 }
 

@@ -154,7 +154,8 @@ impl Application for CreditControl {
     /// One walk over the top-level AVPs: the account of the first known
     /// Subscription-Id names the shard; CC-Request-Type says what the
     /// request does to its session. A CCR-Update or -Terminate without a
-    /// (known) Subscription-Id follows its session.
+    /// (known) Subscription-Id follows its session. The walk stops once
+    /// both are known; with a single shard, once CC-Request-Type is.
     fn route(&self, request: &Message<'_>, count: usize) -> Route {
         let mut route = Route {
             shard: None,
@@ -163,6 +164,10 @@ impl Application for CreditControl {
         if request.command_code() != cmd::CREDIT_CONTROL {
             return route;
         }
+        // With a single shard every account is on it: only the session
+        // step is needed.
+        let mut need_account = count > 1;
+        let mut need_type = true;
         for a in request.avps().flatten() {
             if a.vendor_id() != 0 {
                 continue;
@@ -175,7 +180,9 @@ impl Application for CreditControl {
                     Ok(TERMINATION_REQUEST) => SessionStep::End,
                     _ => SessionStep::None,
                 };
-            } else if code == avp::SUBSCRIPTION_ID.code && route.shard.is_none() {
+                // Validation lets one CC-Request-Type through, at most.
+                need_type = false;
+            } else if code == avp::SUBSCRIPTION_ID.code && need_account {
                 let kind = a
                     .child(avp::SUBSCRIPTION_ID_TYPE)
                     .and_then(|t| t.u32().ok())
@@ -186,8 +193,12 @@ impl Application for CreditControl {
                 if let (Some(kind), Some(data)) = (kind, data) {
                     if let Some(account) = self.subscribers.lookup(kind, data) {
                         route.shard = Some(account.shard(count));
+                        need_account = false;
                     }
                 }
+            }
+            if !need_type && !need_account {
+                break;
             }
         }
         route

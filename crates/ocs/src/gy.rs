@@ -210,8 +210,10 @@ fn visited(a: &Avp<'_>, req: &mut CcRequest, from_uli: &mut bool) -> Result<()> 
     Ok(())
 }
 
-fn mscc(a: &Avp<'_>) -> Result<Mscc> {
-    let mut m = Mscc::default();
+/// Reads a Multiple-Services-Credit-Control into `m` (a fresh one, filled
+/// in place: the struct is large, and moving it out of a return value and
+/// into the request's list cost two copies).
+fn mscc(a: &Avp<'_>, m: &mut Mscc) -> Result<()> {
     for c in a.grouped() {
         let c = next(c)?;
         if c.vendor_id() == 0 {
@@ -234,7 +236,7 @@ fn mscc(a: &Avp<'_>) -> Result<Mscc> {
             m.reporting_reason = Some(enum_of(&c)?);
         }
     }
-    Ok(m)
+    Ok(())
 }
 
 /// Reads a CCR into `req`, reusing its buffers. The message must be a
@@ -323,7 +325,11 @@ pub fn decode_ccr(msg: &Message<'_>, req: &mut CcRequest) -> Result<()> {
             446 => {
                 used_units(&a, &mut req.used, &mut req.used_after)?;
             }
-            456 => req.mscc.push(mscc(&a)?),
+            456 => {
+                req.mscc.push(Mscc::default());
+                let last = req.mscc.len() - 1;
+                mscc(&a, &mut req.mscc[last])?;
+            }
             295 => req.termination_cause = Some(enum_of(&a)?),
             _ => {}
         }

@@ -521,32 +521,40 @@ async fn next_job(outbound: &mut Option<Registration>) -> Option<OutboundJob> {
     }
 }
 
-/// Writes answers as they arrive, many per write when they queue up.
+/// Writes answers as they arrive, many per write when they queue up: in
+/// one `writev` of the queued buffers where the transport has one (plain
+/// TCP), else copied into one buffer first (TLS, whose records would
+/// otherwise be one per buffer).
 async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     inflight: Rc<Cell<usize>>,
     written: Rc<Notify>,
 ) {
+    let vectored = wr.is_write_vectored();
+    let mut queued: Vec<Bytes> = Vec::new();
     let mut scratch = BytesMut::new();
     while let Some(first) = rx.recv().await {
         let mut answers = first.answers;
-        let res = match rx.try_recv() {
-            Err(_) => wr.write_all(&first.bytes).await,
-            Ok(second) => {
-                scratch.clear();
-                scratch.extend_from_slice(&first.bytes);
-                scratch.extend_from_slice(&second.bytes);
-                answers += second.answers;
-                while scratch.len() < 256 * 1024 {
-                    match rx.try_recv() {
-                        Ok(o) => {
-                            scratch.extend_from_slice(&o.bytes);
-                            answers += o.answers;
-                        }
-                        Err(_) => break,
-                    }
+        let mut bytes = first.bytes.len();
+        queued.clear();
+        queued.push(first.bytes);
+        while bytes < 256 * 1024 {
+            match rx.try_recv() {
+                Ok(o) => {
+                    bytes += o.bytes.len();
+                    answers += o.answers;
+                    queued.push(o.bytes);
                 }
+                Err(_) => break,
+            }
+        }
+        let res = match queued.as_mut_slice() {
+            [one] => wr.write_all(one).await,
+            many if vectored => write_all_vectored(&mut wr, many).await,
+            many => {
+                scratch.clear();
+                many.iter().for_each(|b| scratch.extend_from_slice(b));
                 wr.write_all(&scratch).await
             }
         };
@@ -558,3 +566,41 @@ async fn write_loop<W: AsyncWrite + Unpin>(
     }
     let _ = wr.shutdown().await;
 }
+
+/// Writes all of `bufs`, in order, with vectored writes (at most
+/// [`MAX_SLICES`] buffers each); what was written is consumed from them.
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    wr: &mut W,
+    bufs: &mut [Bytes],
+) -> std::io::Result<()> {
+    let mut first = 0;
+    loop {
+        // An empty buffer would make a write of nothing look like a
+        // stalled peer.
+        while first < bufs.len() && bufs[first].is_empty() {
+            first += 1;
+        }
+        if first == bufs.len() {
+            return Ok(());
+        }
+        let mut slices = [std::io::IoSlice::new(&[]); MAX_SLICES];
+        let n = (bufs.len() - first).min(MAX_SLICES);
+        for (slice, b) in slices.iter_mut().zip(&bufs[first..first + n]) {
+            *slice = std::io::IoSlice::new(b);
+        }
+        let mut done = wr.write_vectored(&slices[..n]).await?;
+        if done == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        while first < bufs.len() && done >= bufs[first].len() {
+            done -= bufs[first].len();
+            first += 1;
+        }
+        if done > 0 {
+            bytes::Buf::advance(&mut bufs[first], done);
+        }
+    }
+}
+
+/// Most buffers one vectored write takes (Linux allows 1024 per writev).
+const MAX_SLICES: usize = 64;

@@ -67,36 +67,58 @@ pub struct Grammar {
     pub any_avp: bool,
     /// Exclusion groups (5007 when violated, see [`Exclusive`]).
     pub exclusive: Vec<Exclusive>,
-    /// (code, vendor) key -> rule index.
+    /// (code, vendor) key -> rule index and AVP definition.
     index: RuleIndex,
     /// Indexes of the rules with a minimum, in grammar order.
     required: Vec<u16>,
+    /// Bit `i` set: rule `i` belongs to an exclusion group.
+    exclusive_rules: u128,
 }
 
 /// An open-addressing table (linear probing) from an AVP's (code, vendor)
-/// key to its rule: one or two probes per AVP of every request validated,
-/// where a binary search over a command's ~50 rules took six unpredictable
-/// branches.
+/// key to its rule and its definition: one or two probes per AVP of every
+/// request validated, where a binary search over a command's ~50 rules took
+/// six unpredictable branches, and the definition needs no second lookup in
+/// the dictionary's hash map.
 #[derive(Debug, Clone, PartialEq, Default)]
 struct RuleIndex {
-    /// `(key, rule)`; `rule == EMPTY` marks a free slot. A power of two,
-    /// at least twice the number of rules.
-    slots: Vec<(u64, u16)>,
+    /// A power of two, at least twice the number of rules.
+    slots: Vec<Slot>,
+}
+
+/// One slot of a [`RuleIndex`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Slot {
+    key: u64,
+    /// [`EMPTY`] marks a free slot.
+    rule: u16,
+    /// The AVP's definition: its index in the dictionary.
+    def: u32,
 }
 
 const EMPTY: u16 = u16::MAX;
 
 impl RuleIndex {
-    fn build(keys: impl ExactSizeIterator<Item = u64>) -> RuleIndex {
-        let size = (keys.len() * 2).next_power_of_two().max(8);
-        let mut slots = vec![(0, EMPTY); size];
-        for (rule, k) in keys.enumerate() {
+    /// `entries`: each rule's (key, definition index), in rule order.
+    fn build(entries: impl ExactSizeIterator<Item = (u64, u32)>) -> RuleIndex {
+        let size = (entries.len() * 2).next_power_of_two().max(8);
+        let free = Slot {
+            key: 0,
+            rule: EMPTY,
+            def: 0,
+        };
+        let mut slots = vec![free; size];
+        for (rule, (k, def)) in entries.enumerate() {
             let mut i = Self::home(k, size);
-            while slots[i].1 != EMPTY && slots[i].0 != k {
+            while slots[i].rule != EMPTY && slots[i].key != k {
                 i = (i + 1) & (size - 1);
             }
-            if slots[i].1 == EMPTY {
-                slots[i] = (k, rule as u16);
+            if slots[i].rule == EMPTY {
+                slots[i] = Slot {
+                    key: k,
+                    rule: rule as u16,
+                    def,
+                };
             }
         }
         RuleIndex { slots }
@@ -108,19 +130,19 @@ impl RuleIndex {
     }
 
     #[inline]
-    fn get(&self, k: u64) -> Option<usize> {
+    fn get(&self, k: u64) -> Option<&Slot> {
         let size = self.slots.len();
         if size == 0 {
             return None;
         }
         let mut i = Self::home(k, size);
         loop {
-            let (key, rule) = self.slots[i];
-            if rule == EMPTY {
+            let slot = &self.slots[i];
+            if slot.rule == EMPTY {
                 return None;
             }
-            if key == k {
-                return Some(rule as usize);
+            if slot.key == k {
+                return Some(slot);
             }
             i = (i + 1) & (size - 1);
         }
@@ -131,7 +153,23 @@ impl Grammar {
     /// The index of the rule for this AVP, if the grammar names it.
     #[inline]
     pub fn rule_index(&self, code: u32, vendor: u32) -> Option<usize> {
-        self.index.get(key(code, vendor))
+        self.index.get(key(code, vendor)).map(|s| s.rule as usize)
+    }
+
+    /// The index of the rule for this AVP and the index of the AVP's
+    /// definition in the dictionary that compiled the grammar
+    /// ([`Dictionary::avp_at`]), if the grammar names it: one probe.
+    #[inline]
+    pub(crate) fn lookup(&self, code: u32, vendor: u32) -> Option<(usize, u32)> {
+        self.index
+            .get(key(code, vendor))
+            .map(|s| (s.rule as usize, s.def))
+    }
+
+    /// Whether rule `i` belongs to an exclusion group.
+    #[inline]
+    pub(crate) fn is_exclusive(&self, i: usize) -> bool {
+        i < 128 && self.exclusive_rules & (1u128 << i) != 0
     }
 
     /// The indexes of the rules that ask for at least one occurrence, in
@@ -151,6 +189,7 @@ impl Dictionary {
     /// Compiles one grammar from its source (names resolved to codes).
     pub(super) fn compile(&self, src: &GrammarSrc) -> Result<Grammar, String> {
         let mut g = Grammar::default();
+        let mut defs = Vec::new();
         let mut leading_fixed = true;
         for text in &src.rules {
             let p = parse_rule(text)?;
@@ -161,9 +200,11 @@ impl Dictionary {
                 g.any_avp = true;
                 continue;
             }
-            let def = self
-                .avp_by_name(&p.name)
+            let def_index = self
+                .avp_index(&p.name)
                 .ok_or_else(|| format!("{text}: unknown AVP {}", p.name))?;
+            let def = self.avp_at(def_index);
+            defs.push(def_index);
             if g.rule_index(def.code, def.vendor).is_some()
                 || g.rules
                     .iter()
@@ -201,7 +242,12 @@ impl Dictionary {
         if g.rules.len() > MAX_RULES {
             return Err(format!("more than {MAX_RULES} rules"));
         }
-        g.index = RuleIndex::build(g.rules.iter().map(|r| key(r.code, r.vendor)));
+        g.index = RuleIndex::build(
+            g.rules
+                .iter()
+                .zip(defs)
+                .map(|(r, def)| (key(r.code, r.vendor), def)),
+        );
         g.required = (0..g.rules.len() as u16)
             .filter(|&i| g.rules[i as usize].min > 0)
             .collect();
@@ -218,6 +264,9 @@ impl Dictionary {
             }
             if rules.len() < 2 {
                 return Err("exclusive: name at least two AVPs".into());
+            }
+            for &i in &rules {
+                g.exclusive_rules |= 1u128 << i;
             }
             g.exclusive.push(Exclusive {
                 rules,

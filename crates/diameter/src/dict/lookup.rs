@@ -12,6 +12,17 @@ impl Dictionary {
             .map(|&i| &self.avps[i as usize])
     }
 
+    /// The definition at `index` (from a compiled grammar's index).
+    #[inline]
+    pub(crate) fn avp_at(&self, index: u32) -> &AvpDef {
+        &self.avps[index as usize]
+    }
+
+    /// The index of the AVP with this name.
+    pub(crate) fn avp_index(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
+    }
+
     /// The AVP with this name.
     pub fn avp_by_name(&self, name: &str) -> Option<&AvpDef> {
         self.by_name.get(name).map(|&i| &self.avps[i as usize])
