@@ -424,6 +424,7 @@ impl<'a> JsonLine<'a> {
     }
 
     /// A member with an integer value; `key` is a [`key!`].
+    #[inline(always)]
     fn num(&mut self, key: &str, v: impl itoa::Integer) {
         self.out.extend_from_slice(key.as_bytes());
         self.out
@@ -431,6 +432,7 @@ impl<'a> JsonLine<'a> {
     }
 
     /// A member with a string value; `key` is a [`key!`].
+    #[inline(always)]
     fn str(&mut self, key: &str, v: &str) {
         self.out.extend_from_slice(key.as_bytes());
         if needs_escape(v.as_bytes()) {
