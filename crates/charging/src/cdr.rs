@@ -319,12 +319,12 @@ impl<S: AsRef<str>> CdrOf<S> {
     pub fn write_json_line(&self, out: &mut Vec<u8>) -> crate::Result<()> {
         let mut j = JsonLine::new(out, self.sequence);
         j.str(key!("node_id"), self.node_id.as_ref());
-        j.str(key!("record_type"), self.record_type.as_str());
+        j.word(key!("record_type"), self.record_type.as_str());
         j.str(key!("session_id"), self.session_id.as_ref());
         j.num(key!("account"), self.account.0);
         j.str(key!("subscriber"), self.subscriber.as_ref());
         j.str(key!("service_context"), self.service_context.as_ref());
-        j.str(key!("interface"), self.interface.as_str());
+        j.word(key!("interface"), self.interface.as_str());
         if let Some(v) = self.rating_group {
             j.num(key!("rating_group"), v);
         }
@@ -333,10 +333,10 @@ impl<S: AsRef<str>> CdrOf<S> {
         }
         j.num(key!("request_number"), self.request_number);
         if let Some(a) = self.requested_action {
-            j.str(key!("requested_action"), action_str(a));
+            j.word(key!("requested_action"), action_str(a));
         }
         if let Some(u) = self.unit {
-            j.str(key!("unit"), unit_str(u));
+            j.word(key!("unit"), unit_str(u));
         }
         for (key, v) in [
             (key!("time"), self.time),
@@ -360,7 +360,7 @@ impl<S: AsRef<str>> CdrOf<S> {
         j.num(key!("ended"), self.ended.0);
         j.num(key!("result_code"), self.result_code);
         if let Some(c) = self.closing_cause {
-            j.str(key!("closing_cause"), c.as_str());
+            j.word(key!("closing_cause"), c.as_str());
         }
         if let Some(v) = self.termination_cause {
             j.num(key!("termination_cause"), v);
@@ -379,7 +379,7 @@ impl<S: AsRef<str>> CdrOf<S> {
             }
         }
         if let Some(t) = self.tariff_change {
-            j.str(key!("tariff_change"), t.as_str());
+            j.word(key!("tariff_change"), t.as_str());
         }
         j.end();
         Ok(())
@@ -431,6 +431,17 @@ impl<'a> JsonLine<'a> {
             .extend_from_slice(itoa::Buffer::new().format(v).as_bytes());
     }
 
+    /// A member whose value is one of gyro's own names (an enum's
+    /// `as_str`: lowercase words that never need escaping).
+    #[inline(always)]
+    fn word(&mut self, key: &str, v: &'static str) {
+        debug_assert!(!needs_escape(v.as_bytes()));
+        self.out.extend_from_slice(key.as_bytes());
+        self.out.push(b'"');
+        self.out.extend_from_slice(v.as_bytes());
+        self.out.push(b'"');
+    }
+
     /// A member with a string value; `key` is a [`key!`].
     #[inline(always)]
     fn str(&mut self, key: &str, v: &str) {
@@ -458,23 +469,28 @@ fn needs_escape(s: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
     let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
+    let special = |word: [u8; 8]| {
+        let x = u64::from_ne_bytes(word);
+        x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0
+            || has_zero(x ^ (ONES * u64::from(b'"')))
+            || has_zero(x ^ (ONES * u64::from(b'\\')))
+    };
     let mut chunks = s.chunks_exact(8);
     for c in &mut chunks {
         let mut word = [0u8; 8];
         word.copy_from_slice(c);
-        let x = u64::from_ne_bytes(word);
-        let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0;
-        if control
-            || has_zero(x ^ (ONES * u64::from(b'"')))
-            || has_zero(x ^ (ONES * u64::from(b'\\')))
-        {
+        if special(word) {
             return true;
         }
     }
-    chunks
-        .remainder()
-        .iter()
-        .any(|&b| b < 0x20 || b == b'"' || b == b'\\')
+    // The last bytes, padded with a letter (which needs no escaping).
+    let rest = chunks.remainder();
+    if rest.is_empty() {
+        return false;
+    }
+    let mut word = [b'a'; 8];
+    word[..rest.len()].copy_from_slice(rest);
+    special(word)
 }
 
 /// Writes CDRs as CSV lines (columns of [`CSV_HEADER`], which it does not
