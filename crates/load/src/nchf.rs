@@ -10,7 +10,12 @@
 //! more, and a Release, as an SMF does for a PDU session. The subscriber
 //! is picked as for Diameter (`--subscriber-start`, `--subscribers`), sent
 //! as the GPSI (`msisdn-...`), with the SUPI (`imsi-...`) when `--imsi` is
-//! given.
+//! given. Many places may share a subscriber (`--subscribers` below
+//! connections x window): its sessions are charged side by side. A window
+//! above the server's SETTINGS_MAX_CONCURRENT_STREAMS is allowed: the
+//! requests past it wait in the client for a stream to close (h2 opens
+//! them in order), and their latency counts the wait. The places of a
+//! connection share its counters, so a large window costs no memory.
 //!
 //! With `--rate` it runs open loop: requests are due at evenly spaced
 //! intended times over the whole run (`--rate` a second, dealt round robin
