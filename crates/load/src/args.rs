@@ -231,7 +231,8 @@ pub struct LoadArgs {
     pub quiet: bool,
 
     /// Exit non-zero when errors (non-2xxx results, timeouts, lost requests,
-    /// protocol errors) exceed this share of the requests sent.
+    /// protocol errors) exceed this share of the requests sent. A run that
+    /// sent no request exits non-zero whatever this is.
     #[arg(long, default_value_t = 0.01, value_parser = parse_ratio)]
     pub max_error_ratio: f64,
     /// Write every answer received to this file, one JSON object per line:

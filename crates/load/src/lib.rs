@@ -139,7 +139,9 @@ pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
     } else {
         report.print_human();
     }
-    if report.exceeds_error_ratio(max) {
+    if report.sent == 0 {
+        eprintln!("gyro load: no request was sent");
+    } else if report.exceeds_error_ratio(max) {
         eprintln!(
             "gyro load: error ratio {:.4} is above --max-error-ratio {max}",
             report.error_ratio()
@@ -148,10 +150,10 @@ pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_code(&report, max))
 }
 
-/// Failure (1) when the report's error ratio is above `max_error_ratio`,
-/// success otherwise.
+/// Failure (1) when the run sent no request or the report's error ratio
+/// is above `max_error_ratio`, success otherwise.
 pub fn exit_code(report: &Report, max_error_ratio: f64) -> ExitCode {
-    if report.exceeds_error_ratio(max_error_ratio) {
+    if report.sent == 0 || report.exceeds_error_ratio(max_error_ratio) {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS

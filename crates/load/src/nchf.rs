@@ -10,7 +10,12 @@
 //! more, and a Release, as an SMF does for a PDU session. The subscriber
 //! is picked as for Diameter (`--subscriber-start`, `--subscribers`), sent
 //! as the GPSI (`msisdn-...`), with the SUPI (`imsi-...`) when `--imsi` is
-//! given.
+//! given. Many places may share a subscriber (`--subscribers` below
+//! connections x window): its sessions are charged side by side. A window
+//! above the server's SETTINGS_MAX_CONCURRENT_STREAMS is allowed: the
+//! requests past it wait in the client for a stream to close (h2 opens
+//! them in order), and their latency counts the wait. The places of a
+//! connection share its counters, so a large window costs no memory.
 //!
 //! With `--rate` it runs open loop: requests are due at evenly spaced
 //! intended times over the whole run (`--rate` a second, dealt round robin
@@ -619,8 +624,10 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
             }
         })
     });
-    // One set of counters per connection, and in closed loop one more per
-    // session place (each place's task counts alone).
+    // One set of counters per connection, shared by its session places:
+    // a full set per place (five latency histograms of about 190 KB each)
+    // would cost connections x window of them, gigabytes and seconds of
+    // page faults at a large window, spent after the run's clock started.
     let conns: Vec<Conn> = conns
         .into_iter()
         .map(|(send, mut stats)| {
@@ -631,7 +638,7 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
             }
         })
         .collect();
-    let mut counters: Vec<Shared> = conns.iter().map(|c| c.stats.clone()).collect();
+    let counters: Vec<Shared> = conns.iter().map(|c| c.stats.clone()).collect();
     match rate {
         Some(rate) if !conns.is_empty() => {
             open_loop(plan.clone(), &conns, conns.len() * window as usize, rate).await;
@@ -640,9 +647,8 @@ pub(crate) async fn run(args: LoadArgs, handle_signals: bool) -> anyhow::Result<
             let mut tasks = Vec::new();
             for c in &conns {
                 for _ in 0..window {
-                    let stats = Arc::new(Mutex::new(ConnStats::starting_at(start)));
-                    counters.push(stats.clone());
-                    tasks.push(tokio::spawn(sessions(plan.clone(), c.send.clone(), stats)));
+                    let (plan, c) = (plan.clone(), c.clone());
+                    tasks.push(tokio::spawn(sessions(plan, c.send, c.stats)));
                 }
             }
             for t in tasks {

@@ -627,8 +627,8 @@ pub struct Report {
     pub sessions: Sessions,
     /// Non-2xxx answers + timeouts + lost requests + protocol errors.
     pub errors: u64,
-    /// `errors / sent` (1.0 when nothing could be sent because no
-    /// connection opened).
+    /// `errors / sent`; 1.0 when nothing was sent (no connection opened,
+    /// or none sent a request), so such a run fails.
     pub error_ratio: f64,
     /// The run second by second (sent, answered, errors, latency
     /// percentiles): one entry per second in each array.
@@ -787,18 +787,19 @@ impl Report {
         // Per-type errors count non-2xxx and unreadable answers; add what
         // never got an answer (a broken stream loses its requests).
         r.errors += r.timeouts + r.lost;
+        // A run that sent nothing measured nothing: it fails, whether no
+        // connection opened or the connections sent no request.
         r.error_ratio = if r.sent > 0 {
             r.errors as f64 / r.sent as f64
-        } else if r.connection_errors > 0 {
-            1.0
         } else {
-            0.0
+            1.0
         };
         r
     }
 
     /// Errors (non-2xxx answers, timeouts, lost requests, protocol errors)
-    /// divided by requests sent; 1.0 when no connection could be opened.
+    /// divided by requests sent; 1.0 when nothing was sent (no connection
+    /// could be opened, or no request went out).
     pub fn error_ratio(&self) -> f64 {
         self.error_ratio
     }
@@ -836,15 +837,19 @@ impl Report {
             "  sent {}  answered {}  in {:.3} s  = {:.0} answers/s",
             self.sent, self.answered, self.elapsed_secs, self.rate
         );
+        let ratio = if self.sent == 0 {
+            let _ = writeln!(
+                s,
+                "  no request was sent: the run measured nothing (a failure)"
+            );
+            String::new()
+        } else {
+            format!(" ({:.4}%)", self.error_ratio * 100.0)
+        };
         let _ = writeln!(
             s,
-            "  errors {} ({:.4}%): timeouts {}, lost {}, protocol errors {}, connection errors {}",
-            self.errors,
-            self.error_ratio * 100.0,
-            self.timeouts,
-            self.lost,
-            self.protocol_errors,
-            self.connection_errors
+            "  errors {}{ratio}: timeouts {}, lost {}, protocol errors {}, connection errors {}",
+            self.errors, self.timeouts, self.lost, self.protocol_errors, self.connection_errors
         );
         if self.unmatched_answers + self.abandoned + self.server_requests > 0 {
             let _ = writeln!(
