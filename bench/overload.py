@@ -70,13 +70,15 @@ def rss_kib(pid):
 
 
 class CpuQuota:
-    """A cgroup limiting what joins it to `fraction` of one CPU per 10 ms
-    period (cgroup v2 cpu.max, or v1 cpu.cfs_quota_us)."""
-
-    PERIOD_US = 10_000
+    """A cgroup limiting what joins it to `fraction` of one CPU (cgroup v2
+    cpu.max, or v1 cpu.cfs_quota_us): over 10 ms periods, or longer ones
+    for fractions under 10 % (a quota is at least 1 ms)."""
 
     def __init__(self, fraction):
-        quota = max(1000, int(self.PERIOD_US * fraction))
+        if not 0 < fraction <= 1:
+            sys.exit(f"--cpu-quota {fraction}: a fraction of one CPU, in (0, 1]")
+        self.PERIOD_US = max(10_000, int(1000 / fraction + 0.5))
+        quota = int(self.PERIOD_US * fraction + 0.5)
         name = f"gyro-overload-{os.getpid()}"
         v2 = "/sys/fs/cgroup/unified" if os.path.exists("/sys/fs/cgroup/unified/cgroup.procs") \
             else "/sys/fs/cgroup"
