@@ -18,7 +18,7 @@ use gyro_ocs::CreditShard;
 use gyro_server::{Outbound, OutboundError};
 use serde::Serialize;
 use tokio::sync::oneshot;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 use utoipa::ToSchema;
 
 use crate::problem::Problem;
@@ -35,6 +35,33 @@ fn next_end_to_end() -> u32 {
     };
     let _ = END_TO_END.compare_exchange(0, seed(), Ordering::Relaxed, Ordering::Relaxed);
     END_TO_END.fetch_add(1, Ordering::Relaxed)
+}
+
+/// Takes the Nchf sessions out of `targets`: their SMF has no
+/// Re-Auth-Request or Abort-Session-Request to receive (ChargingNotify is
+/// not built). One to abort (its account was blocked) is released there
+/// and then, as `DELETE /v1/sessions/{id}` releases it; one to
+/// re-authorize is left to ask again when its quota runs out.
+fn settle_nchf(shard: &mut CreditShard, targets: Vec<Target>, now: u64) -> Vec<Target> {
+    targets
+        .into_iter()
+        .filter(|t| {
+            if shard.session_interface(&t.session_id) != Some(Interface::Nchf) {
+                return true;
+            }
+            match t.kind {
+                Kind::Abort => {
+                    let released = shard.release_session(&t.session_id, now);
+                    info!(session = t.session_id, ?released, "Nchf session of a blocked account released");
+                }
+                Kind::ReAuth => debug!(
+                    session = t.session_id,
+                    "Nchf session: not re-authorized (no ChargingNotify); it asks again when its quota runs out"
+                ),
+            }
+            false
+        })
+        .collect()
 }
 
 /// A request built for a session, ready to send.
@@ -185,11 +212,12 @@ impl Backend {
     ) -> Result<Outcome, Problem> {
         let outbound = self.control.outbound().clone();
         let (outcome, requests) = self
-            .run(shard, move |s, _| {
+            .run(shard, move |s, now| {
                 let r = s.apply(op);
                 let requests = match r.as_ref().ok().and_then(trigger) {
                     Some(t) => {
                         let targets = s.server_requests(t);
+                        let targets = settle_nchf(s, targets, now);
                         prepare(s, &outbound, targets)
                     }
                     None => Vec::new(),

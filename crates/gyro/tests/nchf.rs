@@ -277,6 +277,27 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         let (st, _) = server.admin("DELETE", &format!("/v1/sessions/{reference}"), None);
         assert_eq!(st, 404, "ended already");
 
+        // Blocking an account with an Nchf session open releases it there
+        // and then (there is no Abort-Session-Request for its SMF).
+        let blocked = "46709880009";
+        server.account_with(blocked, 100_000);
+        let a = post(&c, API, &smf_request(blocked, 0, &[(10, 0, true)])).await;
+        charged(&a, 201);
+        let reference = a.reference().unwrap().to_string();
+        assert_eq!(server.account(blocked)["open_sessions"], 1);
+        let (st, patched) = server.admin(
+            "PATCH",
+            &format!("/v1/accounts/{blocked}"),
+            Some(json!({"status": "blocked"})),
+        );
+        assert_eq!(st, 200, "{patched}");
+        let account = server.account(blocked);
+        assert_eq!(account["reserved"], 0, "{account}");
+        assert_eq!(account["open_sessions"], 0, "{account}");
+        let late = smf_request(blocked, 1, &[(10, 1_000, true)]);
+        let a = post(&c, &format!("{API}/{reference}/update"), &late).await;
+        problem(&a, 404, Some("CONTEXT_NOT_FOUND"));
+
         // A retransmitted update is answered the same and charged once.
         let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
         charged(&a, 201);

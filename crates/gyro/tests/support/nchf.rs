@@ -438,6 +438,7 @@ impl Server {
         let mut r = match method {
             "GET" => agent.get(&url).call(),
             "DELETE" => agent.delete(&url).call(),
+            "PATCH" => agent.patch(&url).send_json(body.unwrap_or(Value::Null)),
             _ => agent.post(&url).send_json(body.unwrap_or(Value::Null)),
         }
         .unwrap_or_else(|e| panic!("{method} {path}: {e}"));
