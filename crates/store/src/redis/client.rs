@@ -407,26 +407,30 @@ impl RedisLedger {
         }
     }
 
+    /// Each master with the slots it serves, from the current shard map
+    /// (`op` names the caller in the error of a poisoned map).
+    fn slots_by_master(&self, op: &'static str) -> Result<Vec<(String, Vec<u16>)>> {
+        let shards = self.shards.read().map_err(|_| Error::Redis {
+            op,
+            reason: "shard map poisoned".into(),
+        })?;
+        Ok(shards
+            .masters
+            .iter()
+            .enumerate()
+            .map(|(i, m)| {
+                let slots = (0..SLOTS)
+                    .filter(|&s| shards.owner.get(usize::from(s)) == Some(&i))
+                    .collect();
+                (m.clone(), slots)
+            })
+            .collect())
+    }
+
     /// The slots whose CDR stream holds entries: one pipeline of `XLEN`
     /// per master, over the slots it serves.
     pub(super) async fn nonempty_streams(&self) -> Result<Vec<u16>> {
-        let by_master: Vec<(String, Vec<u16>)> = {
-            let shards = self.shards.read().map_err(|_| Error::Redis {
-                op: "XLEN",
-                reason: "shard map poisoned".into(),
-            })?;
-            shards
-                .masters
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let slots = (0..SLOTS)
-                        .filter(|&s| shards.owner.get(usize::from(s)) == Some(&i))
-                        .collect();
-                    (m.clone(), slots)
-                })
-                .collect()
-        };
+        let by_master = self.slots_by_master("XLEN")?;
         let reads = by_master.iter().map(|(master, slots)| {
             let mut pipe = redis::pipe();
             for &slot in slots {
@@ -1002,23 +1006,7 @@ impl RedisLedger {
         owner: Option<&str>,
         limit_per_slot: usize,
     ) -> Result<ExpiryReport> {
-        let by_master: Vec<(String, Vec<u16>)> = {
-            let shards = self.shards.read().map_err(|_| Error::Redis {
-                op: "expire",
-                reason: "shard map poisoned".into(),
-            })?;
-            shards
-                .masters
-                .iter()
-                .enumerate()
-                .map(|(i, m)| {
-                    let slots = (0..SLOTS)
-                        .filter(|&s| shards.owner.get(usize::from(s)) == Some(&i))
-                        .collect();
-                    (m.clone(), slots)
-                })
-                .collect()
-        };
+        let by_master = self.slots_by_master("expire")?;
         let reads = by_master.iter().map(|(master, slots)| {
             let mut pipe = redis::pipe();
             for &slot in slots {
