@@ -19,6 +19,7 @@ use bytes::Bytes;
 use gyro_nchf::client::{Answer, Client};
 use nchf::{kb, smf_request, validate, violations, Server};
 use serde_json::{json, Value};
+use support::prometheus::{promtool_check, value};
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -780,19 +781,6 @@ fn http2_abuse_is_bounded() {
     );
 }
 
-/// The value of the sample of `name` with exactly `labels` (as written
-/// between the braces), if there is one.
-fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
-    let prefix = if labels.is_empty() {
-        format!("{name} ")
-    } else {
-        format!("{name}{{{labels}}} ")
-    };
-    text.lines()
-        .find_map(|l| l.strip_prefix(&prefix))
-        .and_then(|v| v.parse().ok())
-}
-
 /// `/metrics` counts the Nchf requests by operation and HTTP status, and
 /// times them by operation, as many as were sent; the text passes
 /// `promtool check metrics` where promtool is installed.
@@ -836,7 +824,7 @@ fn nchf_requests_are_counted_on_metrics_by_operation_and_status() {
     );
     assert!(text.contains("# TYPE gyro_nchf_answer_latency_seconds histogram"));
     let requests = |op: &str, status: &str| {
-        sample(
+        value(
             &text,
             "gyro_nchf_requests_total",
             &format!("operation=\"{op}\",status=\"{status}\""),
@@ -866,12 +854,12 @@ fn nchf_requests_are_counted_on_metrics_by_operation_and_status() {
         let labels = format!("operation=\"{op}\"");
         let name = "gyro_nchf_answer_latency_seconds";
         assert_eq!(
-            sample(&text, &format!("{name}_count"), &labels),
+            value(&text, &format!("{name}_count"), &labels),
             Some(n),
             "{op}"
         );
         assert_eq!(
-            sample(
+            value(
                 &text,
                 &format!("{name}_bucket"),
                 &format!("le=\"+Inf\",{labels}")
@@ -879,34 +867,13 @@ fn nchf_requests_are_counted_on_metrics_by_operation_and_status() {
             Some(n),
             "{op}"
         );
-        let sum = sample(&text, &format!("{name}_sum"), &labels).unwrap();
+        let sum = value(&text, &format!("{name}_sum"), &labels).unwrap();
         assert!(sum > 0.0 && sum < n * 10.0, "{op}: {sum} s");
     }
     // The client's connection, and the probe that waited for the listener.
-    let accepted = sample(&text, "gyro_nchf_connections_accepted_total", "");
+    let accepted = value(&text, "gyro_nchf_connections_accepted_total", "");
     assert!(accepted.is_some_and(|n| n >= 1.0), "{accepted:?}");
-    if let Ok(mut promtool) = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-    {
-        use std::io::Write;
-        promtool
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
-        let out = promtool.wait_with_output().unwrap();
-        assert!(
-            out.status.success(),
-            "promtool check metrics: {}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
+    promtool_check(&text);
 }
 
 /// Nchf over TLS (`[nchf] tls_listen` with the `[tls]` certificate): the
