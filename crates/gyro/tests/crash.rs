@@ -349,17 +349,7 @@ fn topped_up(books: &serde_json::Value) -> i64 {
 
 #[test]
 fn sigkill_loses_no_acknowledged_charging() {
-    let seed = std::env::var("GYRO_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    println!("GYRO_CRASH_SEED={seed}");
+    let seed = support::crash_seed();
     let mut rng = fastrand::Rng::with_seed(seed);
     // The samples have their own generator: the kill times of a seed stay
     // what they were.

@@ -275,17 +275,7 @@ fn sigkill(server: &mut Server) {
 
 #[test]
 fn gy_and_nchf_sessions_survive_sigkill_with_the_books_balanced() {
-    let seed = std::env::var("GYRO_CRASH_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
-    println!("GYRO_CRASH_SEED={seed}");
+    let seed = support::crash_seed();
     let mut rng = fastrand::Rng::with_seed(seed);
     let mut pick = fastrand::Rng::with_seed(seed.rotate_left(32));
     let dir = support::scratch("nchf-crash");

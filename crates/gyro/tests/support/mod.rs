@@ -59,6 +59,24 @@ pub fn run(tool: &str, args: &[&str]) -> String {
     stdout
 }
 
+/// The seed of a randomized crash test: `GYRO_CRASH_SEED` when set (to
+/// replay a failure), else one from the clock; printed so that a failing
+/// run can be replayed.
+pub fn crash_seed() -> u64 {
+    let seed = std::env::var("GYRO_CRASH_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+                | 1
+        });
+    println!("GYRO_CRASH_SEED={seed}");
+    seed
+}
+
 /// A fresh scratch directory for one test.
 pub fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("gyro-test-{}-{name}", std::process::id()));
