@@ -200,12 +200,16 @@ fn nchf(e: &mut DescriptorEncoder, n: &gyro_nchf::server::Stats) -> Result {
 impl Collector for Families {
     fn encode(&self, mut e: DescriptorEncoder) -> Result {
         let backend = self.inner.backend.get();
+        let redis = self.inner.redis.get();
         single(
             &mut e,
             "gyro_ready",
             "1 once every shard has recovered and the Diameter listeners are open",
-            ConstGauge::new(i64::from(backend.is_some())),
+            ConstGauge::new(i64::from(backend.is_some() || redis.is_some())),
         )?;
+        if let Some(r) = redis {
+            redis_families(&mut e, r)?;
+        }
         let Some(b) = backend else {
             return Ok(());
         };
@@ -464,4 +468,87 @@ impl Families {
             |s| s.telemetry.topped_up.load(Relaxed),
         )
     }
+}
+
+/// The Redis Cluster ledger's families: round-trip latency and size of
+/// each batch's pipelines, steps and errors by kind, background work.
+fn redis_families(e: &mut DescriptorEncoder, r: &gyro_ocs::RedisTelemetry) -> Result {
+    let (sum, count, buckets) = r.round_trip.snapshot();
+    let mut m = e.encode_descriptor(
+        "gyro_redis_round_trip_seconds",
+        "Wall time of one group commit's pipelines to the Redis Cluster (one per master, \
+         sent concurrently; with replicas_ack = 1 including WAIT)",
+        None,
+        MetricType::Histogram,
+    )?;
+    m.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+    let (sum, count, buckets) = r.batch_steps.snapshot();
+    let mut m = e.encode_descriptor(
+        "gyro_redis_batch_steps",
+        "Money steps (Redis Function calls) per group commit",
+        None,
+        MetricType::Histogram,
+    )?;
+    m.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+    let s = r.ledger_stats();
+    single(
+        e,
+        "gyro_redis_steps",
+        "Money steps sent to the Redis Cluster",
+        ConstCounter::new(s.steps),
+    )?;
+    single(
+        e,
+        "gyro_redis_pipelines",
+        "Pipelines sent (one per master per group commit)",
+        ConstCounter::new(s.pipelines),
+    )?;
+    single(
+        e,
+        "gyro_redis_redirected_steps",
+        "Steps sent again on their own after a redirection (a slot moved, a failover)",
+        ConstCounter::new(s.redirected),
+    )?;
+    single(
+        e,
+        "gyro_redis_replayed_steps",
+        "Steps answered from a remembered answer (retransmissions, retries)",
+        ConstCounter::new(r.replayed.load(Relaxed)),
+    )?;
+    family(
+        e,
+        "gyro_redis_errors",
+        "Steps that failed, by kind (each makes its request's answer 3004): unavailable \
+         (unreachable, timed out), not_replicated (replicas_ack = 1 and no replica in time), \
+         refused (the cluster refused the call)",
+        [
+            ("unavailable", &r.errors_unavailable),
+            ("not_replicated", &r.errors_not_replicated),
+            ("refused", &r.errors_refused),
+        ]
+        .map(|(kind, n)| {
+            (
+                [("kind", kind.to_string())],
+                ConstCounter::new(n.load(Relaxed)),
+            )
+        }),
+    )?;
+    single(
+        e,
+        "gyro_redis_expired_sessions",
+        "Sessions past their Tcc deadline whose reservations this node released",
+        ConstCounter::new(r.expired_sessions.load(Relaxed)),
+    )?;
+    single(
+        e,
+        "gyro_redis_exported_cdrs",
+        "CDRs this node exported from the slot streams into files",
+        ConstCounter::new(r.exported_cdrs.load(Relaxed)),
+    )?;
+    single(
+        e,
+        "gyro_redis_background_errors",
+        "Failed rounds of expiry or export (retried at the next round)",
+        ConstCounter::new(r.background_errors.load(Relaxed)),
+    )
 }

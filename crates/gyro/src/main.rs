@@ -77,6 +77,7 @@ mod ledger;
 mod output;
 mod rate;
 mod serve;
+mod serve_redis;
 
 /// gyro: a Diameter credit-control server (OCS), load generator and tools.
 #[derive(Debug, Parser)]

@@ -21,6 +21,7 @@ fn event(account: AccountId, n: u32) -> Step {
         reservation: None,
         amount: 5,
         release: false,
+        whole: false,
         cdr: cdr(&format!("ev-{}", account.0), n, rg(1)),
     })
 }

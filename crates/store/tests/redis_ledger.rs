@@ -33,6 +33,7 @@ fn debit(account: AccountId, request: &str, session: &str, amount: i64, release:
         reservation: Some((session.into(), rg(10))),
         amount,
         release,
+        whole: false,
         cdr: cdr(session, 1, rg(10)),
     })
 }

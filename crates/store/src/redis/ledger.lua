@@ -222,7 +222,11 @@ end
 -- is left of the reservation then goes back to the balance. Appends the
 -- CDR (the engine's record as JSON, completed by the ledger fields) to the
 -- slot's stream in the same step.
--- ARGV[5..]: field amount release(0|1) node cdr_json
+-- ARGV[5..]: field amount release(0|1) node cdr_json [whole(0|1)]
+-- With whole = 1 (a direct debit: the service is rendered only if paid)
+-- the debit is all or nothing: refused with 4010 on a blocked account and
+-- with 4012 when the reservation and the balance cannot pay all of it;
+-- nothing changes and no CDR is written.
 -- Answer: { replayed, code, charged, from_reserved, from_balance, unbilled,
 --           balance_after, sequence, released }
 local function debit(keys, args)
@@ -247,6 +251,14 @@ local function debit(keys, args)
     from_reserved = math.min(amount, math.max(0, r.money))
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
+  if args[10] == '1' then
+    if a.blocked then
+      return remember(keys, args, { BLOCKED, 0, 0, 0, 0, 0, 0, 0 })
+    end
+    if amount - from_reserved > spendable then
+      return remember(keys, args, { NO_CREDIT, 0, 0, 0, 0, 0, 0, 0 })
+    end
+  end
   local from_balance = math.min(amount - from_reserved, spendable)
   local unbilled = amount - from_reserved - from_balance
   local charged = from_reserved + from_balance
@@ -442,7 +454,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 1
+    return 2
   end,
   flags = { 'no-writes' },
 }

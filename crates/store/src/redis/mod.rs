@@ -158,7 +158,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 1;
+pub const LIBRARY_VERSION: i64 = 2;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -261,6 +261,12 @@ pub struct Debit {
     pub amount: i64,
     /// Release what is left of the reservation afterwards.
     pub release: bool,
+    /// All or nothing (a direct debit, paid before the service is
+    /// rendered): refused with 4010 on a blocked account and 4012 when
+    /// the reservation and the balance cannot pay all of `amount`, and
+    /// then nothing changes. Otherwise what the account cannot pay is
+    /// recorded as unbilled (usage already rendered).
+    pub whole: bool,
     /// The engine's CDR; the ledger fills in `sequence`, `node_id`,
     /// `account`, `amount`, `unbilled` and `balance_after`.
     pub cdr: Cdr,
