@@ -136,7 +136,9 @@ impl Node {
             &self.data(),
             &["-c", &config, "--charging", &charging],
         );
-        Server::adopt(child, self.diameter, &self.data(), Some(self.admin_port))
+        let server = Server::adopt(child, self.diameter, &self.data(), Some(self.admin_port));
+        server.wait_ready();
+        server
     }
 }
 
@@ -331,10 +333,14 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         {
             break files;
         }
-        assert!(
-            t.elapsed() < Duration::from_secs(15),
-            "CDRs never all exported"
-        );
+        if t.elapsed() > Duration::from_secs(15) {
+            let wrong: Vec<String> = debited
+                .iter()
+                .filter(|(id, d)| by_account.get(id).copied().unwrap_or(0) != **d)
+                .map(|(id, d)| format!("account {id}: debited {d}, CDRs {:?}", by_account.get(id)))
+                .collect();
+            panic!("CDRs never all exported: {wrong:?}");
+        }
         std::thread::sleep(Duration::from_millis(200));
     };
     let mut by_slot: BTreeMap<u64, Vec<u64>> = BTreeMap::new();

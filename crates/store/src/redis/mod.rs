@@ -70,7 +70,8 @@
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
-//! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor |
+//! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor and pinned range |
+//! | `gyro_export_pin` | pin the range of the file about to be written (or learn the one pinned) |
 //! | `gyro_export_ack` | move the cursor past a fsynced file and trim the stream |
 //! | `gyro_version` | the library's version (read-only)                          |
 //!
@@ -158,7 +159,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 2;
+pub const LIBRARY_VERSION: i64 = 3;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
