@@ -597,7 +597,7 @@ impl RedisShard {
 
     /// Turns the decoded request into steps (appended to the batch) and
     /// the parts of its answer that wait for them; fills in what needs no
-    /// step. Returns false when the answer is complete without steps.
+    /// step.
     fn plan(&mut self, account: AccountId, now: Timestamp, p: &mut Pending) {
         let req_type = self.request.request_type;
         if req_type == RequestType::Event {
@@ -605,13 +605,7 @@ impl RedisShard {
         }
         let use_mscc =
             self.request.multiple_services == Some(true) || !self.request.mscc.is_empty();
-        let services: Vec<(
-            Option<usize>,
-            RatingKey,
-            Option<ServiceUnits>,
-            Option<ServiceUnits>,
-            Option<u32>,
-        )> = if use_mscc {
+        let services: Vec<Service> = if use_mscc {
             self.request
                 .mscc
                 .iter()
@@ -971,6 +965,16 @@ impl RedisShard {
         }
     }
 }
+
+/// One service of a session request: its MSCC (none: the command level),
+/// rating key, used and requested units, Reporting-Reason.
+type Service = (
+    Option<usize>,
+    RatingKey,
+    Option<ServiceUnits>,
+    Option<ServiceUnits>,
+    Option<u32>,
+);
 
 type RateResult<'a> = std::result::Result<(&'a gyro_charging::Plan, &'a Tariff), RatingError>;
 
