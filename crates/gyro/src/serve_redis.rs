@@ -176,7 +176,9 @@ impl Background {
             std::thread::sleep(Duration::from_millis(50));
             let now = Instant::now();
             let mut errors = Vec::new();
+            let mut ran = false;
             if !self.expire_every.is_zero() && now >= next_expire {
+                ran = true;
                 next_expire = now + self.expire_every;
                 let at = Timestamp(unix_ms());
                 match self.rt.block_on(self.ledger.expire_due(at, None, 1000)) {
@@ -198,6 +200,7 @@ impl Background {
                 }
             }
             if !self.export_every.is_zero() && now >= next_export {
+                ran = true;
                 next_export = now + self.export_every;
                 let r = self.rt.block_on(self.ledger.export_all(
                     &self.cdr_dir,
@@ -222,7 +225,7 @@ impl Background {
                     );
                 }
                 failing = true;
-            } else if failing {
+            } else if failing && ran {
                 info!("Redis expiry/export works again");
                 failing = false;
             }

@@ -179,6 +179,9 @@ pub struct RedisTelemetry {
     pub exported_cdrs: AtomicU64,
     /// Background rounds (expiry, export) that failed.
     pub background_errors: AtomicU64,
+    /// Whether the last batch had steps that failed (logged when that
+    /// starts and when it stops, not at every batch).
+    failing: std::sync::atomic::AtomicBool,
     ledger: Arc<RedisLedger>,
 }
 
@@ -194,6 +197,7 @@ impl RedisTelemetry {
             expired_sessions: AtomicU64::new(0),
             exported_cdrs: AtomicU64::new(0),
             background_errors: AtomicU64::new(0),
+            failing: std::sync::atomic::AtomicBool::new(false),
             ledger,
         }
     }
@@ -1107,6 +1111,22 @@ impl Shard for RedisShard {
                 let _ = ctx.rt.block_on(async {
                     tokio::time::timeout(Duration::from_secs(1), ctx.ledger.refresh_shards()).await
                 });
+            }
+            let failed = results.iter().filter(|r| r.is_err()).count();
+            if failed > 0 {
+                if !t.failing.swap(true, Relaxed) {
+                    if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+                        warn!(
+                            error = %e,
+                            failed,
+                            steps = steps.len(),
+                            "Redis ledger steps failed: their requests are answered 3004 \
+                             DIAMETER_TOO_BUSY until the cluster answers again"
+                        );
+                    }
+                }
+            } else if t.failing.swap(false, Relaxed) {
+                info!("Redis ledger answers again");
             }
             match slot.lock() {
                 Ok(mut s) => *s = Some(results),
