@@ -124,25 +124,31 @@
 //! values with [`crate::Error::Encode`]. A reservation's units are only
 //! recorded (and scaled down with a partial grant); money is what the
 //! ledger checks. Bundles are not in this backend yet.
-
+//!
+//! # Who uses it
+//!
+//! `gyro serve` with `[storage] backend = "redis-cluster"`
+//! (`gyro_ocs::redis_shard`): it rates locally, sends each event-loop
+//! turn's steps through [`RedisLedger::run`] and encodes the answers from
+//! what the functions answered; a background thread calls
+//! [`RedisLedger::expire_due`] and [`RedisLedger::export_all`]
+//! periodically. `gyro ledger --config FILE` reads [`RedisLedger::books`].
 //!
 //! # Not yet
 //!
-//! * `gyro serve` does not use this backend (the engine keeps balances in
-//!   its shard's memory; with Redis it must rate against the account as
-//!   Redis holds it and turn its effects into these steps).
-//! * Bundles: their counters and holds are not in Redis. The plan: a
-//!   bundle hash per account, bundle holds inside the reservation, a debit
-//!   consuming the session's holds first (they are its own, so no other
-//!   node can take them) and leaving what the holds do not cover to the
-//!   caller to rate as money in the same step.
-//! * CDR export runs when called ([`RedisLedger::export_all`], see
-//!   [`export`]): nothing calls it periodically yet, and files are closed
-//!   by record count only (not by size or age); until an exporter runs,
-//!   the slot streams grow.
+//! * Bundles: their counters and holds are not in Redis (`gyro serve`
+//!   charges such accounts in money only, and says so at start). The
+//!   plan: a bundle hash per account, bundle holds inside the reservation,
+//!   a debit consuming the session's holds first (they are its own, so no
+//!   other node can take them) and leaving what the holds do not cover to
+//!   the caller to rate as money in the same step.
+//! * CDR files are closed by record count only (not by size or age).
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
+//! * A Session-Id is not mapped to its account in the cluster: a node
+//!   charges a CCR-Update or -Terminate without Subscription-Id only for a
+//!   session it saw itself.
 
 mod client;
 pub mod export;
