@@ -391,3 +391,140 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
     node_a.stop();
     node_b.stop();
 }
+
+/// What a CCA says: Result-Code, and per MSCC its Result-Code, granted
+/// octets and whether it carries a Final-Unit-Indication.
+type Said = (Option<u32>, Vec<(Option<u32>, Option<u64>, bool)>);
+
+fn said(answer: &[u8]) -> Said {
+    use gyro_diameter::codes::avp;
+    let m = support::common::parse(answer);
+    let mscc = m
+        .avps()
+        .flatten()
+        .filter(|a| a.code() == avp::MULTIPLE_SERVICES_CREDIT_CONTROL.code)
+        .map(|g| {
+            let code = g.child(avp::RESULT_CODE).and_then(|a| a.u32().ok());
+            let octets = g
+                .child(avp::GRANTED_SERVICE_UNIT)
+                .and_then(|u| u.child(avp::CC_TOTAL_OCTETS))
+                .and_then(|a| a.u64().ok());
+            (code, octets, g.child(avp::FINAL_UNIT_INDICATION).is_some())
+        })
+        .collect();
+    (result_code(answer), mscc)
+}
+
+/// An SMS direct debit of one event (0.50).
+fn sms(session: &str, msisdn: &str) -> gyro_charging::CcRequest {
+    use gyro_charging::{CcRequest, RequestedAction, ServiceUnits, SubscriptionId};
+    CcRequest {
+        session_id: session.into(),
+        origin_host: "smsc.gyro.test".into(),
+        end_to_end: 0x7700_0000,
+        request_type: RequestType::Event,
+        request_number: 0,
+        service_context: "32274@3gpp.org".into(),
+        subscription_ids: vec![SubscriptionId::e164(msisdn)],
+        requested_action: Some(RequestedAction::DirectDebiting),
+        requested: Some(ServiceUnits {
+            service_specific: Some(1),
+            ..ServiceUnits::default()
+        }),
+        ..CcRequest::default()
+    }
+}
+
+#[test]
+fn a_node_on_the_cluster_answers_grants_limits_and_refusals_as_the_embedded_store_does() {
+    let Some(seeds) = cluster_nodes() else {
+        return;
+    };
+    let opts = options(&seeds, "answers", "checker");
+    let root = scratch("redis-answers");
+    let node = Node::new(&root, "answers", &seeds, &opts.namespace);
+    // A poor account: 0.25 pays for 25 MiB of data, not for an SMS.
+    let poor = "46709000007";
+    let chg = charging().replace("balance = 10000000", "balance = 10000000\n")
+        + "\n[[tariff]]\nname = \"sms\"\nservice_context = \"32274@3gpp.org\"\n\
+           unit = \"events\"\nprice = 50\nper = 1\ndefault_quota = 1\n\
+           [[account]]\nid = 7\nbalance = 25\nsubscribers = [\"e164:46709000007\"]\n";
+    std::fs::write(node.dir.join("charging.toml"), &chg).unwrap();
+    let redis_node = node.start();
+    let embedded_dir = root.join("embedded");
+    std::fs::create_dir_all(&embedded_dir).unwrap();
+    std::fs::write(embedded_dir.join("charging.toml"), &chg).unwrap();
+    let embedded_addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let embedded = Server::adopt(
+        serve(
+            embedded_addr,
+            &embedded_dir.join("data"),
+            &[
+                "--charging",
+                embedded_dir.join("charging.toml").to_str().unwrap(),
+            ],
+        ),
+        embedded_addr,
+        &embedded_dir.join("data"),
+        None,
+    );
+    let gw = Gateway {
+        host: "pgw.gyro.test",
+        realm: "gyro.test",
+        ids: 0x6100_0000,
+    };
+    let script = |addr: SocketAddr| -> Vec<Said> {
+        let mut c = gw.connect(addr);
+        let mut out = Vec::new();
+        let mut send = |req: &gyro_charging::CcRequest, n: u32| {
+            out.push(said(&exchange(&mut c, &gw.encode(req, n))));
+        };
+        let mib = 1024 * 1024;
+        let ccr = |s: &str, kind, n, used| data_ccr(gw.host, gw.ids, s, poor, kind, n, used);
+        // A full grant of 10 MiB (0.10), then 10 MiB used and 10 more
+        // granted: 0.05 left.
+        send(&ccr("s1", RequestType::Initial, 0, 0), 0);
+        send(&ccr("s1", RequestType::Update, 1, 10 * mib), 1);
+        // What 0.05 pays for: 5 MiB, the final units.
+        send(&ccr("s2", RequestType::Initial, 0, 0), 0);
+        // Nothing left: 4012.
+        send(&ccr("s3", RequestType::Initial, 0, 0), 0);
+        // An SMS the account cannot pay: 4012, nothing charged.
+        send(&sms("e1", poor), 0);
+        // s1 ends having used 1 MiB of its 10: 0.09 back, then an SMS
+        // can be paid... not quite (0.14 left but s2 holds 0.05): 0.09.
+        send(&ccr("s1", RequestType::Termination, 2, mib), 2);
+        send(&ccr("s2", RequestType::Termination, 1, 5 * mib), 1);
+        // 0.50 still out of reach; an unknown subscriber is 5030.
+        send(&sms("e2", poor), 0);
+        send(&sms("e3", "46799999999"), 0);
+        out
+    };
+    let from_redis = script(node.diameter);
+    let from_embedded = script(embedded_addr);
+    assert_eq!(from_redis, from_embedded);
+    // And what they said is what the scenario expects.
+    assert_eq!(
+        from_redis[0],
+        (
+            Some(2001),
+            vec![(Some(2001), Some(10 * 1024 * 1024), false)]
+        )
+    );
+    assert_eq!(
+        from_redis[2],
+        (Some(2001), vec![(Some(2001), Some(5 * 1024 * 1024), true)])
+    );
+    assert_eq!(from_redis[3].0, Some(4012));
+    assert_eq!(from_redis[4].0, Some(4012));
+    assert_eq!(from_redis[8].0, Some(5030));
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
+    let poor = rt.block_on(ledger.account(AccountId(7))).unwrap().unwrap();
+    assert_eq!(
+        (poor.debited, poor.balance, poor.reserved),
+        (16, 9, 0),
+        "{poor:?}"
+    );
+    drop((redis_node, embedded));
+}

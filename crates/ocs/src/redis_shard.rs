@@ -66,6 +66,7 @@ use std::time::{Duration, Instant};
 
 use bytes::BytesMut;
 use gyro_charging::rating::Catalog;
+use gyro_charging::tariff::affordable;
 use gyro_charging::{
     result_code as rc, AccountId, CcAnswer, CcRequest, Cdr, ChargingConfig, CostInformation,
     FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType, RequestType, RequestedAction,
@@ -404,13 +405,14 @@ impl Application for RedisCreditControl {
 /// What one service of a request waits for from its steps.
 #[derive(Clone, Debug)]
 enum Part {
-    /// A Reserve: the grant of service `mscc` (`None`: command level).
+    /// A Reserve: the grant of service `mscc` (`None`: command level) of
+    /// `want` units for `money`, at `rate` (plan and rate in the catalog).
     Grant {
         mscc: Option<usize>,
         step: usize,
         want: u64,
-        unit: UnitKind,
-        tariff: GrantTerms,
+        money: i64,
+        rate: (u16, u16),
     },
     /// A Debit or Release of reported usage: only its success matters.
     Usage { step: usize },
@@ -423,16 +425,6 @@ enum Part {
     },
     /// A refund (event).
     Refund { step: usize },
-}
-
-/// What a grant's answer carries besides its units.
-#[derive(Clone, Debug, Default)]
-struct GrantTerms {
-    validity_time: Option<u32>,
-    volume_quota_threshold: Option<u32>,
-    time_quota_threshold: Option<u32>,
-    quota_holding_time: Option<u32>,
-    final_unit: gyro_charging::FinalUnitIndication,
 }
 
 /// A request waiting for its steps.
@@ -536,24 +528,25 @@ impl RedisShard {
             .unwrap_or_default()
     }
 
-    /// Rates `key` for `account` now.
-    fn rate(&self, account: AccountId, key: RatingKey, now: Timestamp) -> RateResult<'_> {
-        let plan = self
-            .ctx
-            .plans
-            .get(&account)
-            .copied()
-            .or(self.ctx.default_plan);
-        let Some(p) = plan.and_then(|p| self.ctx.catalog.plan(p)) else {
+    /// Rates `key` for `account` now: the plan and rate (indices into
+    /// the catalog) and the tariff.
+    fn rate<'c>(
+        ctx: &'c Ctx,
+        request: &CcRequest,
+        account: AccountId,
+        key: RatingKey,
+        now: Timestamp,
+    ) -> RateResult<'c> {
+        let plan = ctx.plans.get(&account).copied().or(ctx.default_plan);
+        let Some((pi, p)) = plan.and_then(|i| Some((i, ctx.catalog.plan(i)?))) else {
             return Err(RatingError::NoTariff);
         };
-        let loc = self
-            .ctx
+        let loc = ctx
             .catalog
-            .locate(&self.request.called_party, &self.request.visited_plmn);
-        let choice = p.rate_at(&self.request.service_context, key, loc, now)?;
+            .locate(&request.called_party, &request.visited_plmn);
+        let choice = p.rate_at(&request.service_context, key, loc, now)?;
         let t = p.rate(choice.rate).ok_or(RatingError::NoTariff)?;
-        Ok((p, t))
+        Ok(((pi, choice.rate), p, t))
     }
 
     /// The CDR of a usage or event of `key`.
@@ -633,7 +626,8 @@ impl RedisShard {
                 None,
             )]
         };
-        let tcc_ms = self.ctx.serving.tcc.as_millis() as u64;
+        let ctx = self.ctx.clone();
+        let tcc_ms = ctx.serving.tcc.as_millis() as u64;
         let session = self.request.session_id.clone();
         let number = self.request.request_number;
         for (mscc, key, used, requested, reason) in services {
@@ -643,20 +637,18 @@ impl RedisShard {
                 result_code: rc::SUCCESS,
                 ..MsccAnswer::default()
             };
-            match self.rate(account, key, now) {
+            match Self::rate(&ctx, &self.request, account, key, now) {
                 Err(e) => {
                     ma.result_code = rc::RATING_FAILED;
-                    if p.answer.failed_avp.is_none() {
+                    if p.answer.failed_avp.is_none() && req_type != RequestType::Termination {
                         p.answer.failed_avp = Some(failed_for(key, e));
                     }
                 }
-                Ok((plan, t)) => {
+                Ok((rate, plan, t)) => {
                     ma.unit = Some(t.unit);
-                    let t = t.clone();
-                    let plan = plan.name.to_string();
                     if let Some(u) = used {
                         let units = u.amount(t.unit).unwrap_or(0);
-                        let mut cdr = self.cdr(key, &plan, &t, &u, now);
+                        let mut cdr = self.cdr(key, &plan.name, t, &u, now);
                         cdr.reporting_reason = reason;
                         let n = self.steps.len() as u32;
                         self.steps.push(Step::Debit(Debit {
@@ -717,17 +709,16 @@ impl RedisShard {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
                             step: self.steps.len() - 1,
                             want,
-                            unit: t.unit,
-                            tariff: GrantTerms {
-                                validity_time: t.validity_time,
-                                volume_quota_threshold: t.volume_quota_threshold,
-                                time_quota_threshold: t.time_quota_threshold,
-                                quota_holding_time: t.quota_holding_time,
-                                final_unit: t.final_unit.clone(),
-                            },
+                            money,
+                            rate,
                         });
                     }
                 }
+            }
+            // A CCR-Terminate's answer carries no MSCC (the session is
+            // over, whatever its services' usage came to).
+            if req_type == RequestType::Termination {
+                continue;
             }
             if mscc.is_some() {
                 p.answer.mscc.push(ma);
@@ -755,8 +746,9 @@ impl RedisShard {
                 false,
             ),
         };
-        let (plan, t) = match self.rate(account, key, now) {
-            Ok((p, t)) => ((p.name.to_string(), p.currency), t.clone()),
+        let ctx = self.ctx.clone();
+        let (plan, t) = match Self::rate(&ctx, &self.request, account, key, now) {
+            Ok((_, p, t)) => ((&*p.name, p.currency), t),
             Err(e) => {
                 p.answer.result_code = rc::RATING_FAILED;
                 p.answer.failed_avp = Some(failed_for(key, e));
@@ -795,7 +787,7 @@ impl RedisShard {
                 set_code(&mut p.answer, mscc, rc::CREDIT_CONTROL_NOT_APPLICABLE)
             }
             RequestedAction::DirectDebiting => {
-                let mut cdr = self.cdr(key, &plan.0, &t, &used, now);
+                let mut cdr = self.cdr(key, plan.0, t, &used, now);
                 cdr.rated_units = units;
                 self.steps.push(Step::Debit(Debit {
                     account,
@@ -815,7 +807,7 @@ impl RedisShard {
                 });
             }
             RequestedAction::RefundAccount => {
-                let mut cdr = self.cdr(key, &plan.0, &t, &used, now);
+                let mut cdr = self.cdr(key, plan.0, t, &used, now);
                 cdr.rated_units = units;
                 self.steps.push(Step::Refund(Refund {
                     account,
@@ -839,11 +831,8 @@ impl RedisShard {
 
     /// The answer of a request whose steps have answered (`None`: a step
     /// failed; the request is answered 3004).
-    fn settle_one(
-        p: &mut Pending,
-        results: &[gyro_store::Result<Answer>],
-        telemetry: &RedisTelemetry,
-    ) -> bool {
+    fn settle_one(p: &mut Pending, results: &[gyro_store::Result<Answer>], ctx: &Ctx) -> bool {
+        let telemetry = &ctx.telemetry;
         for r in &results[p.steps.clone()] {
             match r {
                 Err(e) => {
@@ -864,13 +853,24 @@ impl RedisShard {
                     mscc,
                     step,
                     want,
-                    unit,
-                    tariff,
+                    money,
+                    rate,
                 } => {
                     let Some(Ok(a)) = results.get(*step) else {
                         return false;
                     };
+                    let Some(t) = ctx.catalog.plan(rate.0).and_then(|p| p.rate(rate.1)) else {
+                        return false;
+                    };
                     let (code, units) = match a.outcome {
+                        // A partial grant: what the money reserved pays
+                        // for in whole increments, as the engine grants
+                        // (what it reserved beyond is released at the
+                        // next report).
+                        Outcome::Reserved { money: got, .. } if got < *money => (
+                            a.code,
+                            affordable(t.increment, got, *want, |u| t.cost_of(u, false)),
+                        ),
                         Outcome::Reserved { units, .. } => (a.code, units),
                         _ => (a.code, 0),
                     };
@@ -886,13 +886,13 @@ impl RedisShard {
                         ..MsccAnswer::default()
                     };
                     if code == rc::SUCCESS {
-                        g.granted = Some(ServiceUnits::of(*unit, units));
-                        g.validity_time = tariff.validity_time;
-                        g.volume_quota_threshold = tariff.volume_quota_threshold;
-                        g.time_quota_threshold = tariff.time_quota_threshold;
-                        g.quota_holding_time = tariff.quota_holding_time;
+                        g.granted = Some(ServiceUnits::of(t.unit, units));
+                        g.validity_time = t.validity_time;
+                        g.volume_quota_threshold = t.volume_quota_threshold;
+                        g.time_quota_threshold = t.time_quota_threshold;
+                        g.quota_holding_time = t.quota_holding_time;
                         if units < *want {
-                            g.final_unit = Some(tariff.final_unit.clone());
+                            g.final_unit = Some(t.final_unit.clone());
                         }
                     }
                     match mscc.and_then(|i| p.answer.mscc.get_mut(i)) {
@@ -980,7 +980,8 @@ type Service = (
     Option<u32>,
 );
 
-type RateResult<'a> = std::result::Result<(&'a gyro_charging::Plan, &'a Tariff), RatingError>;
+type RateResult<'a> =
+    std::result::Result<((u16, u16), &'a gyro_charging::Plan, &'a Tariff), RatingError>;
 
 /// The Failed-AVP for a rating error of `key` (as the engine names it).
 fn failed_for(key: RatingKey, err: RatingError) -> FailedAvp {
@@ -1143,7 +1144,7 @@ impl Shard for RedisShard {
             return;
         };
         for mut p in in_flight {
-            if !Self::settle_one(&mut p, &results, &self.ctx.telemetry) {
+            if !Self::settle_one(&mut p, &results, &self.ctx) {
                 continue;
             }
             let Ok(req) = Message::parse(&p.request) else {
