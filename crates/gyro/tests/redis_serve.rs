@@ -368,6 +368,18 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
                 && r["closing_cause"] == "supervision-expired"),
         "no session expired"
     );
+    // Usage CDRs name their subscriber, also for requests without
+    // Subscription-Id (the node remembers the session's).
+    for r in files.values().flatten() {
+        if r["record_type"] == "usage" {
+            assert!(
+                r["subscriber"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("e164:")),
+                "{r}"
+            );
+        }
+    }
     // The failover session: one usage CDR for its CCR-Update.
     let updates = files
         .values()

@@ -230,11 +230,16 @@ struct Ctx {
     default_plan: Option<u16>,
     identity: LocalIdentity,
     serving: RedisServing,
-    /// Session-Id -> (account, last heard, Unix ms).
-    sessions: Mutex<HashMap<String, (AccountId, u64)>>,
+    /// Session-Id -> (account, last heard (Unix ms), subscriber
+    /// `kind:data`).
+    sessions: Mutex<HashMap<String, SessionEntry>>,
     telemetry: Arc<RedisTelemetry>,
     totals: Arc<[ShardTotals]>,
 }
+
+/// What a node remembers of a session: its account, when it was last
+/// heard of (Unix ms) and its subscriber (`kind:data`, for CDRs).
+type SessionEntry = (AccountId, u64, Arc<str>);
 
 /// The credit-control application on the Redis Cluster ledger.
 pub struct RedisCreditControl {
@@ -382,6 +387,7 @@ impl Application for RedisCreditControl {
             ctx: self.ctx.clone(),
             index,
             request: CcRequest::default(),
+            subscriber: String::new(),
             steps: Vec::new(),
             pending: Vec::new(),
             in_flight: Vec::new(),
@@ -445,6 +451,8 @@ pub struct RedisShard {
     ctx: Arc<Ctx>,
     index: usize,
     request: CcRequest,
+    /// The request's subscriber (`kind:data`), for its CDRs.
+    subscriber: String,
     steps: Vec<Step>,
     pending: Vec<Pending>,
     /// The requests of the batch being run.
@@ -496,12 +504,22 @@ impl RedisShard {
 
     /// The account a request charges: its Subscription-Id's, else the one
     /// this node remembers for its session.
-    fn account(&self, now_ms: u64) -> Option<AccountId> {
+    fn account(&mut self, now_ms: u64) -> Option<AccountId> {
         let req = &self.request;
+        self.subscriber.clear();
         let mut sessions = self.ctx.sessions.lock().ok()?;
         let found = match self.ctx.directory.resolve(&req.subscription_ids) {
-            Some((_, a)) => Some(a),
-            None => sessions.get(&req.session_id).map(|(a, _)| *a),
+            Some((i, a)) => {
+                let id = &req.subscription_ids[i];
+                self.subscriber.push_str(id.kind.name());
+                self.subscriber.push(':');
+                self.subscriber.push_str(&id.data);
+                Some(a)
+            }
+            None => sessions.get(&req.session_id).map(|(a, _, sub)| {
+                self.subscriber.push_str(sub);
+                *a
+            }),
         };
         if let Some(a) = found {
             match req.request_type {
@@ -510,22 +528,17 @@ impl RedisShard {
                     sessions.remove(&req.session_id);
                 }
                 _ => match sessions.get_mut(&req.session_id) {
-                    Some(e) => *e = (a, now_ms),
+                    Some(e) => e.1 = now_ms,
                     None => {
-                        sessions.insert(req.session_id.clone(), (a, now_ms));
+                        sessions.insert(
+                            req.session_id.clone(),
+                            (a, now_ms, Arc::from(self.subscriber.as_str())),
+                        );
                     }
                 },
             }
         }
         found
-    }
-
-    fn subscriber(&self) -> String {
-        self.request
-            .subscription_ids
-            .first()
-            .map(|s| s.to_string())
-            .unwrap_or_default()
     }
 
     /// Rates `key` for `account` now: the plan and rate (indices into
@@ -566,7 +579,7 @@ impl RedisShard {
                 RecordType::Usage
             },
             session_id: r.session_id.clone(),
-            subscriber: self.subscriber(),
+            subscriber: self.subscriber.clone(),
             service_context: r.service_context.clone(),
             interface: r.interface,
             rating_group: key.rating_group,
@@ -965,7 +978,7 @@ impl RedisShard {
         self.last_prune = now_ms;
         let keep = self.ctx.serving.session_memory.as_millis() as u64;
         if let Ok(mut s) = self.ctx.sessions.lock() {
-            s.retain(|_, (_, at)| now_ms.saturating_sub(*at) <= keep);
+            s.retain(|_, (_, at, _)| now_ms.saturating_sub(*at) <= keep);
         }
     }
 }
