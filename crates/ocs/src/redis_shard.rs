@@ -57,7 +57,15 @@
 //!   never saw its session (a failover to another node) is answered 5030:
 //!   gateways that fail over must send Subscription-Id in every request.
 //! * The operator API (accounts, sessions, top-ups) works on the embedded
-//!   store only.
+//!   store only; `/metrics` shows the Redis families (`gyro_redis_*`) but
+//!   not the per-request families of the embedded runtime.
+//! * A node does not know which sessions are open: a CCR-Update for a
+//!   session the cluster holds no reservation of is charged and granted
+//!   (the embedded store answers 5002), and a CCR-Terminate releases the
+//!   reservations of the services it reports (RFC 8506 has it report all
+//!   of them); a service it leaves out keeps its reservation until the
+//!   session's Tcc deadline, when a node releases it with a session-end
+//!   CDR.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
