@@ -172,11 +172,16 @@ impl AdminServer {
     }
 
     /// The server is serving on the Redis Cluster ledger: `/metrics`
-    /// shows the ledger's families (`gyro_redis_*`). The account and
+    /// shows the ledger's families (`gyro_redis_*`) and the answers by
+    /// Result-Code (`gyro_diameter_requests_total`). The account and
     /// session operations stay unavailable (503): they work on the
     /// embedded store only.
-    pub fn ready_redis(&self, telemetry: std::sync::Arc<gyro_ocs::RedisTelemetry>) {
-        let _ = self.inner.redis.set(telemetry);
+    pub fn ready_redis(
+        &self,
+        telemetry: std::sync::Arc<gyro_ocs::RedisTelemetry>,
+        totals: std::sync::Arc<[gyro_ocs::ShardTotals]>,
+    ) {
+        let _ = self.inner.redis.set((telemetry, totals));
     }
 }
 

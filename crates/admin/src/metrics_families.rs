@@ -207,7 +207,8 @@ impl Collector for Families {
             "1 once every shard has recovered and the Diameter listeners are open",
             ConstGauge::new(i64::from(backend.is_some() || redis.is_some())),
         )?;
-        if let Some(r) = redis {
+        if let Some((r, totals)) = redis {
+            requests_by_code(&mut e, totals)?;
             redis_families(&mut e, r)?;
         }
         let Some(b) = backend else {
@@ -227,35 +228,7 @@ impl Families {
     /// Requests by command, request type and Result-Code; answer latency;
     /// in flight; refusals.
     fn diameter(&self, e: &mut DescriptorEncoder, b: &Backend) -> Result {
-        let mut by_code: Vec<((usize, Option<u32>), u64)> = Vec::new();
-        for shard in b.totals.iter() {
-            for (kind, code, n) in shard.telemetry.answers() {
-                match by_code.iter_mut().find(|(k, _)| *k == (kind, code)) {
-                    Some((_, total)) => *total += n,
-                    None => by_code.push(((kind, code), n)),
-                }
-            }
-        }
-        by_code.sort_unstable_by_key(|((kind, code), _)| (*kind, code.unwrap_or(u32::MAX)));
-        family(
-            e,
-            "gyro_diameter_requests",
-            "Application requests answered by the credit-control application, by command, \
-             CC-Request-Type and the Result-Code of the answer (requests refused by validation \
-             are in gyro_requests_rejected_total)",
-            by_code.into_iter().map(|((kind, code), n)| {
-                let (command, request_type) = REQUEST_KINDS[kind];
-                let code = code.map_or_else(|| "other".to_string(), |c| c.to_string());
-                (
-                    [
-                        ("command", command.to_string()),
-                        ("request_type", request_type.to_string()),
-                        ("result_code", code),
-                    ],
-                    ConstCounter::new(n),
-                )
-            }),
-        )?;
+        requests_by_code(e, &b.totals)?;
         let t = b.control.telemetry();
         histogram(
             e,
@@ -551,4 +524,39 @@ fn redis_families(e: &mut DescriptorEncoder, r: &gyro_ocs::RedisTelemetry) -> Re
         "Failed rounds of expiry or export (retried at the next round)",
         ConstCounter::new(r.background_errors.load(Relaxed)),
     )
+}
+
+/// `gyro_diameter_requests`: the shards' answers by command, request type
+/// and Result-Code.
+fn requests_by_code(e: &mut DescriptorEncoder, totals: &[ShardTotals]) -> Result {
+    let mut by_code: Vec<((usize, Option<u32>), u64)> = Vec::new();
+    for shard in totals.iter() {
+        for (kind, code, n) in shard.telemetry.answers() {
+            match by_code.iter_mut().find(|(k, _)| *k == (kind, code)) {
+                Some((_, total)) => *total += n,
+                None => by_code.push(((kind, code), n)),
+            }
+        }
+    }
+    by_code.sort_unstable_by_key(|((kind, code), _)| (*kind, code.unwrap_or(u32::MAX)));
+    family(
+        e,
+        "gyro_diameter_requests",
+        "Application requests answered by the credit-control application, by command, \
+         CC-Request-Type and the Result-Code of the answer (requests refused by validation \
+         are in gyro_requests_rejected_total)",
+        by_code.into_iter().map(|((kind, code), n)| {
+            let (command, request_type) = REQUEST_KINDS[kind];
+            let code = code.map_or_else(|| "other".to_string(), |c| c.to_string());
+            (
+                [
+                    ("command", command.to_string()),
+                    ("request_type", request_type.to_string()),
+                    ("result_code", code),
+                ],
+                ConstCounter::new(n),
+            )
+        }),
+    )?;
+    Ok(())
 }

@@ -33,7 +33,7 @@ pub(crate) struct Inner {
     pub backend: OnceLock<Backend>,
     /// With the Redis Cluster ledger: its counters (the operator API's
     /// account and session operations need the embedded store).
-    pub redis: OnceLock<Arc<gyro_ocs::RedisTelemetry>>,
+    pub redis: OnceLock<(Arc<gyro_ocs::RedisTelemetry>, Arc<[ShardTotals]>)>,
     /// The bearer token, when one is asked.
     pub token: Option<String>,
 }

@@ -101,7 +101,7 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     let cdr_dir = data_dir.join("cdr");
     let (handle, _control) = gyro_server::start_controlled(config.clone(), app)?;
     if let Some(a) = &admin {
-        a.ready_redis(telemetry.clone());
+        a.ready_redis(telemetry.clone(), totals.clone());
     }
     let stop = Arc::new(AtomicBool::new(false));
     let background = Background {

@@ -395,6 +395,7 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         "gyro_redis_batch_steps_count",
         "gyro_redis_steps_total",
         "gyro_redis_errors_total{kind=\"unavailable\"}",
+        "gyro_diameter_requests_total{",
     ] {
         assert!(metrics.contains(family), "{family} missing:\n{metrics}");
     }
