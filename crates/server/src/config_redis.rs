@@ -81,11 +81,13 @@ pub struct RedisClusterSection {
     pub node_id: Option<String>,
     /// How often `gyro serve` releases the reservations of sessions past
     /// their Tcc deadline (a dead node's, or any silent session's), with
-    /// their session-end CDRs, milliseconds. Default 1000; 0 never (some
-    /// node must).
+    /// their session-end CDRs, milliseconds. Each round reads every slot's
+    /// expiry index (one pipeline per master). Default 5000; 0 never
+    /// (some node must).
     pub expire_interval_ms: u64,
     /// How often `gyro serve` exports the CDR streams it holds the lease
-    /// of into `<data_dir>/cdr/redis/`, milliseconds. Default 1000; 0
+    /// of into `<data_dir>/cdr/`, milliseconds. Each round reads the length
+    /// of every slot's stream (one pipeline per master). Default 1000; 0
     /// never (some node must, or the streams grow).
     pub export_interval_ms: u64,
     /// Most records in one exported CDR file. Default 10000.
@@ -114,7 +116,7 @@ impl Default for RedisClusterSection {
             wait_timeout_ms: 1000,
             namespace: "gyro".into(),
             node_id: None,
-            expire_interval_ms: 1000,
+            expire_interval_ms: 5000,
             export_interval_ms: 1000,
             export_max_records: 10_000,
             export_lease_ms: 10_000,
