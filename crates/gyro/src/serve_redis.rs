@@ -45,7 +45,9 @@ impl RedisRunning {
             failed = s.failed,
             "Redis ledger totals"
         );
-        let _ = &self.runtime;
+        // The client's runtime goes last (the application, dropped with
+        // the server, holds it too).
+        drop(self.runtime);
     }
 }
 
