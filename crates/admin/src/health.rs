@@ -29,6 +29,8 @@ pub async fn healthz() -> Json<Health> {
         (status = 503, description = "Still starting", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Health>, Problem> {
-    state.backend()?;
+    if state.redis.get().is_none() {
+        state.backend()?;
+    }
     Ok(Json(Health { status: "ready" }))
 }

@@ -119,6 +119,7 @@ impl AdminServer {
         listener.set_nonblocking(true).map_err(Error::Start)?;
         let inner = Arc::new(Inner {
             backend: OnceLock::new(),
+            redis: OnceLock::new(),
             token,
         });
         let app = router(inner.clone());
@@ -168,6 +169,19 @@ impl AdminServer {
     /// The server is serving: account operations and `/readyz` answer.
     pub fn ready(&self, backend: Backend) {
         let _ = self.inner.backend.set(backend);
+    }
+
+    /// The server is serving on the Redis Cluster ledger: `/metrics`
+    /// shows the ledger's families (`gyro_redis_*`) and the answers by
+    /// Result-Code (`gyro_diameter_requests_total`). The account and
+    /// session operations stay unavailable (503): they work on the
+    /// embedded store only.
+    pub fn ready_redis(
+        &self,
+        telemetry: std::sync::Arc<gyro_ocs::RedisTelemetry>,
+        totals: std::sync::Arc<[gyro_ocs::ShardTotals]>,
+    ) {
+        let _ = self.inner.redis.set((telemetry, totals));
     }
 }
 

@@ -200,12 +200,17 @@ fn nchf(e: &mut DescriptorEncoder, n: &gyro_nchf::server::Stats) -> Result {
 impl Collector for Families {
     fn encode(&self, mut e: DescriptorEncoder) -> Result {
         let backend = self.inner.backend.get();
+        let redis = self.inner.redis.get();
         single(
             &mut e,
             "gyro_ready",
             "1 once every shard has recovered and the Diameter listeners are open",
-            ConstGauge::new(i64::from(backend.is_some())),
+            ConstGauge::new(i64::from(backend.is_some() || redis.is_some())),
         )?;
+        if let Some((r, totals)) = redis {
+            requests_by_code(&mut e, totals)?;
+            redis_families(&mut e, r)?;
+        }
         let Some(b) = backend else {
             return Ok(());
         };
@@ -223,35 +228,7 @@ impl Families {
     /// Requests by command, request type and Result-Code; answer latency;
     /// in flight; refusals.
     fn diameter(&self, e: &mut DescriptorEncoder, b: &Backend) -> Result {
-        let mut by_code: Vec<((usize, Option<u32>), u64)> = Vec::new();
-        for shard in b.totals.iter() {
-            for (kind, code, n) in shard.telemetry.answers() {
-                match by_code.iter_mut().find(|(k, _)| *k == (kind, code)) {
-                    Some((_, total)) => *total += n,
-                    None => by_code.push(((kind, code), n)),
-                }
-            }
-        }
-        by_code.sort_unstable_by_key(|((kind, code), _)| (*kind, code.unwrap_or(u32::MAX)));
-        family(
-            e,
-            "gyro_diameter_requests",
-            "Application requests answered by the credit-control application, by command, \
-             CC-Request-Type and the Result-Code of the answer (requests refused by validation \
-             are in gyro_requests_rejected_total)",
-            by_code.into_iter().map(|((kind, code), n)| {
-                let (command, request_type) = REQUEST_KINDS[kind];
-                let code = code.map_or_else(|| "other".to_string(), |c| c.to_string());
-                (
-                    [
-                        ("command", command.to_string()),
-                        ("request_type", request_type.to_string()),
-                        ("result_code", code),
-                    ],
-                    ConstCounter::new(n),
-                )
-            }),
-        )?;
+        requests_by_code(e, &b.totals)?;
         let t = b.control.telemetry();
         histogram(
             e,
@@ -464,4 +441,122 @@ impl Families {
             |s| s.telemetry.topped_up.load(Relaxed),
         )
     }
+}
+
+/// The Redis Cluster ledger's families: round-trip latency and size of
+/// each batch's pipelines, steps and errors by kind, background work.
+fn redis_families(e: &mut DescriptorEncoder, r: &gyro_ocs::RedisTelemetry) -> Result {
+    let (sum, count, buckets) = r.round_trip.snapshot();
+    let mut m = e.encode_descriptor(
+        "gyro_redis_round_trip_seconds",
+        "Wall time of one group commit's pipelines to the Redis Cluster (one per master, \
+         sent concurrently; with replicas_ack = 1 including WAIT)",
+        None,
+        MetricType::Histogram,
+    )?;
+    m.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+    let (sum, count, buckets) = r.batch_steps.snapshot();
+    let mut m = e.encode_descriptor(
+        "gyro_redis_batch_steps",
+        "Money steps (Redis Function calls) per group commit",
+        None,
+        MetricType::Histogram,
+    )?;
+    m.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
+    let s = r.ledger_stats();
+    single(
+        e,
+        "gyro_redis_steps",
+        "Money steps sent to the Redis Cluster",
+        ConstCounter::new(s.steps),
+    )?;
+    single(
+        e,
+        "gyro_redis_pipelines",
+        "Pipelines sent (one per master per group commit)",
+        ConstCounter::new(s.pipelines),
+    )?;
+    single(
+        e,
+        "gyro_redis_redirected_steps",
+        "Steps sent again on their own after a redirection (a slot moved, a failover)",
+        ConstCounter::new(s.redirected),
+    )?;
+    single(
+        e,
+        "gyro_redis_replayed_steps",
+        "Steps answered from a remembered answer (retransmissions, retries)",
+        ConstCounter::new(r.replayed.load(Relaxed)),
+    )?;
+    family(
+        e,
+        "gyro_redis_errors",
+        "Steps that failed, by kind (each makes its request's answer 3004): unavailable \
+         (unreachable, timed out), not_replicated (replicas_ack = 1 and no replica in time), \
+         refused (the cluster refused the call)",
+        [
+            ("unavailable", &r.errors_unavailable),
+            ("not_replicated", &r.errors_not_replicated),
+            ("refused", &r.errors_refused),
+        ]
+        .map(|(kind, n)| {
+            (
+                [("kind", kind.to_string())],
+                ConstCounter::new(n.load(Relaxed)),
+            )
+        }),
+    )?;
+    single(
+        e,
+        "gyro_redis_expired_sessions",
+        "Sessions past their Tcc deadline whose reservations this node released",
+        ConstCounter::new(r.expired_sessions.load(Relaxed)),
+    )?;
+    single(
+        e,
+        "gyro_redis_exported_cdrs",
+        "CDRs this node exported from the slot streams into files",
+        ConstCounter::new(r.exported_cdrs.load(Relaxed)),
+    )?;
+    single(
+        e,
+        "gyro_redis_background_errors",
+        "Failed rounds of expiry or export (retried at the next round)",
+        ConstCounter::new(r.background_errors.load(Relaxed)),
+    )
+}
+
+/// `gyro_diameter_requests`: the shards' answers by command, request type
+/// and Result-Code.
+fn requests_by_code(e: &mut DescriptorEncoder, totals: &[ShardTotals]) -> Result {
+    let mut by_code: Vec<((usize, Option<u32>), u64)> = Vec::new();
+    for shard in totals.iter() {
+        for (kind, code, n) in shard.telemetry.answers() {
+            match by_code.iter_mut().find(|(k, _)| *k == (kind, code)) {
+                Some((_, total)) => *total += n,
+                None => by_code.push(((kind, code), n)),
+            }
+        }
+    }
+    by_code.sort_unstable_by_key(|((kind, code), _)| (*kind, code.unwrap_or(u32::MAX)));
+    family(
+        e,
+        "gyro_diameter_requests",
+        "Application requests answered by the credit-control application, by command, \
+         CC-Request-Type and the Result-Code of the answer (requests refused by validation \
+         are in gyro_requests_rejected_total)",
+        by_code.into_iter().map(|((kind, code), n)| {
+            let (command, request_type) = REQUEST_KINDS[kind];
+            let code = code.map_or_else(|| "other".to_string(), |c| c.to_string());
+            (
+                [
+                    ("command", command.to_string()),
+                    ("request_type", request_type.to_string()),
+                    ("result_code", code),
+                ],
+                ConstCounter::new(n),
+            )
+        }),
+    )?;
+    Ok(())
 }

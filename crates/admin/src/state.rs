@@ -31,6 +31,9 @@ pub(crate) struct Inner {
     /// Set once every shard has recovered and the Diameter listeners are
     /// open.
     pub backend: OnceLock<Backend>,
+    /// With the Redis Cluster ledger: its counters (the operator API's
+    /// account and session operations need the embedded store).
+    pub redis: OnceLock<(Arc<gyro_ocs::RedisTelemetry>, Arc<[ShardTotals]>)>,
     /// The bearer token, when one is asked.
     pub token: Option<String>,
 }

@@ -40,6 +40,26 @@ pub enum Flush {
     /// The batch could not be made durable: its answers must not be sent;
     /// the runtime answers those requests with [`Shard::too_busy`].
     Failed,
+    /// The batch's answers are not known yet: they depend on what this
+    /// job finds out (for a ledger kept by a remote service, what that
+    /// service answered). The runtime runs the job like a
+    /// [`Flush::Write`] one, calls [`Shard::synced`], and then, when the
+    /// job succeeded, passes each of the batch's application answers to
+    /// [`Shard::settle`], which writes the answer to send in its place; when
+    /// the job failed, to [`Shard::too_busy`].
+    ///
+    /// The contract for a shard that returns it: [`Shard::handle`] still
+    /// appends exactly one answer per request at once (a provisional one,
+    /// which should be the "not now" answer, so that an answer the shard
+    /// cannot settle says "nothing happened"), and remembers what the
+    /// request needs; `flush` hands the batch's remote work to the job;
+    /// `synced` collects the job's results; `settle` finds the request a
+    /// provisional answer stands for by what the answer itself carries
+    /// (its header and application AVPs: the runtime reads none of them)
+    /// and writes the final answer. Every answer of the batch was produced
+    /// by this shard before this `flush` (one event loop, one shard), but a
+    /// shard must pass through unchanged an answer it does not recognise.
+    Settle(SyncJob),
 }
 
 /// What a request does to its session, for the runtime's directory.
@@ -107,6 +127,14 @@ pub trait Shard {
     /// The outcome of the [`Flush::Sync`] or [`Flush::Write`] job returned by the last
     /// [`Shard::flush`], before the answers are released (or failed).
     fn synced(&mut self, _result: &std::io::Result<()>) {}
+
+    /// Writes the answer to send in place of `answer`, one of the
+    /// provisional answers of a batch whose [`Flush::Settle`] job
+    /// succeeded, appended to `out` (see [`Flush::Settle`]). The default
+    /// sends the provisional answer unchanged.
+    fn settle(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
+        out.extend_from_slice(answer.as_bytes());
+    }
 
     /// The Session-Ids ([`session_key`]s) this shard holds state for, so
     /// the runtime can rebuild its directory at start: `open` sessions, and

@@ -12,6 +12,8 @@
 //! no server holds.
 
 mod redis;
+
+pub(crate) use redis::options as redis_options;
 mod repair;
 
 use std::path::{Path, PathBuf};

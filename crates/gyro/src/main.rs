@@ -77,6 +77,7 @@ mod ledger;
 mod output;
 mod rate;
 mod serve;
+mod serve_redis;
 
 /// gyro: a Diameter credit-control server (OCS), load generator and tools.
 #[derive(Debug, Parser)]
@@ -132,8 +133,16 @@ fn main() -> ExitCode {
         // `gyro ledger | head -1` ends quietly instead of panicking.
         output::quiet_on_closed_pipe();
     } else {
-        let filter = tracing_subscriber::EnvFilter::try_from_env("GYRO_LOG")
+        let mut filter = tracing_subscriber::EnvFilter::try_from_env("GYRO_LOG")
             .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        // The Redis client logs every reconnection attempt while a cluster
+        // is down (many a second); gyro says when the ledger fails and when
+        // it works again. GYRO_LOG naming `redis` shows them.
+        if !std::env::var("GYRO_LOG").is_ok_and(|v| v.contains("redis")) {
+            if let Ok(d) = "redis=off".parse() {
+                filter = filter.add_directive(d);
+            }
+        }
         tracing_subscriber::fmt()
             .with_env_filter(filter)
             .with_writer(std::io::stderr)

@@ -92,6 +92,8 @@ pub struct Running {
     /// The TLS settings Nchf over TLS uses when Diameter has no TLS
     /// listener (SIGHUP reloads them too).
     pub nchf_tls: Option<std::sync::Arc<gyro_server::tls::TlsContext>>,
+    /// With the Redis Cluster ledger: its client and background work.
+    pub redis: Option<crate::serve_redis::RedisRunning>,
 }
 
 /// Storage as the configuration's `[storage]` section says, under
@@ -125,16 +127,13 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     // Before anything is created on disk: a bad configuration (too many
     // workers, a TLS file that cannot be read) leaves no trace.
     config.check()?;
-    if config.storage.backend == gyro_server::config::StorageBackend::RedisCluster {
-        anyhow::bail!(
-            "storage.backend = \"redis-cluster\": the Redis Cluster ledger is not served by \
-             `gyro serve` yet; use backend = \"embedded\""
-        );
-    }
     if !config.tls.listen.is_empty() || config.nchf.tls_listen.is_some() {
         gyro_server::tls::TlsContext::load(&config.tls)?;
     }
     raise_fd_limit(&config);
+    if config.storage.backend == gyro_server::config::StorageBackend::RedisCluster {
+        return crate::serve_redis::start(config);
+    }
     let (charging, source) = load_charging(&config)?;
     let workers = config.worker_count();
     let data_dir: &Path = &config.server.data_dir;
@@ -255,6 +254,7 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
         admin,
         nchf,
         nchf_tls,
+        redis: None,
     })
 }
 
@@ -303,7 +303,7 @@ fn start_nchf(
 
 /// Raises the soft limit on open files to the hard one and says so; warns
 /// when `limits.max_connections` cannot fit in it.
-fn raise_fd_limit(config: &Config) {
+pub(crate) fn raise_fd_limit(config: &Config) {
     match gyro_server::raise_fd_limit() {
         Ok(l) => {
             if l.before < l.soft {
@@ -447,6 +447,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     running.handle.shutdown();
     let workers = running.handle.worker_stats();
     running.handle.join();
+    if let Some(redis) = running.redis.take() {
+        redis.stop();
+    }
     drop(running.admin);
     for (i, w) in workers.iter().enumerate() {
         info!(

@@ -33,6 +33,7 @@ fn debit(account: AccountId, request: &str, amount: i64) -> Step {
         reservation: Some(("s".into(), rg(10))),
         amount,
         release: false,
+        whole: false,
         cdr: cdr("s", 1, rg(10)),
     })
 }

@@ -30,6 +30,11 @@
 //!   to the shard that owns the account ([`Subscribers`] routes it, as it
 //!   routes CCRs), where it is journaled in the same group commit as the
 //!   CCRs of that turn.
+//! * With `[storage] backend = "redis-cluster"` the balances live in a
+//!   Redis Cluster shared by several gyro nodes instead:
+//!   [`RedisCreditControl`] and [`RedisShard`] ([`redis_shard`]) rate
+//!   locally and charge through the cluster's ledger functions, settling
+//!   each turn's answers once the cluster has answered.
 //! * At start each shard recovers from its data directory (the latest
 //!   snapshot plus the journal after it). Accounts and balances from the
 //!   charging configuration seed a shard only the first time; afterwards
@@ -42,6 +47,7 @@ pub mod gy;
 pub mod operations;
 pub mod reauth;
 mod recovery;
+pub mod redis_shard;
 mod shard;
 mod storage;
 mod subscribers;
@@ -49,6 +55,7 @@ pub mod telemetry;
 
 pub use app::CreditControl;
 pub use error::{Error, Result};
+pub use redis_shard::{RedisCreditControl, RedisServing, RedisShard, RedisTelemetry};
 pub use shard::CreditShard;
 pub use storage::{ShardTotals, Storage};
 pub use subscribers::Subscribers;

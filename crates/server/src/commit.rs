@@ -9,7 +9,9 @@
 //! the queued output is released. For a batch that could not be made
 //! durable the shard itself rewrites each of its answers as "not now,
 //! nothing happened" ([`Shard::too_busy`]); base-protocol messages pass
-//! unchanged.
+//! unchanged. A shard whose answers depend on its job's outcome
+//! ([`Flush::Settle`], a remote ledger) rewrites each of them once the job
+//! is done ([`Shard::settle`]).
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering::Relaxed;
@@ -215,6 +217,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
         commit
             .last_synced
             .set(matches!(flush, Flush::Sync(_)) && !batch.is_empty());
+        let mut settle = false;
         let durable = match flush {
             Flush::Done => true,
             Flush::Failed => false,
@@ -222,6 +225,12 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
                 let r = commit.sync(job).await;
                 shard.borrow_mut().synced(&r);
                 r.is_ok()
+            }
+            Flush::Settle(job) => {
+                let r = commit.sync(job).await;
+                shard.borrow_mut().synced(&r);
+                settle = r.is_ok();
+                settle
             }
         };
         let telemetry = &commit.telemetry.workers[commit.worker];
@@ -234,11 +243,16 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
                 let latency = now_ns.saturating_sub(read_ns);
                 telemetry.answer_latency.record(latency, answers);
             }
-            let out = if durable {
+            let out = if settle {
+                Outgoing {
+                    bytes: rewrite(&out.bytes, |m, o| shard.borrow_mut().settle(m, o)),
+                    answers: out.answers,
+                }
+            } else if durable {
                 out
             } else {
                 Outgoing {
-                    bytes: too_busy(&mut *shard.borrow_mut(), &out.bytes),
+                    bytes: rewrite(&out.bytes, |m, o| shard.borrow_mut().too_busy(m, o)),
                     answers: out.answers,
                 }
             };
@@ -250,9 +264,10 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
     }
 }
 
-/// The shard's "not now" answers for the application answers in `bytes`;
-/// base-protocol messages (CEA, DWA, DPA, DWR, DPR) pass unchanged.
-fn too_busy<S: Shard>(shard: &mut S, bytes: &[u8]) -> Bytes {
+/// The application answers in `bytes` as `shard_answer` rewrites them
+/// (the shard's "not now" answers, or its settled ones); base-protocol
+/// messages (CEA, DWA, DPA, DWR, DPR) pass unchanged.
+fn rewrite(bytes: &[u8], mut shard_answer: impl FnMut(&Message<'_>, &mut BytesMut)) -> Bytes {
     let mut out = BytesMut::with_capacity(bytes.len());
     let mut rest = bytes;
     while let Ok(Some(n)) = frame_length(rest, usize::MAX) {
@@ -266,7 +281,7 @@ fn too_busy<S: Shard>(shard: &mut S, bytes: &[u8]) -> Bytes {
         if base || m.is_request() {
             out.extend_from_slice(one);
         } else {
-            shard.too_busy(&m, &mut out);
+            shard_answer(&m, &mut out);
         }
     }
     out.freeze()

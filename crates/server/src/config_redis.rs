@@ -74,6 +74,31 @@ pub struct RedisClusterSection {
     /// Prefix of every key, so that deployments can share a cluster.
     /// Default `gyro`; no `{` or `}`.
     pub namespace: String,
+    /// This node's name among the nodes sharing the namespace: the owner
+    /// recorded with its reservations and the `node` of its CDRs. Must
+    /// differ between nodes, and stay the same when a node restarts.
+    /// Default: `server.origin_host`.
+    pub node_id: Option<String>,
+    /// How often `gyro serve` releases the reservations of sessions past
+    /// their Tcc deadline (a dead node's, or any silent session's), with
+    /// their session-end CDRs, milliseconds. Each round reads every slot's
+    /// expiry index (one pipeline per master). Default 5000; 0 never
+    /// (some node must).
+    pub expire_interval_ms: u64,
+    /// How often `gyro serve` exports the CDR streams it holds the lease
+    /// of into `<data_dir>/cdr/`, milliseconds. Each round reads the length
+    /// of every slot's stream (one pipeline per master). Default 1000; 0
+    /// never (some node must, or the streams grow).
+    pub export_interval_ms: u64,
+    /// Most records in one exported CDR file. Default 10000.
+    pub export_max_records: usize,
+    /// How long a node holds a slot stream's export lease (renewed at each
+    /// export; another node takes over a stream whose lease lapsed),
+    /// milliseconds. Default 10000.
+    pub export_lease_ms: u64,
+    /// Time allowed for the cluster's answer to a batch, milliseconds;
+    /// past it the batch's requests are answered 3004. Default 2000.
+    pub response_timeout_ms: u64,
 }
 
 impl Default for RedisClusterSection {
@@ -90,6 +115,12 @@ impl Default for RedisClusterSection {
             replicas_ack: 0,
             wait_timeout_ms: 1000,
             namespace: "gyro".into(),
+            node_id: None,
+            expire_interval_ms: 5000,
+            export_interval_ms: 1000,
+            export_max_records: 10_000,
+            export_lease_ms: 10_000,
+            response_timeout_ms: 2000,
         }
     }
 }
@@ -159,6 +190,20 @@ impl StorageSection {
             return err(
                 "storage.redis: tls_ca, tls_cert and tls_key need tls = true (or rediss:// nodes)"
                     .into(),
+            );
+        }
+        if r.node_id
+            .as_ref()
+            .is_some_and(|n| n.is_empty() || n.contains(' '))
+        {
+            return err("storage.redis.node_id: must be non-empty and without spaces".into());
+        }
+        if r.export_max_records == 0 {
+            return err("storage.redis.export_max_records must be positive".into());
+        }
+        if r.export_lease_ms == 0 || r.response_timeout_ms == 0 {
+            return err(
+                "storage.redis.export_lease_ms and response_timeout_ms must be positive".into(),
             );
         }
         if r.namespace.is_empty() || r.namespace.contains(['{', '}']) {

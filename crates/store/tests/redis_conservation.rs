@@ -237,6 +237,7 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
             },
             amount: rng.below(250) as i64,
             release: rng.chance(40),
+            whole: false,
             cdr: cdr(&session, n as u32, key),
         }),
         65..=74 => Step::Release(Release {
@@ -433,6 +434,7 @@ async fn a_step_abandoned_on_a_client_timeout_and_sent_again_is_charged_once() {
             reservation: None,
             amount: 10 + i64::from(i),
             release: false,
+            whole: false,
             cdr: cdr("ev", i, rg(1)),
         });
         // Abandon the first attempt after a few microseconds (it went out,
@@ -528,6 +530,7 @@ async fn two_nodes_charging_the_same_accounts_keep_the_books() {
                             reservation: Some((s.clone(), rg(10))),
                             amount: rng.below(180) as i64,
                             release: true,
+                            whole: false,
                             cdr: cdr(s, 1, rg(10)),
                         })
                     })

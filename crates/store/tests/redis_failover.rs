@@ -104,6 +104,7 @@ fn event_debit(account: AccountId, n: u32, amount: i64) -> Step {
         reservation: None,
         amount,
         release: false,
+        whole: false,
         cdr: cdr(&format!("ev-{}", account.0), n, rg(1)),
     })
 }

@@ -33,6 +33,7 @@ fn debit(account: AccountId, request: &str, session: &str, amount: i64, release:
         reservation: Some((session.into(), rg(10))),
         amount,
         release,
+        whole: false,
         cdr: cdr(session, 1, rg(10)),
     })
 }
@@ -91,6 +92,47 @@ async fn a_debit_retried_after_a_client_timeout_is_charged_once() {
     );
     assert_eq!(c.account, a);
     assert_eq!(c.rating_group, Some(10));
+}
+
+#[tokio::test]
+async fn a_whole_debit_is_all_or_nothing() {
+    let Some(ledger) = ledger("whole").await else {
+        return;
+    };
+    let (a, blocked) = (acct(31), acct(32));
+    ledger.open_account(a, 100, 20, false).await.unwrap();
+    ledger.open_account(blocked, 100, 0, true).await.unwrap();
+    let whole = |account, request: &str, amount| {
+        let Step::Debit(mut d) = debit(account, request, "", amount, false) else {
+            unreachable!()
+        };
+        d.reservation = None;
+        d.whole = true;
+        Step::Debit(d)
+    };
+    // More than balance plus credit limit: refused, nothing changes, no
+    // CDR.
+    let r = one(&ledger, whole(a, "e;0;0", 121)).await;
+    assert_eq!(r.code, 4012);
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.debited), (100, 0));
+    assert!(ledger.account_cdrs(a).await.unwrap().is_empty());
+    // Up to the credit limit: charged whole.
+    let r = one(&ledger, whole(a, "e;1;0", 120)).await;
+    assert_eq!(r.code, 2001);
+    assert!(matches!(
+        r.outcome,
+        Outcome::Debited {
+            charged: 120,
+            unbilled: 0,
+            ..
+        }
+    ));
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.debited), (-20, 120));
+    // A blocked account: 4010.
+    assert_eq!(one(&ledger, whole(blocked, "e;2;0", 1)).await.code, 4010);
+    assert!(ledger.account_cdrs(blocked).await.unwrap().is_empty());
 }
 
 #[tokio::test]

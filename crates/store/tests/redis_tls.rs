@@ -200,6 +200,7 @@ async fn the_ledger_charges_over_tls_with_a_password() {
             reservation: Some(("t".into(), rg(1))),
             amount: 70,
             release: true,
+            whole: false,
             cdr: cdr("t", 1, rg(1)),
         }),
     ];

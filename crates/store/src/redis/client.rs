@@ -668,7 +668,8 @@ impl RedisLedger {
                     .arg(s.amount)
                     .arg(if s.release { "1" } else { "0" })
                     .arg(node)
-                    .arg(cdr_json(&s.cdr)?);
+                    .arg(cdr_json(&s.cdr)?)
+                    .arg(if s.whole { "1" } else { "0" });
             }
             Step::Release(s) => {
                 c.arg(reservation_field(&s.session, s.key));

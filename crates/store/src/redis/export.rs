@@ -127,10 +127,11 @@ impl RedisLedger {
         let lease_ms = u64::try_from(lease.as_millis()).unwrap_or(u64::MAX).max(1);
         let mut c = redis::cmd("FCALL");
         c.arg("gyro_export_lease")
-            .arg(3)
+            .arg(4)
             .arg(keys.exporter(slot))
             .arg(keys.exported(slot))
             .arg(keys.cdr_stream(slot))
+            .arg(keys.exporting(slot))
             .arg(&node)
             .arg(lease_ms);
         let v = self.call(c, slot, "gyro_export_lease").await?;
@@ -150,10 +151,65 @@ impl RedisLedger {
             .and_then(|n| u64::try_from(n).ok())
             .ok_or_else(bad)?;
         let after = parts.get(2).and_then(text).filter(|id| !id.is_empty());
-        let entries = self.read_stream(slot, after.as_deref(), Some(max)).await?;
+        let pinned = parts
+            .get(3)
+            .and_then(int)
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|&n| n > done);
+        // A range pinned by an earlier attempt (this node's or a dead
+        // one's) is written again as it was; otherwise the next range is
+        // pinned before its file is written.
+        let count = match pinned {
+            Some(last) => usize::try_from(last - done).unwrap_or(usize::MAX),
+            None => max,
+        };
+        let mut entries = self
+            .read_stream(slot, after.as_deref(), Some(count))
+            .await?;
+        let Some(last) = entries.last() else {
+            return Ok(Export::Empty);
+        };
+        if pinned.is_none() {
+            let mut c = redis::cmd("FCALL");
+            c.arg("gyro_export_pin")
+                .arg(4)
+                .arg(keys.exporter(slot))
+                .arg(keys.exported(slot))
+                .arg(keys.cdr_stream(slot))
+                .arg(keys.exporting(slot))
+                .arg(&node)
+                .arg(last.cdr.sequence)
+                .arg(&last.id);
+            let v = self.call(c, slot, "gyro_export_pin").await?;
+            let redis::Value::Array(p) = &v else {
+                return Err(Error::Redis {
+                    op: "gyro_export_pin",
+                    reason: format!("unexpected answer {v:?}"),
+                });
+            };
+            if p.first().and_then(int) != Some(1) {
+                return Ok(Export::NotHolder);
+            }
+            // Another attempt's pin (a race with a node that just lost
+            // the lease): its range, not ours.
+            if let Some(pin) = p.get(1).and_then(int).and_then(|n| u64::try_from(n).ok()) {
+                entries.retain(|e| e.cdr.sequence <= pin);
+            }
+        }
         let (Some(first), Some(last)) = (entries.first(), entries.last()) else {
             return Ok(Export::Empty);
         };
+        if let Some(pin) = pinned {
+            if last.cdr.sequence != pin {
+                return Err(Error::Redis {
+                    op: "export",
+                    reason: format!(
+                        "the stream of slot {slot} ends at sequence {} before the pinned {pin}",
+                        last.cdr.sequence
+                    ),
+                });
+            }
+        }
         let (first_seq, last_seq) = (first.cdr.sequence, last.cdr.sequence);
         if first_seq != done + 1 {
             return Err(Error::Redis {
@@ -203,10 +259,11 @@ impl RedisLedger {
         let slot = file.slot;
         let mut c = redis::cmd("FCALL");
         c.arg("gyro_export_ack")
-            .arg(3)
+            .arg(4)
             .arg(keys.exporter(slot))
             .arg(keys.exported(slot))
             .arg(keys.cdr_stream(slot))
+            .arg(keys.exporting(slot))
             .arg(&self.options().node_id)
             .arg(file.last)
             .arg(&file.last_entry);

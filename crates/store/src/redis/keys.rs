@@ -134,6 +134,13 @@ impl Keys {
         format!("{}:{{{}}}:exported", self.ns, slot_tag(slot))
     }
 
+    /// `<ns>:{<tag>}:exporting`: the range of the file being exported
+    /// (`"<last seq> <last entry id>"`), pinned before the file is written
+    /// so that a node taking the stream over writes the same file.
+    pub fn exporting(&self, slot: u16) -> String {
+        format!("{}:{{{}}}:exporting", self.ns, slot_tag(slot))
+    }
+
     /// The six keys of a money step on `account`, in the order the ledger
     /// functions take them.
     pub fn step_keys(&self, account: AccountId, request: &str) -> [String; 6] {

@@ -222,7 +222,11 @@ end
 -- is left of the reservation then goes back to the balance. Appends the
 -- CDR (the engine's record as JSON, completed by the ledger fields) to the
 -- slot's stream in the same step.
--- ARGV[5..]: field amount release(0|1) node cdr_json
+-- ARGV[5..]: field amount release(0|1) node cdr_json [whole(0|1)]
+-- With whole = 1 (a direct debit: the service is rendered only if paid)
+-- the debit is all or nothing: refused with 4010 on a blocked account and
+-- with 4012 when the reservation and the balance cannot pay all of it;
+-- nothing changes and no CDR is written.
 -- Answer: { replayed, code, charged, from_reserved, from_balance, unbilled,
 --           balance_after, sequence, released }
 local function debit(keys, args)
@@ -247,6 +251,14 @@ local function debit(keys, args)
     from_reserved = math.min(amount, math.max(0, r.money))
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
+  if args[10] == '1' then
+    if a.blocked then
+      return remember(keys, args, { BLOCKED, 0, 0, 0, 0, 0, 0, 0 })
+    end
+    if amount - from_reserved > spendable then
+      return remember(keys, args, { NO_CREDIT, 0, 0, 0, 0, 0, 0, 0 })
+    end
+  end
   local from_balance = math.min(amount - from_reserved, spendable)
   local unbilled = amount - from_reserved - from_balance
   local charged = from_reserved + from_balance
@@ -383,27 +395,63 @@ end
 
 -- CDR export. Every slot's stream is exported by one node at a time, the
 -- holder of its lease; the cursor is the last sequence number (and
--- stream entry) written to a CDR file and fsynced.
+-- stream entry) written to a CDR file and fsynced. Before a file is
+-- written its range is pinned, so that a node taking the stream over
+-- (the writer died before its acknowledgement) writes the same range
+-- into a file of the same name, never an overlapping one.
 --   KEYS[1]  <ns>:{<slot tag>}:exporter    lease: the exporting node
 --   KEYS[2]  <ns>:{<slot tag>}:exported    cursor: "<seq> <entry id>"
 --   KEYS[3]  <ns>:{<slot tag>}:cdr         the stream
+--   KEYS[4]  <ns>:{<slot tag>}:exporting   pinned range: "<last seq> <last entry id>"
 
 -- gyro_export_lease: takes or renews the lease of a stream for `node`.
 -- ARGV: node lease_ms
--- Answer: { held (1|0), cursor sequence, cursor entry id ("" at the start) }
+-- Answer: { held (1|0), cursor sequence, cursor entry id ("" at the start),
+--           pinned last sequence (0: none), pinned last entry id }
 local function export_lease(keys, args)
   local ms = int(args[2], 'lease')
   local holder = redis.call('GET', keys[1])
   if holder and holder ~= args[1] then
-    return { 0, 0, '' }
+    return { 0, 0, '', 0, '' }
   end
   redis.call('SET', keys[1], args[1], 'PX', fmt(ms))
+  local seq, id = 0, ''
   local cursor = redis.call('GET', keys[2])
-  if not cursor then
-    return { 1, 0, '' }
+  if cursor then
+    local s, i = string.match(cursor, '^(%d+) (.*)$')
+    seq, id = tonumber(s), i
   end
-  local seq, id = string.match(cursor, '^(%d+) (.*)$')
-  return { 1, tonumber(seq), id }
+  local pin_seq, pin_id = 0, ''
+  local pin = redis.call('GET', keys[4])
+  if pin then
+    local s, i = string.match(pin, '^(%d+) (.*)$')
+    if tonumber(s) > seq then
+      pin_seq, pin_id = tonumber(s), i
+    end
+  end
+  return { 1, seq, id, pin_seq, pin_id }
+end
+
+-- gyro_export_pin: pins the range of the next file (up to sequence `seq`,
+-- entry `id`) unless one is pinned past the cursor already.
+-- KEYS: exporter exported stream exporting; ARGV: node seq id
+-- Answer: { pinned (1|0: not the lease holder), pinned last seq, its entry id }
+local function export_pin(keys, args)
+  local seq = int(args[2], 'sequence')
+  if redis.call('GET', keys[1]) ~= args[1] then
+    return { 0, 0, '' }
+  end
+  local cursor = redis.call('GET', keys[2])
+  local done = cursor and tonumber(string.match(cursor, '^(%d+)')) or 0
+  local pin = redis.call('GET', keys[4])
+  if pin then
+    local s, i = string.match(pin, '^(%d+) (.*)$')
+    if tonumber(s) > done then
+      return { 1, tonumber(s), i }
+    end
+  end
+  redis.call('SET', keys[4], fmt(seq) .. ' ' .. args[3])
+  return { 1, seq, args[3] }
 end
 
 -- gyro_export_ack: records that the stream is exported and fsynced up to
@@ -427,6 +475,10 @@ local function export_ack(keys, args)
     redis.call('SET', keys[2], fmt(seq) .. ' ' .. args[3])
     redis.call('XTRIM', keys[3], 'MINID', '=', ms .. '-' .. fmt(tonumber(n) + 1))
   end
+  local pin = redis.call('GET', keys[4])
+  if pin and tonumber(string.match(pin, '^(%d+)')) <= math.max(seq, done) then
+    redis.call('DEL', keys[4])
+  end
   return { 1 }
 end
 
@@ -438,11 +490,12 @@ redis.register_function('gyro_refund', refund)
 redis.register_function('gyro_topup', topup)
 redis.register_function('gyro_expire', expire)
 redis.register_function('gyro_export_lease', export_lease)
+redis.register_function('gyro_export_pin', export_pin)
 redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 1
+    return 3
   end,
   flags = { 'no-writes' },
 }

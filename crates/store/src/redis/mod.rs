@@ -70,7 +70,8 @@
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
-//! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor |
+//! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor and pinned range |
+//! | `gyro_export_pin` | pin the range of the file about to be written (or learn the one pinned) |
 //! | `gyro_export_ack` | move the cursor past a fsynced file and trim the stream |
 //! | `gyro_version` | the library's version (read-only)                          |
 //!
@@ -123,25 +124,31 @@
 //! values with [`crate::Error::Encode`]. A reservation's units are only
 //! recorded (and scaled down with a partial grant); money is what the
 //! ledger checks. Bundles are not in this backend yet.
-
+//!
+//! # Who uses it
+//!
+//! `gyro serve` with `[storage] backend = "redis-cluster"`
+//! (`gyro_ocs::redis_shard`): it rates locally, sends each event-loop
+//! turn's steps through [`RedisLedger::run`] and encodes the answers from
+//! what the functions answered; a background thread calls
+//! [`RedisLedger::expire_due`] and [`RedisLedger::export_all`]
+//! periodically. `gyro ledger --config FILE` reads [`RedisLedger::books`].
 //!
 //! # Not yet
 //!
-//! * `gyro serve` does not use this backend (the engine keeps balances in
-//!   its shard's memory; with Redis it must rate against the account as
-//!   Redis holds it and turn its effects into these steps).
-//! * Bundles: their counters and holds are not in Redis. The plan: a
-//!   bundle hash per account, bundle holds inside the reservation, a debit
-//!   consuming the session's holds first (they are its own, so no other
-//!   node can take them) and leaving what the holds do not cover to the
-//!   caller to rate as money in the same step.
-//! * CDR export runs when called ([`RedisLedger::export_all`], see
-//!   [`export`]): nothing calls it periodically yet, and files are closed
-//!   by record count only (not by size or age); until an exporter runs,
-//!   the slot streams grow.
+//! * Bundles: their counters and holds are not in Redis (`gyro serve`
+//!   charges such accounts in money only, and says so at start). The
+//!   plan: a bundle hash per account, bundle holds inside the reservation,
+//!   a debit consuming the session's holds first (they are its own, so no
+//!   other node can take them) and leaving what the holds do not cover to
+//!   the caller to rate as money in the same step.
+//! * CDR files are closed by record count only (not by size or age).
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
+//! * A Session-Id is not mapped to its account in the cluster: a node
+//!   charges a CCR-Update or -Terminate without Subscription-Id only for a
+//!   session it saw itself.
 
 mod client;
 pub mod export;
@@ -158,7 +165,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 1;
+pub const LIBRARY_VERSION: i64 = 3;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -261,6 +268,12 @@ pub struct Debit {
     pub amount: i64,
     /// Release what is left of the reservation afterwards.
     pub release: bool,
+    /// All or nothing (a direct debit, paid before the service is
+    /// rendered): refused with 4010 on a blocked account and 4012 when
+    /// the reservation and the balance cannot pay all of `amount`, and
+    /// then nothing changes. Otherwise what the account cannot pay is
+    /// recorded as unbilled (usage already rendered).
+    pub whole: bool,
     /// The engine's CDR; the ledger fills in `sequence`, `node_id`,
     /// `account`, `amount`, `unbilled` and `balance_after`.
     pub cdr: Cdr,

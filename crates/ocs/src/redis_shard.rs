@@ -1,0 +1,1224 @@
+//! Credit control with the balances in a Redis Cluster shared by several
+//! gyro nodes ([`RedisCreditControl`], [`RedisShard`]).
+//!
+//! A CCR's path: decode it into the reused [`CcRequest`] (as the embedded
+//! shard does, [`gy::decode_ccr`]), rate it locally with the charging
+//! configuration's plans (the catalog's pure rating functions: the price
+//! of the used units, the money for the units to grant), turn it into
+//! money steps of the Redis ledger ([`gyro_store::redis::Step`]), append a
+//! provisional answer (3004, "nothing happened") and remember what the
+//! request needs. Once per event-loop turn the runtime asks for the
+//! batch ([`Shard::flush`]): the turn's steps go to the cluster as one
+//! pipeline per master ([`RedisLedger::run`]) on the worker's sync
+//! thread ([`Flush::Settle`]); once the cluster has answered, the shard
+//! encodes each request's CCA from the answers and the runtime sends it
+//! in place of the provisional one ([`Shard::settle`]).
+//!
+//! The steps of a request (request keys `<Session-Id>;<CC-Request-Number>;<n>`,
+//! so a retransmission, T flag or not, at this node or another, is
+//! answered from what Redis remembers and charged once):
+//!
+//! * CCR-Initial: per service (MSCC, or the command level for a single
+//!   service) a Reserve of the money the grant costs (all of it, or what
+//!   the account can pay down to one increment's worth, units scaled
+//!   down, with a Final-Unit-Indication).
+//! * CCR-Update: per service a Debit of the used units' price from the
+//!   service's reservation, releasing what is left of it (a report
+//!   without usage: a Release), then a Reserve of the new grant.
+//! * CCR-Terminate: per service a Debit of the used units, releasing the
+//!   rest.
+//! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
+//!   nothing (4012 when the account cannot pay, 4010 when blocked);
+//!   REFUND_ACCOUNT a Refund; PRICE_ENQUIRY is answered locally.
+//!
+//! Any node and any worker can take any request (the state is in Redis),
+//! so requests are not routed: each goes to the shard of the connection's
+//! own worker. A CCR-Update or -Terminate without Subscription-Id is
+//! charged to the account this node saw for its session (its CCR-Initial,
+//! or an earlier request with Subscription-Id); at a node that has seen
+//! neither it is answered 5030 DIAMETER_USER_UNKNOWN (see "Not yet").
+//!
+//! A step Redis could not run or confirm (unreachable, timed out, not
+//! replicated with `replicas_ack = 1`) makes its request's answer 3004
+//! DIAMETER_TOO_BUSY: the client retries, and the request key makes the
+//! retry safe.
+//!
+//! # Not yet
+//!
+//! * Bundles: an account's bundles are not in Redis; the Redis backend
+//!   charges money only (a configuration with bundles is served without
+//!   them, with a warning at start).
+//! * CHECK_BALANCE events are answered 5012 DIAMETER_UNABLE_TO_COMPLY.
+//! * Tariff changes within a grant (Tariff-Time-Change) and first
+//!   charging intervals are not applied: a grant and a usage report are
+//!   priced at the rate in force when the request arrives, each usage
+//!   rounded up to the increment.
+//! * A CCR-Update or -Terminate without Subscription-Id at a node that
+//!   never saw its session (a failover to another node) is answered 5030:
+//!   gateways that fail over must send Subscription-Id in every request.
+//! * The operator API (accounts, sessions, top-ups) works on the embedded
+//!   store only; `/metrics` shows the Redis families (`gyro_redis_*`) but
+//!   not the per-request families of the embedded runtime.
+//! * A node does not know which sessions are open: a CCR-Update for a
+//!   session the cluster holds no reservation of is charged and granted
+//!   (the embedded store answers 5002), and a CCR-Terminate releases the
+//!   reservations of the services it reports (RFC 8506 has it report all
+//!   of them); a service it leaves out keeps its reservation until the
+//!   session's Tcc deadline, when a node releases it with a session-end
+//!   CDR.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use gyro_charging::rating::Catalog;
+use gyro_charging::tariff::affordable;
+use gyro_charging::{
+    result_code as rc, AccountId, CcAnswer, CcRequest, Cdr, ChargingConfig, CostInformation,
+    FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType, RequestType, RequestedAction,
+    ServiceUnits, SubscriberDirectory, Tariff, Timestamp, UnitKind, ZeroRated,
+};
+use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
+use gyro_diameter::codes::{avp, cmd, result};
+use gyro_diameter::{Encoder, Message};
+use gyro_store::redis::{
+    request_key, Answer, Debit, Outcome, RedisLedger, RedisOptions, Refund, Release, Reserve, Step,
+};
+use gyro_store::ErrorKind;
+use tracing::{info, warn};
+
+use crate::clock::unix_now;
+use crate::error::{Error, Result};
+use crate::gy::{self, LocalIdentity};
+use crate::storage::ShardTotals;
+use crate::telemetry;
+
+/// How `gyro serve` uses the Redis ledger, beyond how it reaches it.
+#[derive(Clone, Debug)]
+pub struct RedisServing {
+    /// Tcc: how long after a grant another node may release a session's
+    /// reservations when nothing more is heard of it (the deadline each
+    /// Reserve carries).
+    pub tcc: Duration,
+    /// How long a node remembers which account a session charges (for
+    /// CCR-Update/-Terminate without Subscription-Id), from its last
+    /// request.
+    pub session_memory: Duration,
+}
+
+impl Default for RedisServing {
+    fn default() -> Self {
+        RedisServing {
+            tcc: Duration::from_secs(1200),
+            session_memory: Duration::from_secs(3600),
+        }
+    }
+}
+
+/// Round-trip buckets (seconds) of [`RedisTelemetry::round_trip`].
+pub const ROUND_TRIP_BOUNDS: [f64; 12] = [
+    0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+];
+
+/// Steps-per-batch buckets of [`RedisTelemetry::batch_steps`].
+pub const BATCH_STEPS_BOUNDS: [f64; 10] =
+    [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
+
+/// A histogram with fixed bounds, updated without locks.
+#[derive(Debug)]
+pub struct Histogram<const N: usize> {
+    bounds: [f64; N],
+    /// Per bound (the last slot: above every bound).
+    counts: Vec<AtomicU64>,
+    /// Sum of the observed values, in millionths.
+    sum_micro: AtomicU64,
+}
+
+impl<const N: usize> Histogram<N> {
+    fn new(bounds: [f64; N]) -> Self {
+        Histogram {
+            bounds,
+            counts: (0..=N).map(|_| AtomicU64::new(0)).collect(),
+            sum_micro: AtomicU64::new(0),
+        }
+    }
+
+    fn observe(&self, v: f64) {
+        let i = self.bounds.iter().position(|&b| v <= b).unwrap_or(N);
+        self.counts[i].fetch_add(1, Relaxed);
+        self.sum_micro.fetch_add((v * 1e6) as u64, Relaxed);
+    }
+
+    /// The sum of observed values, the observations, and per bucket its
+    /// upper bound (`f64::MAX` for the last, +Inf) and count (not
+    /// cumulative).
+    pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
+        let mut total = 0;
+        let mut buckets = Vec::with_capacity(N + 1);
+        for (i, c) in self.counts.iter().enumerate() {
+            let n = c.load(Relaxed);
+            total += n;
+            buckets.push((self.bounds.get(i).copied().unwrap_or(f64::MAX), n));
+        }
+        (self.sum_micro.load(Relaxed) as f64 / 1e6, total, buckets)
+    }
+}
+
+/// What the Redis ledger of a node has done, for `/metrics`.
+#[derive(Debug)]
+pub struct RedisTelemetry {
+    /// Wall time of each batch's pipelines (one per master, concurrently),
+    /// seconds.
+    pub round_trip: Histogram<12>,
+    /// Steps per batch.
+    pub batch_steps: Histogram<10>,
+    /// Steps that failed because the cluster was unreachable or timed out.
+    pub errors_unavailable: AtomicU64,
+    /// Steps not confirmed by a replica in time (`replicas_ack = 1`).
+    pub errors_not_replicated: AtomicU64,
+    /// Steps the cluster refused (a script error, an unexpected answer).
+    pub errors_refused: AtomicU64,
+    /// Steps answered from a remembered answer (retransmissions).
+    pub replayed: AtomicU64,
+    /// Sessions whose reservations this node's expiry released.
+    pub expired_sessions: AtomicU64,
+    /// CDRs this node exported to files.
+    pub exported_cdrs: AtomicU64,
+    /// Background rounds (expiry, export) that failed.
+    pub background_errors: AtomicU64,
+    /// Whether the last batch had steps that failed (logged when that
+    /// starts and when it stops, not at every batch).
+    failing: std::sync::atomic::AtomicBool,
+    ledger: Arc<RedisLedger>,
+}
+
+impl RedisTelemetry {
+    fn new(ledger: Arc<RedisLedger>) -> Self {
+        RedisTelemetry {
+            round_trip: Histogram::new(ROUND_TRIP_BOUNDS),
+            batch_steps: Histogram::new(BATCH_STEPS_BOUNDS),
+            errors_unavailable: AtomicU64::new(0),
+            errors_not_replicated: AtomicU64::new(0),
+            errors_refused: AtomicU64::new(0),
+            replayed: AtomicU64::new(0),
+            expired_sessions: AtomicU64::new(0),
+            exported_cdrs: AtomicU64::new(0),
+            background_errors: AtomicU64::new(0),
+            failing: std::sync::atomic::AtomicBool::new(false),
+            ledger,
+        }
+    }
+
+    /// The client's counters (steps, pipelines, redirections).
+    pub fn ledger_stats(&self) -> gyro_store::redis::LedgerStats {
+        self.ledger.stats()
+    }
+
+    fn count_error(&self, e: &gyro_store::Error) {
+        match e {
+            gyro_store::Error::NotReplicated { .. } => &self.errors_not_replicated,
+            e if e.kind() == ErrorKind::Unavailable => &self.errors_unavailable,
+            _ => &self.errors_refused,
+        }
+        .fetch_add(1, Relaxed);
+    }
+}
+
+/// What every shard of a node shares: the cluster connection, the rating
+/// catalog and the subscriber directory.
+struct Ctx {
+    ledger: Arc<RedisLedger>,
+    rt: tokio::runtime::Handle,
+    catalog: Catalog,
+    directory: SubscriberDirectory,
+    /// Plan index per account whose plan is not the default one.
+    plans: HashMap<AccountId, u16>,
+    default_plan: Option<u16>,
+    identity: LocalIdentity,
+    serving: RedisServing,
+    /// Session-Id -> (account, last heard (Unix ms), subscriber
+    /// `kind:data`).
+    sessions: Mutex<HashMap<String, SessionEntry>>,
+    telemetry: Arc<RedisTelemetry>,
+    totals: Arc<[ShardTotals]>,
+}
+
+/// What a node remembers of a session: its account, when it was last
+/// heard of (Unix ms) and its subscriber (`kind:data`, for CDRs).
+type SessionEntry = (AccountId, u64, Arc<str>);
+
+/// The credit-control application on the Redis Cluster ledger.
+pub struct RedisCreditControl {
+    ctx: Arc<Ctx>,
+    runtime: Arc<tokio::runtime::Runtime>,
+}
+
+impl RedisCreditControl {
+    /// Connects to the cluster (loading the ledger functions), opens every
+    /// account of the charging configuration that the cluster lacks
+    /// (an account that exists keeps its balance: the cluster, not the
+    /// file, is the source of truth), and returns the application for
+    /// `shards` shards answering as `origin_host`/`origin_realm`.
+    pub fn connect(
+        charging: ChargingConfig,
+        origin_host: &str,
+        origin_realm: &str,
+        options: RedisOptions,
+        serving: RedisServing,
+        shards: usize,
+    ) -> Result<Self> {
+        let config = |e: &dyn std::fmt::Display| Error::Config(format!("charging: {e}"));
+        let accounts = charging.accounts().map_err(|e| config(&e))?;
+        let directory = charging.directory().map_err(|e| config(&e))?;
+        let catalog = charging.catalog().map_err(|e| config(&e))?;
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("gyro-redis")
+            .enable_all()
+            .build()
+            .map_err(|e| Error::Config(format!("starting the Redis client runtime: {e}")))?;
+        let ledger = runtime
+            .block_on(RedisLedger::connect(options))
+            .map_err(|e| Error::Config(format!("connecting to the Redis Cluster: {e}")))?;
+        let ledger = Arc::new(ledger);
+        let mut plans = HashMap::new();
+        let default_plan = catalog.plan_index(None);
+        let mut with_bundles = 0;
+        for (a, _) in &accounts {
+            if !a.bundles.is_empty() {
+                with_bundles += 1;
+            }
+            let p = catalog.plan_index(a.plan.as_deref());
+            if p != default_plan {
+                if let Some(p) = p {
+                    plans.insert(a.id, p);
+                }
+            }
+        }
+        if with_bundles > 0 {
+            warn!(
+                accounts = with_bundles,
+                "the Redis Cluster ledger has no bundles yet: these accounts are charged in \
+                 money only"
+            );
+        }
+        let started = Instant::now();
+        let opened = runtime.block_on(open_accounts(&ledger, &accounts))?;
+        info!(
+            accounts = accounts.len(),
+            created = opened,
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "accounts of the charging configuration opened in the Redis Cluster \
+             (existing ones kept as they are)"
+        );
+        let telemetry = Arc::new(RedisTelemetry::new(ledger.clone()));
+        let ctx = Ctx {
+            ledger,
+            rt: runtime.handle().clone(),
+            catalog,
+            directory,
+            plans,
+            default_plan,
+            identity: LocalIdentity {
+                origin_host: origin_host.to_string(),
+                origin_realm: origin_realm.to_string(),
+            },
+            serving,
+            sessions: Mutex::new(HashMap::new()),
+            telemetry,
+            totals: (0..shards.max(1)).map(|_| ShardTotals::default()).collect(),
+        };
+        Ok(RedisCreditControl {
+            ctx: Arc::new(ctx),
+            runtime: Arc::new(runtime),
+        })
+    }
+
+    /// The ledger client, shared with background work (expiry, export).
+    pub fn ledger(&self) -> Arc<RedisLedger> {
+        self.ctx.ledger.clone()
+    }
+
+    /// The runtime the ledger client runs on (one thread).
+    pub fn runtime(&self) -> Arc<tokio::runtime::Runtime> {
+        self.runtime.clone()
+    }
+
+    /// The counters for `/metrics`.
+    pub fn telemetry(&self) -> Arc<RedisTelemetry> {
+        self.ctx.telemetry.clone()
+    }
+
+    /// Per-shard answer counters.
+    pub fn totals(&self) -> Arc<[ShardTotals]> {
+        self.ctx.totals.clone()
+    }
+}
+
+/// Opens every configured account (concurrently, a few hundred at a
+/// time); returns how many were created.
+async fn open_accounts(
+    ledger: &Arc<RedisLedger>,
+    accounts: &[(gyro_charging::Account, Vec<gyro_charging::SubscriptionId>)],
+) -> Result<u64> {
+    let mut created = 0;
+    for chunk in accounts.chunks(256) {
+        let mut set = tokio::task::JoinSet::new();
+        for (a, _) in chunk {
+            let (ledger, id, balance, limit) = (ledger.clone(), a.id, a.balance, a.credit_limit);
+            let blocked = a.status == gyro_charging::AccountStatus::Blocked;
+            set.spawn(async move { ledger.open_account(id, balance, limit, blocked).await });
+        }
+        while let Some(r) = set.join_next().await {
+            match r {
+                Ok(Ok(true)) => created += 1,
+                Ok(Ok(false)) => {}
+                Ok(Err(e)) => {
+                    return Err(Error::Config(format!(
+                        "opening accounts in the Redis Cluster: {e}"
+                    )))
+                }
+                Err(e) => return Err(Error::Config(format!("opening accounts: {e}"))),
+            }
+        }
+    }
+    Ok(created)
+}
+
+impl Application for RedisCreditControl {
+    type Shard = RedisShard;
+
+    fn shard(&self, index: usize, _count: usize) -> RedisShard {
+        RedisShard {
+            ctx: self.ctx.clone(),
+            index,
+            request: CcRequest::default(),
+            subscriber: String::new(),
+            steps: Vec::new(),
+            pending: Vec::new(),
+            in_flight: Vec::new(),
+            results: Arc::new(Mutex::new(None)),
+            settled: Vec::new(),
+            settled_bytes: BytesMut::new(),
+            last_prune: 0,
+        }
+    }
+
+    /// Every node and worker can serve every session (its state is in
+    /// Redis): the connection's own worker takes the request.
+    fn route(&self, _request: &Message<'_>, _count: usize) -> Route {
+        Route {
+            shard: None,
+            session: SessionStep::None,
+        }
+    }
+}
+
+/// What one service of a request waits for from its steps.
+#[derive(Clone, Debug)]
+enum Part {
+    /// A Reserve: the grant of service `mscc` (`None`: command level) of
+    /// `want` units for `money`, at `rate` (plan and rate in the catalog).
+    Grant {
+        mscc: Option<usize>,
+        step: usize,
+        want: u64,
+        money: i64,
+        rate: (u16, u16),
+    },
+    /// A Debit or Release of reported usage: only its success matters.
+    Usage { step: usize },
+    /// A direct debit (event): its code is the answer's.
+    Event {
+        mscc: Option<usize>,
+        step: usize,
+        units: u64,
+        unit: UnitKind,
+    },
+    /// A refund (event).
+    Refund { step: usize },
+}
+
+/// A request waiting for its steps.
+struct Pending {
+    /// The request, copied (its answer is encoded after the batch).
+    request: Vec<u8>,
+    /// The answer, complete but for what the steps decide.
+    answer: CcAnswer,
+    parts: Vec<Part>,
+    /// Its steps in the batch.
+    steps: std::ops::Range<usize>,
+    kind: usize,
+}
+
+/// One shard of the Redis-backed application: the requests of the turn
+/// and their steps.
+pub struct RedisShard {
+    ctx: Arc<Ctx>,
+    index: usize,
+    request: CcRequest,
+    /// The request's subscriber (`kind:data`), for its CDRs.
+    subscriber: String,
+    steps: Vec<Step>,
+    pending: Vec<Pending>,
+    /// The requests of the batch being run.
+    in_flight: Vec<Pending>,
+    /// The batch's results, filled by its job.
+    results: Arc<Mutex<Option<Vec<gyro_store::Result<Answer>>>>>,
+    /// Final answers of the last batch: (hop-by-hop, end-to-end, range in
+    /// `settled_bytes`, kind, result code).
+    settled: Vec<(u32, u32, std::ops::Range<usize>, usize, u32)>,
+    settled_bytes: BytesMut,
+    last_prune: u64,
+}
+
+impl RedisShard {
+    fn totals(&self) -> &ShardTotals {
+        &self.ctx.totals[self.index.min(self.ctx.totals.len() - 1)]
+    }
+
+    /// An error answer to `req` (Failed-AVP: the request's AVP with code
+    /// `avp_code`, when not 0).
+    fn reject(&self, req: &Message<'_>, code: u32, avp_code: u32, out: &mut BytesMut) {
+        let protocol_error = (3000..4000).contains(&code);
+        let mut e = Encoder::answer(out, req, protocol_error);
+        e.u32(avp::RESULT_CODE, code)
+            .str(avp::ORIGIN_HOST, &self.ctx.identity.origin_host)
+            .str(avp::ORIGIN_REALM, &self.ctx.identity.origin_realm);
+        if req.command_code() == cmd::CREDIT_CONTROL {
+            for id in [
+                avp::AUTH_APPLICATION_ID,
+                avp::CC_REQUEST_TYPE,
+                avp::CC_REQUEST_NUMBER,
+            ] {
+                if let Some(a) = req.find(id) {
+                    e.raw_avp(&a);
+                }
+            }
+        }
+        if avp_code != 0 {
+            if let Some(a) = req.avps().flatten().find(|a| a.code() == avp_code) {
+                let g = e.begin_group(avp::FAILED_AVP);
+                e.raw_avp(&a);
+                e.end_group(g);
+            }
+        }
+        if e.finish().is_err() {
+            warn!("error answer too large");
+        }
+    }
+
+    /// The account a request charges: its Subscription-Id's, else the one
+    /// this node remembers for its session.
+    fn account(&mut self, now_ms: u64) -> Option<AccountId> {
+        let req = &self.request;
+        self.subscriber.clear();
+        let mut sessions = self.ctx.sessions.lock().ok()?;
+        let found = match self.ctx.directory.resolve(&req.subscription_ids) {
+            Some((i, a)) => {
+                let id = &req.subscription_ids[i];
+                self.subscriber.push_str(id.kind.name());
+                self.subscriber.push(':');
+                self.subscriber.push_str(&id.data);
+                Some(a)
+            }
+            None => sessions.get(&req.session_id).map(|(a, _, sub)| {
+                self.subscriber.push_str(sub);
+                *a
+            }),
+        };
+        if let Some(a) = found {
+            match req.request_type {
+                RequestType::Event => {}
+                RequestType::Termination => {
+                    sessions.remove(&req.session_id);
+                }
+                _ => match sessions.get_mut(&req.session_id) {
+                    Some(e) => e.1 = now_ms,
+                    None => {
+                        sessions.insert(
+                            req.session_id.clone(),
+                            (a, now_ms, Arc::from(self.subscriber.as_str())),
+                        );
+                    }
+                },
+            }
+        }
+        found
+    }
+
+    /// Rates `key` for `account` now: the plan and rate (indices into
+    /// the catalog) and the tariff.
+    fn rate<'c>(
+        ctx: &'c Ctx,
+        request: &CcRequest,
+        account: AccountId,
+        key: RatingKey,
+        now: Timestamp,
+    ) -> RateResult<'c> {
+        let plan = ctx.plans.get(&account).copied().or(ctx.default_plan);
+        let Some((pi, p)) = plan.and_then(|i| Some((i, ctx.catalog.plan(i)?))) else {
+            return Err(RatingError::NoTariff);
+        };
+        let loc = ctx
+            .catalog
+            .locate(&request.called_party, &request.visited_plmn);
+        let choice = p.rate_at(&request.service_context, key, loc, now)?;
+        let t = p.rate(choice.rate).ok_or(RatingError::NoTariff)?;
+        Ok(((pi, choice.rate), p, t))
+    }
+
+    /// The CDR of a usage or event of `key`.
+    fn cdr(
+        &self,
+        key: RatingKey,
+        plan: &str,
+        t: &Tariff,
+        used: &ServiceUnits,
+        now: Timestamp,
+    ) -> Cdr {
+        let r = &self.request;
+        Cdr {
+            record_type: if r.request_type == RequestType::Event {
+                RecordType::Event
+            } else {
+                RecordType::Usage
+            },
+            session_id: r.session_id.clone(),
+            subscriber: self.subscriber.clone(),
+            service_context: r.service_context.clone(),
+            interface: r.interface,
+            rating_group: key.rating_group,
+            service_id: key.service_id,
+            request_number: r.request_number,
+            requested_action: r.requested_action,
+            unit: Some(t.unit),
+            time: used.time.map_or(0, u64::from),
+            input_octets: used.input_octets.unwrap_or(0),
+            output_octets: used.output_octets.unwrap_or(0),
+            total_octets: used
+                .total_octets
+                .unwrap_or(used.input_octets.unwrap_or(0) + used.output_octets.unwrap_or(0)),
+            service_units: used.service_specific.unwrap_or(0),
+            rated_units: used.amount(t.unit).unwrap_or(0),
+            result_code: rc::SUCCESS,
+            started: now,
+            ended: now,
+            termination_cause: r.termination_cause,
+            plan: plan.to_string(),
+            rate: t.name.clone(),
+            ..Cdr::default()
+        }
+    }
+
+    /// Turns the decoded request into steps (appended to the batch) and
+    /// the parts of its answer that wait for them; fills in what needs no
+    /// step.
+    fn plan(&mut self, account: AccountId, now: Timestamp, p: &mut Pending) {
+        let req_type = self.request.request_type;
+        if req_type == RequestType::Event {
+            return self.plan_event(account, now, p);
+        }
+        let use_mscc =
+            self.request.multiple_services == Some(true) || !self.request.mscc.is_empty();
+        let services: Vec<Service> = if use_mscc {
+            self.request
+                .mscc
+                .iter()
+                .enumerate()
+                .map(|(i, m)| (Some(i), m.key(), m.used, m.requested, m.reporting_reason))
+                .collect()
+        } else {
+            let requested = match req_type {
+                // Single-service CCR-Initial: quota is implied.
+                RequestType::Initial => Some(self.request.requested.unwrap_or_default()),
+                _ => self.request.requested,
+            };
+            vec![(
+                None,
+                RatingKey {
+                    rating_group: None,
+                    service_id: self.request.service_id,
+                },
+                self.request.used,
+                requested,
+                None,
+            )]
+        };
+        let ctx = self.ctx.clone();
+        let tcc_ms = ctx.serving.tcc.as_millis() as u64;
+        let session = self.request.session_id.clone();
+        let number = self.request.request_number;
+        for (mscc, key, used, requested, reason) in services {
+            let mut ma = MsccAnswer {
+                rating_group: key.rating_group,
+                service_id: key.service_id,
+                result_code: rc::SUCCESS,
+                ..MsccAnswer::default()
+            };
+            match Self::rate(&ctx, &self.request, account, key, now) {
+                Err(e) => {
+                    ma.result_code = rc::RATING_FAILED;
+                    if p.answer.failed_avp.is_none() && req_type != RequestType::Termination {
+                        p.answer.failed_avp = Some(failed_for(key, e));
+                    }
+                }
+                Ok((rate, plan, t)) => {
+                    ma.unit = Some(t.unit);
+                    if let Some(u) = used {
+                        let units = u.amount(t.unit).unwrap_or(0);
+                        let mut cdr = self.cdr(key, &plan.name, t, &u, now);
+                        cdr.reporting_reason = reason;
+                        let n = self.steps.len() as u32;
+                        self.steps.push(Step::Debit(Debit {
+                            account,
+                            request: request_key(&session, number, n - p.steps.start as u32),
+                            reservation: Some((session.clone(), key)),
+                            amount: t.cost_of(units, false),
+                            release: true,
+                            whole: false,
+                            cdr,
+                        }));
+                        p.parts.push(Part::Usage {
+                            step: self.steps.len() - 1,
+                        });
+                    } else if requested.is_some() && req_type != RequestType::Initial {
+                        let n = self.steps.len() as u32;
+                        self.steps.push(Step::Release(Release {
+                            account,
+                            request: request_key(&session, number, n - p.steps.start as u32),
+                            session: session.clone(),
+                            key,
+                        }));
+                        p.parts.push(Part::Usage {
+                            step: self.steps.len() - 1,
+                        });
+                    }
+                    if t.zero_rated == Some(ZeroRated::NotApplicable) {
+                        ma.result_code = rc::CREDIT_CONTROL_NOT_APPLICABLE;
+                    } else if let (Some(rq), true) =
+                        (requested, req_type != RequestType::Termination)
+                    {
+                        let want = rq
+                            .amount(t.unit)
+                            .filter(|&n| n > 0)
+                            .unwrap_or(t.default_quota);
+                        let money = if t.is_free() {
+                            0
+                        } else {
+                            t.cost_of(want, false)
+                        };
+                        let min_money = if t.is_free() {
+                            0
+                        } else {
+                            t.cost_of(t.increment.min(want).max(1), false)
+                        };
+                        let n = self.steps.len() as u32;
+                        self.steps.push(Step::Reserve(Reserve {
+                            account,
+                            request: request_key(&session, number, n - p.steps.start as u32),
+                            session: session.clone(),
+                            key,
+                            money,
+                            units: want,
+                            min_money,
+                            expires: Timestamp(now.as_millis().saturating_add(tcc_ms)),
+                        }));
+                        p.parts.push(Part::Grant {
+                            mscc: mscc.map(|_| p.answer.mscc.len()),
+                            step: self.steps.len() - 1,
+                            want,
+                            money,
+                            rate,
+                        });
+                    }
+                }
+            }
+            // A CCR-Terminate's answer carries no MSCC (the session is
+            // over, whatever its services' usage came to).
+            if req_type == RequestType::Termination {
+                continue;
+            }
+            if mscc.is_some() {
+                p.answer.mscc.push(ma);
+            } else {
+                p.answer.result_code = ma.result_code;
+            }
+        }
+    }
+
+    /// A CCR-Event.
+    fn plan_event(&mut self, account: AccountId, now: Timestamp, p: &mut Pending) {
+        let Some(action) = self.request.requested_action else {
+            p.answer.result_code = rc::MISSING_AVP;
+            p.answer.failed_avp = Some(FailedAvp::RequestedAction);
+            return;
+        };
+        let (key, units_avp, in_mscc) = match self.request.mscc.first() {
+            Some(m) => (m.key(), m.requested.or(m.used), true),
+            None => (
+                RatingKey {
+                    rating_group: None,
+                    service_id: self.request.service_id,
+                },
+                self.request.requested.or(self.request.used),
+                false,
+            ),
+        };
+        let ctx = self.ctx.clone();
+        let (plan, t) = match Self::rate(&ctx, &self.request, account, key, now) {
+            Ok((_, p, t)) => ((&*p.name, p.currency), t),
+            Err(e) => {
+                p.answer.result_code = rc::RATING_FAILED;
+                p.answer.failed_avp = Some(failed_for(key, e));
+                return;
+            }
+        };
+        let units = units_avp
+            .and_then(|u| u.amount(t.unit))
+            .filter(|&n| n > 0)
+            .unwrap_or(t.default_quota);
+        let cost = t.cost(units);
+        let cost_info = CostInformation {
+            value_digits: cost,
+            exponent: -i32::from(plan.1.exponent),
+            currency_code: plan.1.code,
+        };
+        let session = self.request.session_id.clone();
+        let number = self.request.request_number;
+        let used = units_avp.unwrap_or_else(|| ServiceUnits::of(t.unit, units));
+        let mscc = in_mscc.then(|| {
+            p.answer.mscc.push(MsccAnswer {
+                rating_group: key.rating_group,
+                service_id: key.service_id,
+                result_code: rc::SUCCESS,
+                unit: Some(t.unit),
+                ..MsccAnswer::default()
+            });
+            0
+        });
+        let not_applicable = t.zero_rated == Some(ZeroRated::NotApplicable);
+        match action {
+            RequestedAction::DirectDebiting if not_applicable => {
+                set_code(&mut p.answer, mscc, rc::CREDIT_CONTROL_NOT_APPLICABLE)
+            }
+            RequestedAction::RefundAccount if not_applicable => {
+                set_code(&mut p.answer, mscc, rc::CREDIT_CONTROL_NOT_APPLICABLE)
+            }
+            RequestedAction::DirectDebiting => {
+                let mut cdr = self.cdr(key, plan.0, t, &used, now);
+                cdr.rated_units = units;
+                self.steps.push(Step::Debit(Debit {
+                    account,
+                    request: request_key(&session, number, 0),
+                    reservation: None,
+                    amount: cost,
+                    release: false,
+                    whole: true,
+                    cdr,
+                }));
+                p.answer.cost = Some(cost_info);
+                p.parts.push(Part::Event {
+                    mscc,
+                    step: self.steps.len() - 1,
+                    units,
+                    unit: t.unit,
+                });
+            }
+            RequestedAction::RefundAccount => {
+                let mut cdr = self.cdr(key, plan.0, t, &used, now);
+                cdr.rated_units = units;
+                self.steps.push(Step::Refund(Refund {
+                    account,
+                    request: request_key(&session, number, 0),
+                    amount: cost,
+                    cdr,
+                }));
+                p.answer.cost = Some(cost_info);
+                p.parts.push(Part::Refund {
+                    step: self.steps.len() - 1,
+                });
+            }
+            RequestedAction::PriceEnquiry => p.answer.cost = Some(cost_info),
+            RequestedAction::CheckBalance => {
+                // Not in the Redis backend yet (see the module docs).
+                p.answer.mscc.clear();
+                p.answer.result_code = rc::UNABLE_TO_COMPLY;
+            }
+        }
+    }
+
+    /// The answer of a request whose steps have answered (`None`: a step
+    /// failed; the request is answered 3004).
+    fn settle_one(p: &mut Pending, results: &[gyro_store::Result<Answer>], ctx: &Ctx) -> bool {
+        let telemetry = &ctx.telemetry;
+        for r in &results[p.steps.clone()] {
+            match r {
+                Err(e) => {
+                    telemetry.count_error(e);
+                    return false;
+                }
+                Ok(a) if a.replayed => {
+                    telemetry.replayed.fetch_add(1, Relaxed);
+                }
+                Ok(_) => {}
+            }
+        }
+        let mut unknown = false;
+        let mut blocked = false;
+        for part in &p.parts {
+            match part {
+                Part::Grant {
+                    mscc,
+                    step,
+                    want,
+                    money,
+                    rate,
+                } => {
+                    let Some(Ok(a)) = results.get(*step) else {
+                        return false;
+                    };
+                    let Some(t) = ctx.catalog.plan(rate.0).and_then(|p| p.rate(rate.1)) else {
+                        return false;
+                    };
+                    let (code, units) = match a.outcome {
+                        // A partial grant: what the money reserved pays
+                        // for in whole increments, as the engine grants
+                        // (what it reserved beyond is released at the
+                        // next report).
+                        Outcome::Reserved { money: got, .. } if got < *money => (
+                            a.code,
+                            affordable(t.increment, got, *want, |u| t.cost_of(u, false)),
+                        ),
+                        Outcome::Reserved { units, .. } => (a.code, units),
+                        _ => (a.code, 0),
+                    };
+                    unknown |= code == rc::USER_UNKNOWN;
+                    blocked |= code == rc::END_USER_SERVICE_DENIED;
+                    let code = if code == rc::SUCCESS && units == 0 && *want > 0 {
+                        rc::CREDIT_LIMIT_REACHED
+                    } else {
+                        code
+                    };
+                    let mut g = MsccAnswer {
+                        result_code: code,
+                        ..MsccAnswer::default()
+                    };
+                    if code == rc::SUCCESS {
+                        g.granted = Some(ServiceUnits::of(t.unit, units));
+                        g.validity_time = t.validity_time;
+                        g.volume_quota_threshold = t.volume_quota_threshold;
+                        g.time_quota_threshold = t.time_quota_threshold;
+                        g.quota_holding_time = t.quota_holding_time;
+                        if units < *want {
+                            g.final_unit = Some(t.final_unit.clone());
+                        }
+                    }
+                    match mscc.and_then(|i| p.answer.mscc.get_mut(i)) {
+                        Some(m) => {
+                            m.result_code = g.result_code;
+                            m.granted = g.granted;
+                            m.validity_time = g.validity_time;
+                            m.volume_quota_threshold = g.volume_quota_threshold;
+                            m.time_quota_threshold = g.time_quota_threshold;
+                            m.quota_holding_time = g.quota_holding_time;
+                            m.final_unit = g.final_unit;
+                        }
+                        None => {
+                            p.answer.result_code = g.result_code;
+                            p.answer.granted = g.granted;
+                            p.answer.validity_time = g.validity_time;
+                            p.answer.final_unit = g.final_unit;
+                        }
+                    }
+                }
+                Part::Usage { step } | Part::Refund { step } => {
+                    if let Some(Ok(a)) = results.get(*step) {
+                        unknown |= a.code == rc::USER_UNKNOWN;
+                    }
+                }
+                Part::Event {
+                    mscc,
+                    step,
+                    units,
+                    unit,
+                } => {
+                    let Some(Ok(a)) = results.get(*step) else {
+                        return false;
+                    };
+                    set_code(&mut p.answer, *mscc, a.code);
+                    if a.code == rc::SUCCESS {
+                        let g = Some(ServiceUnits::of(*unit, *units));
+                        match mscc.and_then(|i| p.answer.mscc.get_mut(i)) {
+                            Some(m) => m.granted = g,
+                            None => p.answer.granted = g,
+                        }
+                    } else {
+                        p.answer.cost = None;
+                    }
+                }
+            }
+        }
+        if unknown {
+            p.answer.result_code = rc::USER_UNKNOWN;
+            p.answer.mscc.clear();
+            p.answer.failed_avp = Some(FailedAvp::SubscriptionId);
+        } else if blocked && p.answer.request_type == RequestType::Initial {
+            p.answer.result_code = rc::END_USER_SERVICE_DENIED;
+            p.answer.mscc.clear();
+        } else if !p.answer.mscc.is_empty()
+            && p.answer.request_type != RequestType::Event
+            && p.answer.request_type != RequestType::Termination
+            && !p.answer.mscc.iter().any(|m| m.result_code == rc::SUCCESS)
+        {
+            p.answer.result_code = p.answer.mscc[0].result_code;
+        }
+        true
+    }
+
+    /// Forgets sessions not heard of for longer than the session memory.
+    fn prune(&mut self, now_ms: u64) {
+        if now_ms.saturating_sub(self.last_prune) < 10_000 || self.index != 0 {
+            return;
+        }
+        self.last_prune = now_ms;
+        let keep = self.ctx.serving.session_memory.as_millis() as u64;
+        if let Ok(mut s) = self.ctx.sessions.lock() {
+            s.retain(|_, (_, at, _)| now_ms.saturating_sub(*at) <= keep);
+        }
+    }
+}
+
+/// One service of a session request: its MSCC (none: the command level),
+/// rating key, used and requested units, Reporting-Reason.
+type Service = (
+    Option<usize>,
+    RatingKey,
+    Option<ServiceUnits>,
+    Option<ServiceUnits>,
+    Option<u32>,
+);
+
+type RateResult<'a> =
+    std::result::Result<((u16, u16), &'a gyro_charging::Plan, &'a Tariff), RatingError>;
+
+/// The Failed-AVP for a rating error of `key` (as the engine names it).
+fn failed_for(key: RatingKey, err: RatingError) -> FailedAvp {
+    match (err, key.service_id, key.rating_group) {
+        (RatingError::UnknownContext, _, _) => FailedAvp::ServiceContextId,
+        (_, Some(s), _) => FailedAvp::ServiceIdentifier(s),
+        (_, None, Some(rg)) => FailedAvp::RatingGroup(rg),
+        (_, None, None) => FailedAvp::ServiceContextId,
+    }
+}
+
+/// Sets the Result-Code of an event's answer (and of its MSCC).
+fn set_code(answer: &mut CcAnswer, mscc: Option<usize>, code: u32) {
+    answer.result_code = code;
+    if let Some(m) = mscc.and_then(|i| answer.mscc.get_mut(i)) {
+        m.result_code = code;
+    }
+}
+
+impl Shard for RedisShard {
+    fn handle(&mut self, req: &Message<'_>, now_ms: u64, out: &mut BytesMut) {
+        if req.command_code() != cmd::CREDIT_CONTROL {
+            self.reject(req, result::COMMAND_UNSUPPORTED, 0, out);
+            self.totals()
+                .telemetry
+                .answered(telemetry::OTHER_COMMAND, result::COMMAND_UNSUPPORTED);
+            return;
+        }
+        if let Err(e) = gy::decode_ccr(req, &mut self.request) {
+            let (code, avp_code) = match e {
+                Error::InvalidCcr {
+                    result_code,
+                    avp_code,
+                } => (result_code, avp_code),
+                _ => (result::UNABLE_TO_COMPLY, 0),
+            };
+            self.reject(req, code, avp_code, out);
+            let kind =
+                telemetry::kind_of_code(req.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()));
+            self.totals().telemetry.answered(kind, code);
+            return;
+        }
+        let kind = telemetry::kind_of(self.request.request_type);
+        let now = Timestamp(now_ms);
+        let mut answer = CcAnswer::default();
+        answer.reset(self.request.request_type, self.request.request_number);
+        let mut p = Pending {
+            request: Vec::new(),
+            answer,
+            parts: Vec::new(),
+            steps: self.steps.len()..self.steps.len(),
+            kind,
+        };
+        match self.account(now_ms) {
+            None => {
+                p.answer.result_code = rc::USER_UNKNOWN;
+                p.answer.failed_avp = Some(FailedAvp::SubscriptionId);
+            }
+            Some(account) => self.plan(account, now, &mut p),
+        }
+        p.steps.end = self.steps.len();
+        if p.steps.is_empty() {
+            let code = p.answer.result_code;
+            if gy::encode_cca(out, req, &p.answer, &self.ctx.identity).is_err() {
+                self.reject(req, result::UNABLE_TO_COMPLY, 0, out);
+            }
+            self.totals().telemetry.answered(kind, code);
+            return;
+        }
+        // Provisional: "nothing happened", replaced once the steps answer.
+        self.reject(req, result::TOO_BUSY, 0, out);
+        p.request = req.as_bytes().to_vec();
+        self.pending.push(p);
+    }
+
+    fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
+        let kind =
+            telemetry::kind_of_code(answer.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()));
+        self.totals().telemetry.answered(kind, result::TOO_BUSY);
+        let mut e = Encoder::answer(out, answer, true);
+        e.u32(avp::RESULT_CODE, result::TOO_BUSY)
+            .str(avp::ORIGIN_HOST, &self.ctx.identity.origin_host)
+            .str(avp::ORIGIN_REALM, &self.ctx.identity.origin_realm)
+            .str(
+                avp::ERROR_MESSAGE,
+                "too busy (overloaded, or the ledger cannot be reached); try again or elsewhere",
+            );
+        for id in [
+            avp::AUTH_APPLICATION_ID,
+            avp::CC_REQUEST_TYPE,
+            avp::CC_REQUEST_NUMBER,
+        ] {
+            if let Some(a) = answer.find(id) {
+                e.raw_avp(&a);
+            }
+        }
+        if e.finish().is_err() {
+            warn!("3004 answer too large");
+        }
+    }
+
+    fn tick(&mut self, now_ms: u64, _ended: &mut Vec<u64>) {
+        self.prune(now_ms);
+    }
+
+    fn flush(&mut self) -> Flush {
+        self.settled.clear();
+        self.settled_bytes.clear();
+        if self.pending.is_empty() {
+            return Flush::Done;
+        }
+        self.in_flight = std::mem::take(&mut self.pending);
+        let steps = std::mem::take(&mut self.steps);
+        let (ctx, slot) = (self.ctx.clone(), self.results.clone());
+        let now = unix_now();
+        Flush::Settle(Box::new(move || {
+            let started = Instant::now();
+            let results = ctx.rt.block_on(ctx.ledger.run(&steps, now));
+            let t = &ctx.telemetry;
+            t.round_trip.observe(started.elapsed().as_secs_f64());
+            t.batch_steps.observe(steps.len() as f64);
+            let unreachable = results
+                .iter()
+                .any(|r| matches!(r, Err(e) if e.kind() == ErrorKind::Unavailable));
+            if unreachable {
+                // A master may have moved: read the slot map again (the
+                // client reconnects by itself).
+                let _ = ctx.rt.block_on(async {
+                    tokio::time::timeout(Duration::from_secs(1), ctx.ledger.refresh_shards()).await
+                });
+            }
+            let failed = results.iter().filter(|r| r.is_err()).count();
+            if failed > 0 {
+                if !t.failing.swap(true, Relaxed) {
+                    if let Some(Err(e)) = results.iter().find(|r| r.is_err()) {
+                        warn!(
+                            error = %e,
+                            failed,
+                            steps = steps.len(),
+                            "Redis ledger steps failed: their requests are answered 3004 \
+                             DIAMETER_TOO_BUSY until the cluster answers again"
+                        );
+                    }
+                }
+            } else if t.failing.swap(false, Relaxed) {
+                info!("Redis ledger answers again");
+            }
+            match slot.lock() {
+                Ok(mut s) => *s = Some(results),
+                Err(_) => return Err(std::io::Error::other("results slot poisoned")),
+            }
+            Ok(())
+        }))
+    }
+
+    fn synced(&mut self, result: &std::io::Result<()>) {
+        let results = self.results.lock().ok().and_then(|mut s| s.take());
+        let in_flight = std::mem::take(&mut self.in_flight);
+        let (Ok(()), Some(results)) = (result, results) else {
+            return;
+        };
+        for mut p in in_flight {
+            if !Self::settle_one(&mut p, &results, &self.ctx) {
+                continue;
+            }
+            let Ok(req) = Message::parse(&p.request) else {
+                continue;
+            };
+            let start = self.settled_bytes.len();
+            if gy::encode_cca(&mut self.settled_bytes, &req, &p.answer, &self.ctx.identity).is_err()
+            {
+                self.settled_bytes.truncate(start);
+                continue;
+            }
+            let h = req.header();
+            self.settled.push((
+                h.hop_by_hop,
+                h.end_to_end,
+                start..self.settled_bytes.len(),
+                p.kind,
+                p.answer.result_code,
+            ));
+        }
+    }
+
+    fn settle(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
+        let h = answer.header();
+        let sid = answer.find(avp::SESSION_ID).map(|a| a.data());
+        let found = self.settled.iter().position(|(hbh, e2e, range, _, _)| {
+            *hbh == h.hop_by_hop
+                && *e2e == h.end_to_end
+                && Message::parse(&self.settled_bytes[range.clone()])
+                    .ok()
+                    .and_then(|m| m.find(avp::SESSION_ID).map(|a| a.data()))
+                    == sid
+        });
+        match found {
+            Some(i) => {
+                let (_, _, range, kind, code) = self.settled.swap_remove(i);
+                out.extend_from_slice(&self.settled_bytes[range]);
+                self.totals().telemetry.answered(kind, code);
+            }
+            None => {
+                // Not settled (a step failed): it stays "nothing happened".
+                if answer
+                    .find(avp::RESULT_CODE)
+                    .and_then(|a| a.u32().ok())
+                    .is_some_and(|c| c == result::TOO_BUSY)
+                {
+                    let kind = telemetry::kind_of_code(
+                        answer.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()),
+                    );
+                    self.totals().telemetry.answered(kind, result::TOO_BUSY);
+                }
+                out.extend_from_slice(answer.as_bytes());
+            }
+        }
+    }
+}
