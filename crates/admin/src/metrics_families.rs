@@ -137,12 +137,7 @@ fn shard_histogram<const N: usize>(
     let bounds = shards.first().map_or(&[][..], |s| f(s).bounds());
     let mut all = HistogramSnapshot::empty(bounds);
     for s in shards {
-        let (counts, sum) = f(s).read();
-        all.merge(&HistogramSnapshot {
-            bounds,
-            counts,
-            sum,
-        });
+        all.merge(&f(s).snapshot());
     }
     all
 }

@@ -66,7 +66,7 @@ impl Metrics {
         let r = row(op);
         self.answers[r][column(status)].fetch_add(1, Relaxed);
         let ns = u64::try_from(elapsed.as_nanos()).unwrap_or(u64::MAX);
-        self.latency[r].record(ns, 1);
+        self.latency[r].record(ns);
     }
 
     /// The counts that are not zero: (operation, status, answers), the

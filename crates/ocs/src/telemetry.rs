@@ -92,46 +92,7 @@ pub fn kind_of_code(code: Option<u32>) -> usize {
         .map_or(UNKNOWN_TYPE, kind_of)
 }
 
-/// A histogram with fixed bucket bounds (inclusive, the last
-/// `u64::MAX`), written by one thread with relaxed atomics.
-#[derive(Debug)]
-pub struct Histogram<const N: usize> {
-    bounds: &'static [u64; N],
-    counts: [AtomicU64; N],
-    sum: AtomicU64,
-}
-
-impl<const N: usize> Histogram<N> {
-    /// An empty histogram.
-    pub fn new(bounds: &'static [u64; N]) -> Self {
-        Histogram {
-            bounds,
-            counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum: AtomicU64::new(0),
-        }
-    }
-
-    /// Counts one observation of `value`.
-    #[inline]
-    pub fn record(&self, value: u64) {
-        let i = self.bounds.partition_point(|&b| b < value).min(N - 1);
-        self.counts[i].fetch_add(1, Relaxed);
-        self.sum.fetch_add(value, Relaxed);
-    }
-
-    /// The bucket bounds.
-    pub fn bounds(&self) -> &'static [u64] {
-        self.bounds
-    }
-
-    /// Observations per bucket (not cumulative), and their sum.
-    pub fn read(&self) -> (Vec<u64>, u64) {
-        (
-            self.counts.iter().map(|c| c.load(Relaxed)).collect(),
-            self.sum.load(Relaxed),
-        )
-    }
-}
+pub use gyro_telemetry::Histogram;
 
 /// One shard's counters for metrics.
 #[derive(Debug)]
@@ -257,18 +218,5 @@ mod tests {
                 (OTHER_COMMAND, Some(3001), 1),
             ]
         );
-    }
-
-    #[test]
-    fn a_histogram_counts_each_value_in_its_bucket() {
-        let h = Histogram::new(&RECORDS_BOUNDS);
-        for v in [1, 3, 3, 2000] {
-            h.record(v);
-        }
-        let (counts, sum) = h.read();
-        assert_eq!(counts[0], 1);
-        assert_eq!(counts[2], 2);
-        assert_eq!(counts[11], 1);
-        assert_eq!(sum, 2007);
     }
 }

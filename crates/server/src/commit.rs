@@ -241,7 +241,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
             if answers > 0 {
                 released += answers;
                 let latency = now_ns.saturating_sub(read_ns);
-                telemetry.answer_latency.record(latency, answers);
+                telemetry.answer_latency.record_n(latency, answers);
             }
             let out = if settle {
                 Outgoing {

@@ -44,79 +44,7 @@ pub const LATENCY_BOUNDS_NS: [u64; 16] = [
     u64::MAX,
 ];
 
-/// A histogram of `N` buckets with fixed upper bounds (inclusive; the
-/// last is `u64::MAX`, Prometheus' `+Inf`), written by one thread with
-/// relaxed atomics and read by any.
-#[derive(Debug)]
-pub struct Histogram<const N: usize> {
-    bounds: &'static [u64; N],
-    counts: [AtomicU64; N],
-    sum: AtomicU64,
-}
-
-impl<const N: usize> Histogram<N> {
-    /// An empty histogram with these bucket bounds (ascending, the last
-    /// `u64::MAX`).
-    pub fn new(bounds: &'static [u64; N]) -> Self {
-        Histogram {
-            bounds,
-            counts: std::array::from_fn(|_| AtomicU64::new(0)),
-            sum: AtomicU64::new(0),
-        }
-    }
-
-    /// Counts `n` observations of `value`.
-    #[inline]
-    pub fn record(&self, value: u64, n: u64) {
-        let i = self.bounds.partition_point(|&b| b < value).min(N - 1);
-        self.counts[i].fetch_add(n, Relaxed);
-        self.sum.fetch_add(value.saturating_mul(n), Relaxed);
-    }
-
-    /// The counts now.
-    pub fn snapshot(&self) -> HistogramSnapshot {
-        HistogramSnapshot {
-            bounds: self.bounds,
-            counts: self.counts.iter().map(|c| c.load(Relaxed)).collect(),
-            sum: self.sum.load(Relaxed),
-        }
-    }
-}
-
-/// A copy of a [`Histogram`], in its own integer unit.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HistogramSnapshot {
-    /// Upper bound of each bucket (the last `u64::MAX`: `+Inf`).
-    pub bounds: &'static [u64],
-    /// Observations per bucket (not cumulative).
-    pub counts: Vec<u64>,
-    /// Sum of the observed values.
-    pub sum: u64,
-}
-
-impl HistogramSnapshot {
-    /// An empty histogram with these bounds.
-    pub fn empty(bounds: &'static [u64]) -> Self {
-        HistogramSnapshot {
-            bounds,
-            counts: vec![0; bounds.len()],
-            sum: 0,
-        }
-    }
-
-    /// Observations in all.
-    pub fn count(&self) -> u64 {
-        self.counts.iter().sum()
-    }
-
-    /// Adds `other` (same bounds) to this one.
-    pub fn merge(&mut self, other: &HistogramSnapshot) {
-        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
-            *a += b;
-        }
-        self.sum += other.sum;
-    }
-}
+pub use gyro_telemetry::{Histogram, HistogramSnapshot};
 
 /// Diameter connection states, as counted in [`Telemetry::peers_by_state`].
 pub const PEER_STATES: [&str; 4] = ["handshake", "open", "closing", "closed"];
@@ -205,35 +133,5 @@ impl Telemetry {
             let n = self.workers.iter().map(|w| w.peers[i].load(Relaxed)).sum();
             (PEER_STATES[i], n)
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_value_lands_in_the_first_bucket_whose_bound_it_does_not_exceed() {
-        static BOUNDS: [u64; 3] = [10, 100, u64::MAX];
-        let h = Histogram::new(&BOUNDS);
-        h.record(10, 1);
-        h.record(11, 2);
-        h.record(5_000, 1);
-        let s = h.snapshot();
-        assert_eq!(s.counts, vec![1, 2, 1]);
-        assert_eq!(s.sum, 10 + 22 + 5_000);
-        assert_eq!(s.count(), 4);
-    }
-
-    #[test]
-    fn snapshots_of_workers_add_up() {
-        static BOUNDS: [u64; 2] = [1, u64::MAX];
-        let (a, b) = (Histogram::new(&BOUNDS), Histogram::new(&BOUNDS));
-        a.record(1, 3);
-        b.record(2, 1);
-        let mut all = HistogramSnapshot::empty(&BOUNDS);
-        all.merge(&a.snapshot());
-        all.merge(&b.snapshot());
-        assert_eq!((all.counts, all.sum), (vec![3, 1], 5));
     }
 }
