@@ -29,6 +29,15 @@ use crate::encode::Encoder;
 use crate::header::{flags, HEADER_LEN};
 use crate::peer::PeerConfig;
 
+// The codes `answer` matches, spelled as numbers there.
+const _: () = assert!(
+    avp::SESSION_ID.code == 263
+        && avp::AUTH_APPLICATION_ID.code == 258
+        && avp::CC_REQUEST_TYPE.code == 416
+        && avp::CC_REQUEST_NUMBER.code == 415
+        && avp::PROXY_INFO.code == 284
+);
+
 /// What the 3004 answer says in its Error-Message.
 pub(super) const ERROR_MESSAGE: &str = "overloaded; try again later or another server";
 
@@ -46,8 +55,26 @@ pub(super) fn template(peer: &PeerConfig) -> Vec<u8> {
     b[HEADER_LEN..].to_vec()
 }
 
-/// Where one copied AVP lies in the request: start and padded end.
+/// Where one copied AVP lies in the request: start and padded end (an
+/// empty span for none).
 type Span = (usize, usize);
+/// The AVP at `at` of a message of `len` bytes: its code, whether it is
+/// vendor-specific, and its padded end; `None` when its header does not
+/// fit, or its length is below a header's or runs past the message.
+/// Nothing else is checked (a vendor-specific AVP shorter than its
+/// 12-byte header is still stepped over; its contents are never read).
+#[inline(always)]
+fn avp_at(request: &[u8], at: usize, len: usize) -> Option<(u32, bool, usize)> {
+    let h: [u8; 8] = request.get(at..at + 8)?.try_into().ok()?;
+    let word = u64::from_be_bytes(h);
+    let avp_len = (word & 0x00FF_FFFF) as usize;
+    let end = at + ((avp_len + 3) & !3);
+    if avp_len < 8 || end > len {
+        return None;
+    }
+    let vendor = (word >> 24) as u8 & avp_flags::VENDOR != 0;
+    Some(((word >> 32) as u32, vendor, end))
+}
 
 /// Appends to `out` the 3004 answer to `request`, a whole request whose
 /// header was checked (its length is `request.len()`), after the
@@ -56,67 +83,63 @@ type Span = (usize, usize);
 /// message): such a request is left to validation, which answers it as
 /// RFC 6733 prescribes.
 pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> bool {
+    let len = request.len();
     // Session-Id, Auth-Application-Id, CC-Request-Type, CC-Request-Number.
-    let mut copied: [Option<Span>; 4] = [None; 4];
-    let mut first_proxy_info = None;
+    let mut copied: [Span; 4] = [(0, 0); 4];
+    // Proxy-Info AVPs: where the first starts, and their bytes in all.
+    let (mut first_proxy_info, mut proxy_bytes) = (0, 0);
     let mut at = HEADER_LEN;
-    while at < request.len() {
-        let Some(h) = request.get(at..at + 8) else {
+    while at < len {
+        let Some((code, vendor, end)) = avp_at(request, at, len) else {
             return false;
         };
-        let code = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-        let vendor = h[4] & avp_flags::VENDOR != 0;
-        let len = u32::from_be_bytes([0, h[5], h[6], h[7]]) as usize;
-        let end = at + ((len + 3) & !3);
-        if len < if vendor { 12 } else { 8 } || end > request.len() {
-            return false;
-        }
-        if !vendor {
+        if matches!(code, 258 | 263 | 284 | 415 | 416) && !vendor {
             let slot = match code {
-                c if c == avp::SESSION_ID.code => Some(0),
-                c if c == avp::AUTH_APPLICATION_ID.code => Some(1),
-                c if c == avp::CC_REQUEST_TYPE.code => Some(2),
-                c if c == avp::CC_REQUEST_NUMBER.code => Some(3),
-                c if c == avp::PROXY_INFO.code => {
-                    first_proxy_info.get_or_insert(at);
-                    None
+                263 => 0, // Session-Id
+                258 => 1, // Auth-Application-Id
+                416 => 2, // CC-Request-Type
+                415 => 3, // CC-Request-Number
+                _ => {
+                    // Proxy-Info
+                    if proxy_bytes == 0 {
+                        first_proxy_info = at;
+                    }
+                    proxy_bytes += end - at;
+                    4
                 }
-                _ => None,
             };
-            if let Some(i) = slot {
-                copied[i].get_or_insert((at, end));
+            if slot < 4 && copied[slot].1 == 0 {
+                copied[slot] = (at, end);
             }
         }
         at = end;
     }
+    let size = HEADER_LEN
+        + template.len()
+        + copied.iter().map(|(a, b)| b - a).sum::<usize>()
+        + proxy_bytes;
     let start = out.len();
-    let copy = |out: &mut BytesMut, s: Option<Span>| {
-        if let Some((from, to)) = s {
-            out.extend_from_slice(&request[from..to]);
-        }
-    };
     out.extend_from_slice(&request[..HEADER_LEN]);
-    copy(out, copied[0]);
+    let (a, b) = copied[0];
+    out.extend_from_slice(&request[a..b]);
     out.extend_from_slice(template);
-    for s in &copied[1..] {
-        copy(out, *s);
+    for &(a, b) in &copied[1..] {
+        out.extend_from_slice(&request[a..b]);
     }
-    if let Some(mut at) = first_proxy_info {
-        // Walked once already: the lengths are sane.
-        while at < request.len() {
-            let h = &request[at..at + 8];
-            let code = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
-            let len = u32::from_be_bytes([0, h[5], h[6], h[7]]) as usize;
-            let end = at + ((len + 3) & !3);
-            if code == avp::PROXY_INFO.code && h[4] & avp_flags::VENDOR == 0 {
-                out.extend_from_slice(&request[at..end]);
-            }
-            at = end;
+    let mut at = first_proxy_info;
+    while proxy_bytes > 0 {
+        // Walked once already: these AVPs are sound.
+        let Some((code, vendor, end)) = avp_at(request, at, len) else {
+            break;
+        };
+        if code == avp::PROXY_INFO.code && !vendor {
+            out.extend_from_slice(&request[at..end]);
+            proxy_bytes -= end - at;
         }
+        at = end;
     }
-    let len = (out.len() - start) as u32;
     let h = &mut out[start..start + HEADER_LEN];
-    h[1..4].copy_from_slice(&len.to_be_bytes()[1..]);
+    h[1..4].copy_from_slice(&(size as u32).to_be_bytes()[1..]);
     h[4] = (h[4] & flags::PROXIABLE) | flags::ERROR;
     true
 }

@@ -61,6 +61,9 @@ mod busy;
 #[cfg(test)]
 mod tests;
 
+/// Room made at a time for the 3004 answers of shedding, in bytes.
+const SHED_BUFFER: usize = 32 * 1024;
+
 /// What every connection of one endpoint shares.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -211,6 +214,10 @@ pub struct Connection {
     shed_count: usize,
     /// The constant AVPs of those answers, once the first is built.
     busy_template: Vec<u8>,
+    /// Whether a request shed in this [`Connection::poll_event`] call has
+    /// started the watchdog again (once per call is enough: the time is
+    /// the same).
+    shed_fed_watchdog: bool,
 }
 
 impl Connection {
@@ -248,6 +255,7 @@ impl Connection {
             shed: BytesMut::new(),
             shed_count: 0,
             busy_template: Vec::new(),
+            shed_fed_watchdog: false,
         }
     }
 
@@ -556,6 +564,7 @@ impl Connection {
     /// The next thing the application must see, handling the buffered
     /// input one message at a time; `None` when nothing whole is left.
     pub fn poll_event(&mut self) -> Option<Event> {
+        self.shed_fed_watchdog = false;
         loop {
             if let Some(hop_by_hop) = self.timed_out.pop_front() {
                 return Some(Event::AnswerTimeout { hop_by_hop });
@@ -622,13 +631,23 @@ impl Connection {
         if self.busy_template.is_empty() {
             self.busy_template = busy::template(&self.config.peer);
         }
+        // The answer is never larger than the request and the constant
+        // part; room for many at once, so that building them seldom
+        // allocates.
+        let most = n + self.busy_template.len();
+        if self.shed.capacity() - self.shed.len() < most {
+            self.shed.reserve(most.max(SHED_BUFFER));
+        }
         if !busy::answer(&mut self.shed, frame, &self.busy_template) {
             return false;
         }
         // Received traffic all the same: the watchdog starts again.
-        let _ = self
-            .peer
-            .handle(&self.config.peer, &msg, self.now, &mut self.tx);
+        if !self.shed_fed_watchdog {
+            self.shed_fed_watchdog = true;
+            let _ = self
+                .peer
+                .handle(&self.config.peer, &msg, self.now, &mut self.tx);
+        }
         self.cea_at = None;
         self.shed_count += 1;
         self.consumed += n as u64;
