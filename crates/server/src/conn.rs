@@ -172,6 +172,8 @@ pub(crate) async fn serve<F: Application, S: Transport>(
     let max_inflight = cfg.limits.max_inflight_per_connection;
     let read_cap = cfg.limits.read_buffer_size;
     let mut stopping = *shutdown.borrow();
+    // Whether the last read may have left more in the socket.
+    let mut more = false;
     let reason: Option<Close> = loop {
         if stopping && matches!(c.conn.state(), State::Handshake | State::Open) {
             c.conn.close(disconnect_cause::REBOOTING, shared.now_ms());
@@ -182,6 +184,12 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         worker.peer_turn(&c.conn, &inflight, remote);
         if closed.is_some() {
             break closed;
+        }
+        if more {
+            // One read's worth at a time: the writers (this connection's
+            // answers) and the other connections get their turn before
+            // the next, instead of waiting for a busy peer's whole backlog.
+            tokio::task::yield_now().await;
         }
         let now = shared.now_ms();
         let lag = worker.lag_ms.get();
@@ -194,6 +202,8 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         let late = shared.admission.late_before(now);
         let window = if shared.admission.overloaded(lag)
             || c.arrivals.arrived_by(late) > c.conn.received()
+            || c.arrivals.behind(now, shared.admission.backlog_ms())
+            || now < worker.shedding_until.get()
         {
             2 * max_inflight
         } else {
@@ -204,13 +214,15 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         if !can_read {
             // Not reading: date what waits in the socket meanwhile.
             let waiting = S::waiting(&rd) as u64;
-            c.arrivals.look(c.conn.received() + waiting, now, lag);
+            c.arrivals.look(c.conn.received(), waiting, now, lag);
         }
         let deadline = c.conn.poll_timeout().unwrap_or(now + 60_000);
         let sleep = tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now)));
         let rbuf = c.conn.read_buffer();
         if rbuf.capacity() - rbuf.len() < 4096 {
-            rbuf.reserve(16 * 1024);
+            // Larger reads while the socket has more: fewer system calls
+            // for a connection that is behind.
+            rbuf.reserve(if more { 64 * 1024 } else { 16 * 1024 });
         }
         let space = rbuf.capacity() - rbuf.len();
         tokio::select! {
@@ -221,9 +233,10 @@ pub(crate) async fn serve<F: Application, S: Transport>(
                     let now = shared.now_ms();
                     // A read that filled its space may have left more in
                     // the socket: date that too.
-                    let waiting = if n == space { S::waiting(&rd) as u64 } else { 0 };
+                    more = n == space;
+                    let waiting = if more { S::waiting(&rd) as u64 } else { 0 };
                     c.arrivals
-                        .look(c.conn.received() + waiting, now, worker.lag_ms.get());
+                        .look(c.conn.received(), waiting, now, worker.lag_ms.get());
                     c.conn.handle_read(now);
                     worker.commit.mark_read();
                 }
@@ -315,8 +328,18 @@ impl<F: Application> Conn<F> {
                     beyond = true;
                     self.conn.shed_until(u64::MAX);
                 } else {
-                    let late = admission.late_before(shared.now_ms());
-                    self.conn.shed_until(self.arrivals.arrived_by(late));
+                    let now = shared.now_ms();
+                    let backlog = admission.backlog_ms();
+                    let shedding = &self.worker.shedding_until;
+                    if self.arrivals.behind(now, backlog) {
+                        shedding.set(now + backlog);
+                    }
+                    let until = if now < shedding.get() {
+                        u64::MAX
+                    } else {
+                        self.arrivals.arrived_by(admission.late_before(now))
+                    };
+                    self.conn.shed_until(until);
                 }
             }
             let Some(ev) = self.conn.poll_event() else {

@@ -118,10 +118,18 @@ const MAX_SAMPLES: usize = 32;
 /// earlier than the previous look, nor earlier than the look's time less
 /// the event loop's lag (how late it comes to a socket that became
 /// readable), so a burst after a quiet spell counts as fresh.
+///
+/// What waits beyond the socket's receive buffer (in the peer's send
+/// buffer, once TCP flow control holds it back) cannot be dated. A
+/// connection whose socket never runs dry is falling behind its peer,
+/// and then that unseen queue grows: [`Arrivals::behind`] says so.
 #[derive(Debug, Clone)]
 pub(crate) struct Arrivals {
     /// (offset, ms), increasing in both; never empty.
     samples: std::collections::VecDeque<(u64, u64)>,
+    /// Since when every look found bytes waiting in the socket (`None`
+    /// when the last one found it empty).
+    backlog_since: Option<u64>,
 }
 
 impl Arrivals {
@@ -129,13 +137,21 @@ impl Arrivals {
     pub(crate) fn new(now_ms: u64) -> Self {
         let mut samples = std::collections::VecDeque::with_capacity(4);
         samples.push_back((0, now_ms));
-        Arrivals { samples }
+        Arrivals {
+            samples,
+            backlog_since: None,
+        }
     }
 
-    /// A look at the socket at `now_ms`, by a loop lagging `lag_ms`:
-    /// `arrived` bytes of the stream had arrived (received so far plus
-    /// those waiting in the socket).
-    pub(crate) fn look(&mut self, arrived: u64, now_ms: u64, lag_ms: u64) {
+    /// A look at the socket at `now_ms`, by a loop lagging `lag_ms`: the
+    /// stream's bytes received so far, and `waiting` more in the socket.
+    pub(crate) fn look(&mut self, received: u64, waiting: u64, now_ms: u64, lag_ms: u64) {
+        if waiting == 0 {
+            self.backlog_since = None;
+        } else if self.backlog_since.is_none() {
+            self.backlog_since = Some(now_ms);
+        }
+        let arrived = received + waiting;
         let &(offset, at) = self.samples.back().expect("never empty");
         if arrived <= offset {
             return;
@@ -157,6 +173,16 @@ impl Arrivals {
             self.samples.pop_back();
         }
         self.samples.push_back(sample);
+    }
+
+    /// Whether the connection has fallen behind its peer: every look for
+    /// longer than `bound_ms` up to `now_ms` found bytes waiting in the
+    /// socket. A connection that keeps up empties its socket now and then;
+    /// one that does not has requests queued where they cannot be dated,
+    /// and every request it reads is shed until it catches up.
+    pub(crate) fn behind(&self, now_ms: u64, bound_ms: u64) -> bool {
+        self.backlog_since
+            .is_some_and(|since| now_ms.saturating_sub(since) > bound_ms)
     }
 
     /// Forgets what is no longer needed once the stream is consumed up to
@@ -250,6 +276,14 @@ impl Admission {
     /// [`Arrivals::arrived_by`] is asked, to shed every such request.
     pub(crate) fn late_before(&self, now_ms: u64) -> u64 {
         now_ms.saturating_sub(self.max_wait_ms + 1)
+    }
+
+    /// How long a connection's socket may hold bytes at every look before
+    /// the connection counts as behind its peer ([`Arrivals::behind`]): a
+    /// quarter of the wait bound, so that what waits unseen beyond the
+    /// socket has not waited the whole bound yet when shedding starts.
+    pub(crate) fn backlog_ms(&self) -> u64 {
+        self.max_wait_ms / 4
     }
 
     /// Whether the event loop is late enough (a quarter of the wait
@@ -349,15 +383,15 @@ mod tests {
         // since a look at 0, began to arrive at 700: at 1000 it has waited
         // about 300 ms, past a 50 ms bound.
         let mut a = Arrivals::new(0);
-        a.look(200, 1000, 300);
+        a.look(200, 0, 1000, 300);
         assert_eq!(a.arrival(0), 0);
         assert_eq!(a.arrival(1), 701);
         assert!(LIMITS.waited_too_long(a.arrival(100), 1000));
         let mut a = Arrivals::new(0);
-        a.look(200, 1000, 0);
+        a.look(200, 0, 1000, 0);
         assert!(!LIMITS.waited_too_long(a.arrival(200), 1000));
         let mut a = Arrivals::new(0);
-        a.look(200, 10, 300);
+        a.look(200, 0, 10, 300);
         assert_eq!(a.arrival(1), 0);
     }
 
@@ -366,12 +400,12 @@ mod tests {
         let mut a = Arrivals::new(0);
         // At 100 an idle loop's read got 1000 bytes and 9000 more waited in
         // the socket: all fresh.
-        a.look(10_000, 100, 0);
+        a.look(10_000, 0, 100, 0);
         assert_eq!(a.arrival(5_000), 100);
         // The next read, at 900, by a loop that has been busy (800 ms
         // late), finds 2000 more: they arrived between 100 and 900, and
         // the 9000 bytes seen at 100 have been waiting since then.
-        a.look(12_000, 900, 800);
+        a.look(12_000, 0, 900, 800);
         assert_eq!(a.arrival(10_000), 100);
         assert_eq!(a.arrival(11_000), 500);
         assert_eq!(a.arrival(12_000), 900);
@@ -392,17 +426,36 @@ mod tests {
     }
 
     #[test]
+    fn a_socket_that_never_runs_dry_for_longer_than_the_bound_is_behind() {
+        let mut a = Arrivals::new(0);
+        a.look(100, 5_000, 10, 0);
+        assert!(!a.behind(10, 500));
+        a.look(200, 5_000, 400, 0);
+        assert!(!a.behind(510, 500));
+        assert!(a.behind(511, 500));
+        // Once a look finds it empty, caught up.
+        a.look(10_000, 0, 600, 0);
+        assert!(!a.behind(5_000, 500));
+        // And the clock starts again with the next backlog.
+        a.look(11_000, 10, 700, 0);
+        assert!(!a.behind(1_200, 500));
+        assert!(a.behind(1_201, 500));
+        // Bytes seen waiting are dated by the look all the same.
+        assert_eq!(a.arrival(5_100), 10);
+    }
+
+    #[test]
     fn a_burst_after_a_quiet_spell_is_fresh() {
         let mut a = Arrivals::new(0);
-        a.look(100, 10, 0);
+        a.look(100, 0, 10, 0);
         // Quiet for a minute, then a burst read at once by a loop 5 ms
         // late: it began to arrive at 60_005, not over the minute.
-        a.look(50_100, 60_010, 5);
+        a.look(50_100, 0, 60_010, 5);
         assert_eq!(a.arrival(101), 60_005);
         assert_eq!(a.arrival(50_100), 60_010);
         assert_eq!(a.arrived_by(60_004), 100);
         // A look that finds nothing new changes nothing.
-        a.look(50_100, 70_000, 0);
+        a.look(50_100, 0, 70_000, 0);
         assert_eq!(a.arrived_by(69_000), 50_100);
         assert_eq!(a.arrival(50_100), 60_010);
     }
@@ -411,7 +464,7 @@ mod tests {
     fn consumed_bytes_are_forgotten_and_the_samples_stay_bounded() {
         let mut a = Arrivals::new(0);
         for i in 1..=1000 {
-            a.look(i * 100, i * 10, 0);
+            a.look(i * 100, 0, i * 10, 0);
         }
         assert!(a.samples.len() <= MAX_SAMPLES);
         // Coarser at the end: still dated between the samples around.
@@ -421,7 +474,7 @@ mod tests {
         a.consumed(100_000);
         assert_eq!(a.samples.len(), 1);
         assert_eq!(a.arrival(100_000), 10_000);
-        a.look(100_500, 10_100, 0);
+        a.look(100_500, 0, 10_100, 0);
         assert_eq!(a.arrival(100_500), 10_100);
     }
 
