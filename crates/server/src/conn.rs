@@ -201,7 +201,7 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         // either (twice the window unwritten) is held back.
         let late = shared.admission.late_before(now);
         let window = if shared.admission.overloaded(lag)
-            || c.arrivals.arrived_by(late) > c.conn.received()
+            || late.is_some_and(|t| c.arrivals.arrived_by(t) > c.conn.received())
             || c.arrivals.behind(now, shared.admission.backlog_ms())
             || now < worker.shedding_until.get()
         {
@@ -337,7 +337,9 @@ impl<F: Application> Conn<F> {
                     let until = if now < shedding.get() {
                         u64::MAX
                     } else {
-                        self.arrivals.arrived_by(admission.late_before(now))
+                        admission
+                            .late_before(now)
+                            .map_or(0, |t| self.arrivals.arrived_by(t))
                     };
                     self.conn.shed_until(until);
                 }

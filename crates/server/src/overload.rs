@@ -11,9 +11,11 @@
 //!   request's connection already has more than its share of the queue
 //!   unanswered (one busy peer is refused first, the others keep being
 //!   served);
-//! * it has waited longer than `limits.max_queue_wait_ms` from the moment
-//!   it arrived until its shard gets to it (the client has likely given
-//!   up, or is about to: a late answer is worth less than a fast 3004).
+//! * it has waited longer than half of `limits.max_queue_wait_ms` from
+//!   the moment it arrived until its shard gets to it (the other half is
+//!   for its processing, group commit and write: an answered request
+//!   spends less than the bound in the server; a late answer is worth
+//!   less than a fast 3004, with which the client can go elsewhere).
 //!   A request's arrival is dated by [`Arrivals`]: from when its bytes
 //!   were first seen, read or waiting in the socket's receive queue, and
 //!   from the reading event loop's lag, how late that loop's timers fire
@@ -232,7 +234,8 @@ const MIN_SHARE: usize = 8;
 pub(crate) struct Admission {
     /// Requests a shard's queue may hold.
     pub max_queued: usize,
-    /// Milliseconds a request may wait from its read to its processing.
+    /// Milliseconds a request may spend in the server, from its arrival
+    /// to its answer: it may wait half of it to be processed.
     pub max_wait_ms: u64,
     /// Whether a connection is limited to its share of a busy queue.
     pub fair_share: bool,
@@ -266,16 +269,22 @@ impl Admission {
     }
 
     /// Whether a request that arrived at `arrived_ms` has waited too long
-    /// at `now_ms` (both monotonic milliseconds; see [`Arrivals`]).
+    /// at `now_ms` (both monotonic milliseconds; see [`Arrivals`]) to be
+    /// processed: more than half the wait bound. The other half is left
+    /// for what follows processing (the rest of its batch, the group
+    /// commit, the write), so that an answered request has spent less
+    /// than the bound in the server.
     pub(crate) fn waited_too_long(&self, arrived_ms: u64, now_ms: u64) -> bool {
-        now_ms.saturating_sub(arrived_ms) > self.max_wait_ms
+        now_ms.saturating_sub(arrived_ms) > self.max_wait_ms / 2
     }
 
-    /// The arrival time before which a request has waited too long at
+    /// The latest arrival time of a request that has waited too long at
     /// `now_ms` (see [`Admission::waited_too_long`]): what
     /// [`Arrivals::arrived_by`] is asked, to shed every such request.
-    pub(crate) fn late_before(&self, now_ms: u64) -> u64 {
-        now_ms.saturating_sub(self.max_wait_ms + 1)
+    /// `None` while no request can have waited that long (the clock
+    /// starts at 0 with the server).
+    pub(crate) fn late_before(&self, now_ms: u64) -> Option<u64> {
+        now_ms.checked_sub(self.max_wait_ms / 2 + 1)
     }
 
     /// How long a connection's socket may hold bytes at every look before
@@ -409,16 +418,17 @@ mod tests {
         assert_eq!(a.arrival(10_000), 100);
         assert_eq!(a.arrival(11_000), 500);
         assert_eq!(a.arrival(12_000), 900);
-        // At 900 with a 500 ms bound: everything that arrived before 399
-        // has waited too long, the first 10,747 bytes.
+        // At 900 with a 500 ms bound: everything that arrived before 649
+        // has waited too long (half the bound), the first 11,372 bytes.
         let late = Admission {
             max_wait_ms: 500,
             ..LIMITS
         }
-        .late_before(900);
-        assert_eq!(late, 399);
-        assert_eq!(a.arrived_by(late), 10_747);
-        assert!(a.arrival(10_747) <= late && a.arrival(10_748) >= late);
+        .late_before(900)
+        .unwrap();
+        assert_eq!(late, 649);
+        assert_eq!(a.arrived_by(late), 11_372);
+        assert!(a.arrival(11_372) <= late && a.arrival(11_373) >= late);
         // Nothing arrived before the accept (at 0); everything by the last
         // look.
         assert_eq!(a.arrived_by(0), 0);
@@ -479,10 +489,19 @@ mod tests {
     }
 
     #[test]
-    fn a_request_may_wait_up_to_the_bound_and_not_longer() {
+    fn nothing_is_late_before_the_clock_has_run_half_the_bound() {
+        // Bytes that arrived at 0, right after the start, are not late at 25.
+        assert_eq!(LIMITS.late_before(25), None);
+        assert_eq!(LIMITS.late_before(26), Some(0));
+        assert!(!LIMITS.waited_too_long(0, 25));
+        assert!(LIMITS.waited_too_long(0, 26));
+    }
+
+    #[test]
+    fn a_request_may_wait_up_to_half_the_bound_to_be_processed_and_not_longer() {
         assert!(!LIMITS.waited_too_long(1000, 1000));
-        assert!(!LIMITS.waited_too_long(1000, 1050));
-        assert!(LIMITS.waited_too_long(1000, 1051));
+        assert!(!LIMITS.waited_too_long(1000, 1025));
+        assert!(LIMITS.waited_too_long(1000, 1026));
         // A clock read before the stamp (another thread's) is no wait.
         assert!(!LIMITS.waited_too_long(1000, 990));
     }
