@@ -318,37 +318,41 @@ impl<F: Application> Conn<F> {
         let admission = &shared.admission;
         let window = shared.config.limits.max_inflight_per_connection;
         let lag = self.worker.lag_ms.get();
+        // What waited too long, or everything while the loop sheds: once
+        // per read's worth (a drain), not per request.
+        let now = shared.now_ms();
+        let backlog = admission.backlog_ms();
+        let shedding = &self.worker.shedding_until;
+        if self.arrivals.behind(now, backlog) {
+            shedding.set(now + backlog);
+        }
+        let until = if now < shedding.get() {
+            u64::MAX
+        } else {
+            admission
+                .late_before(now)
+                .map_or(0, |t| self.arrivals.arrived_by(t))
+        };
+        self.conn.shed_until(until);
         // Shed answers counted as waited / past the window.
         let (mut waited, mut beyond) = (0, false);
         let closed = loop {
-            if !beyond {
-                let unanswered = self.unanswered() + self.conn.shed_pending();
-                if admission.beyond_window(unanswered, window, lag) {
-                    waited = self.conn.shed_pending();
-                    beyond = true;
-                    self.conn.shed_until(u64::MAX);
-                } else {
-                    let now = shared.now_ms();
-                    let backlog = admission.backlog_ms();
-                    let shedding = &self.worker.shedding_until;
-                    if self.arrivals.behind(now, backlog) {
-                        shedding.set(now + backlog);
-                    }
-                    let until = if now < shedding.get() {
-                        u64::MAX
-                    } else {
-                        admission
-                            .late_before(now)
-                            .map_or(0, |t| self.arrivals.arrived_by(t))
-                    };
-                    self.conn.shed_until(until);
-                }
+            if !beyond
+                && admission.beyond_window(
+                    self.unanswered() + self.conn.shed_pending(),
+                    window,
+                    lag,
+                )
+            {
+                waited = self.conn.shed_pending();
+                beyond = true;
+                self.conn.shed_until(u64::MAX);
             }
             let Some(ev) = self.conn.poll_event() else {
                 break None;
             };
             match ev {
-                Event::Request(frame) => self.request(frame, unix_now),
+                Event::Request(frame) => self.request(frame, unix_now, now),
                 Event::Opened {
                     origin_host,
                     origin_realm,
@@ -389,14 +393,15 @@ impl<F: Application> Conn<F> {
     }
 
     /// Routes one validated application request: handled here when its
-    /// shard is local, else handed to the owning worker.
-    fn request(&mut self, frame: Bytes, unix_now: u64) {
+    /// shard is local, else handed to the owning worker. `now_ms`: the
+    /// drain's clock (`Shared::now_ms`).
+    fn request(&mut self, frame: Bytes, unix_now: u64, now_ms: u64) {
         let Ok(msg) = Message::parse(&frame) else {
             return; // validated by the connection: cannot happen
         };
         let arrived_ms = self.arrivals.arrival(self.conn.consumed());
         let shard = self.route(&msg, unix_now);
-        if let Err(why) = self.admit(shard, arrived_ms) {
+        if let Err(why) = self.admit(shard, arrived_ms, now_ms) {
             self.too_busy(&msg, why);
             return;
         }
@@ -418,15 +423,15 @@ impl<F: Application> Conn<F> {
     }
 
     /// Overload control: whether `shard` takes a request of this
-    /// connection that arrived at `arrived_ms`. Its queue counts what other
+    /// connection that arrived at `arrived_ms`, at `now_ms`. Its queue counts what other
     /// loops handed it and what this read is about to; a local request is
     /// also held to the wait bound here, a handed-over one by its owner.
-    fn admit(&self, shard: usize, arrived_ms: u64) -> Result<(), Refusal> {
+    fn admit(&self, shard: usize, arrived_ms: u64, now_ms: u64) -> Result<(), Refusal> {
         let shared = &self.worker.shared;
         let admission = &shared.admission;
         let queued = shared.queues[shard].get() + self.batches[shard].len();
         admission.admit(queued, || (self.inflight.get(), shared.limits.open()))?;
-        if shard == self.worker.index && admission.waited_too_long(arrived_ms, shared.now_ms()) {
+        if shard == self.worker.index && admission.waited_too_long(arrived_ms, now_ms) {
             return Err(Refusal::Waited);
         }
         Ok(())
