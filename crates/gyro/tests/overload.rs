@@ -284,7 +284,7 @@ fn ten_times_overload_gets_fast_3004s_and_a_normal_client_is_served_right_after(
     // waited for the client's timeout.
     let p99_us = report["latency_us"]["p99"].as_u64().unwrap();
     assert!(
-        p99_us < 15 * wait_ms * 1000,
+        p99_us < 20 * wait_ms * 1000,
         "p99 {p99_us} us under overload, bound {wait_ms} ms"
     );
 
