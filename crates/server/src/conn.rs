@@ -214,7 +214,7 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         if !can_read {
             // Not reading: date what waits in the socket meanwhile.
             let waiting = S::waiting(&rd) as u64;
-            c.arrivals.look(c.conn.received(), waiting, now, lag);
+            c.arrivals.look(c.conn.received(), waiting, false, now, lag);
         }
         let deadline = c.conn.poll_timeout().unwrap_or(now + 60_000);
         let sleep = tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now)));
@@ -236,7 +236,7 @@ pub(crate) async fn serve<F: Application, S: Transport>(
                     more = n == space;
                     let waiting = if more { S::waiting(&rd) as u64 } else { 0 };
                     c.arrivals
-                        .look(c.conn.received(), waiting, now, worker.lag_ms.get());
+                        .look(c.conn.received(), waiting, true, now, worker.lag_ms.get());
                     c.conn.handle_read(now);
                     worker.commit.mark_read();
                 }

@@ -26,14 +26,25 @@
 //!   read (backpressure) or read slowly (one of many);
 //! * with the event loop late by a quarter of the wait bound, its
 //!   connection already has its window (`max_inflight_per_connection`)
-//!   unanswered.
+//!   unanswered;
+//! * one of its event loop's connections is behind its peer
+//!   ([`Arrivals::behind`]: read, yet its socket has not run dry for a
+//!   quarter of the wait bound): requests then wait where they cannot be
+//!   dated, in the peer's send buffer, and on one thread a connection
+//!   that cannot be drained means the loop has no time to spare, so the
+//!   loop refuses every request until a quarter of the bound has passed
+//!   with none behind. Refusing is cheap enough that the loop then
+//!   catches up, and serves again.
 //!
-//! The first and last refusals need no routing: the connection itself
-//! answers them, from the request's header and Session-Id, without
-//! validating or decoding it (`Connection::shed_until`), at a small
-//! fraction of the cost of an answer: a refusal that cost as much as an
-//! answer would not relieve an overloaded server. The others are worded
-//! by the application (`Shard::too_busy`).
+//! The refusals by waiting time (of requests read on their shard's own
+//! event loop), by being behind and past the window need no routing: the
+//! connection itself answers them, from the request's header and
+//! Session-Id, without validating or decoding it
+//! (`Connection::shed_until`), at a small fraction of the cost of an
+//! answer: a refusal that cost as much as an answer would not relieve an
+//! overloaded server. The others (a full queue, a peer beyond its share,
+//! a handed-over request that waited in its owner's queue) are worded by
+//! the application (`Shard::too_busy`).
 //!
 //! Plain functions of counts and times passed in, so they are unit-tested
 //! here and the runtime only feeds them.
@@ -147,8 +158,18 @@ impl Arrivals {
 
     /// A look at the socket at `now_ms`, by a loop lagging `lag_ms`: the
     /// stream's bytes received so far, and `waiting` more in the socket.
-    pub(crate) fn look(&mut self, received: u64, waiting: u64, now_ms: u64, lag_ms: u64) {
-        if waiting == 0 {
+    /// `reading`: whether the connection is read at all; one held back
+    /// (its window full, a peer that does not read its answers) is not
+    /// behind for its socket's backlog, which it chose not to read.
+    pub(crate) fn look(
+        &mut self,
+        received: u64,
+        waiting: u64,
+        reading: bool,
+        now_ms: u64,
+        lag_ms: u64,
+    ) {
+        if waiting == 0 || !reading {
             self.backlog_since = None;
         } else if self.backlog_since.is_none() {
             self.backlog_since = Some(now_ms);
@@ -392,15 +413,15 @@ mod tests {
         // since a look at 0, began to arrive at 700: at 1000 it has waited
         // about 300 ms, past a 50 ms bound.
         let mut a = Arrivals::new(0);
-        a.look(200, 0, 1000, 300);
+        a.look(200, 0, true, 1000, 300);
         assert_eq!(a.arrival(0), 0);
         assert_eq!(a.arrival(1), 701);
         assert!(LIMITS.waited_too_long(a.arrival(100), 1000));
         let mut a = Arrivals::new(0);
-        a.look(200, 0, 1000, 0);
+        a.look(200, 0, true, 1000, 0);
         assert!(!LIMITS.waited_too_long(a.arrival(200), 1000));
         let mut a = Arrivals::new(0);
-        a.look(200, 0, 10, 300);
+        a.look(200, 0, true, 10, 300);
         assert_eq!(a.arrival(1), 0);
     }
 
@@ -409,12 +430,12 @@ mod tests {
         let mut a = Arrivals::new(0);
         // At 100 an idle loop's read got 1000 bytes and 9000 more waited in
         // the socket: all fresh.
-        a.look(10_000, 0, 100, 0);
+        a.look(10_000, 0, true, 100, 0);
         assert_eq!(a.arrival(5_000), 100);
         // The next read, at 900, by a loop that has been busy (800 ms
         // late), finds 2000 more: they arrived between 100 and 900, and
         // the 9000 bytes seen at 100 have been waiting since then.
-        a.look(12_000, 0, 900, 800);
+        a.look(12_000, 0, true, 900, 800);
         assert_eq!(a.arrival(10_000), 100);
         assert_eq!(a.arrival(11_000), 500);
         assert_eq!(a.arrival(12_000), 900);
@@ -438,34 +459,37 @@ mod tests {
     #[test]
     fn a_socket_that_never_runs_dry_for_longer_than_the_bound_is_behind() {
         let mut a = Arrivals::new(0);
-        a.look(100, 5_000, 10, 0);
+        a.look(100, 5_000, true, 10, 0);
         assert!(!a.behind(10, 500));
-        a.look(200, 5_000, 400, 0);
+        a.look(200, 5_000, true, 400, 0);
         assert!(!a.behind(510, 500));
         assert!(a.behind(511, 500));
         // Once a look finds it empty, caught up.
-        a.look(10_000, 0, 600, 0);
+        a.look(10_000, 0, true, 600, 0);
         assert!(!a.behind(5_000, 500));
         // And the clock starts again with the next backlog.
-        a.look(11_000, 10, 700, 0);
+        a.look(11_000, 10, true, 700, 0);
         assert!(!a.behind(1_200, 500));
         assert!(a.behind(1_201, 500));
         // Bytes seen waiting are dated by the look all the same.
         assert_eq!(a.arrival(5_100), 10);
+        // A connection held back is not behind for what it does not read.
+        a.look(11_000, 10, false, 1_300, 0);
+        assert!(!a.behind(5_000, 500));
     }
 
     #[test]
     fn a_burst_after_a_quiet_spell_is_fresh() {
         let mut a = Arrivals::new(0);
-        a.look(100, 0, 10, 0);
+        a.look(100, 0, true, 10, 0);
         // Quiet for a minute, then a burst read at once by a loop 5 ms
         // late: it began to arrive at 60_005, not over the minute.
-        a.look(50_100, 0, 60_010, 5);
+        a.look(50_100, 0, true, 60_010, 5);
         assert_eq!(a.arrival(101), 60_005);
         assert_eq!(a.arrival(50_100), 60_010);
         assert_eq!(a.arrived_by(60_004), 100);
         // A look that finds nothing new changes nothing.
-        a.look(50_100, 0, 70_000, 0);
+        a.look(50_100, 0, true, 70_000, 0);
         assert_eq!(a.arrived_by(69_000), 50_100);
         assert_eq!(a.arrival(50_100), 60_010);
     }
@@ -474,7 +498,7 @@ mod tests {
     fn consumed_bytes_are_forgotten_and_the_samples_stay_bounded() {
         let mut a = Arrivals::new(0);
         for i in 1..=1000 {
-            a.look(i * 100, 0, i * 10, 0);
+            a.look(i * 100, 0, true, i * 10, 0);
         }
         assert!(a.samples.len() <= MAX_SAMPLES);
         // Coarser at the end: still dated between the samples around.
@@ -484,7 +508,7 @@ mod tests {
         a.consumed(100_000);
         assert_eq!(a.samples.len(), 1);
         assert_eq!(a.arrival(100_000), 10_000);
-        a.look(100_500, 0, 10_100, 0);
+        a.look(100_500, 0, true, 10_100, 0);
         assert_eq!(a.arrival(100_500), 10_100);
     }
 
