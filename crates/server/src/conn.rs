@@ -7,7 +7,12 @@
 //! (as refcounted `Bytes`, never copied) to the owning worker in one batch
 //! per read. Before either, overload control may refuse a request
 //! (`overload`): its DIAMETER_TOO_BUSY answer goes straight to the writer,
-//! since nothing was changed that would need a commit. Answers from every
+//! since nothing was changed that would need a commit. A request that has
+//! already waited too long (dated by `overload::Arrivals`, which also sees
+//! the bytes waiting in the socket) is refused by the connection itself,
+//! before validation and routing: a refusal must cost far less than an
+//! answer, or refusing would not relieve an overloaded server. Answers
+//! from every
 //! worker come back on one channel and leave in as few writes as possible,
 //! in whatever order they complete (Diameter matches them by Hop-by-Hop
 //! Identifier).
@@ -52,6 +57,9 @@ pub(crate) trait Transport: Sized + 'static {
     type Write: AsyncWrite + Unpin + 'static;
     /// Splits the stream.
     fn into_halves(self) -> (Self::Read, Self::Write);
+    /// Bytes of the stream waiting in the socket to be read, when the
+    /// transport can tell (0 when it cannot).
+    fn waiting(read: &Self::Read) -> usize;
 }
 
 impl Transport for TcpStream {
@@ -59,6 +67,24 @@ impl Transport for TcpStream {
     type Write = OwnedWriteHalf;
     fn into_halves(self) -> (OwnedReadHalf, OwnedWriteHalf) {
         self.into_split()
+    }
+    fn waiting(read: &OwnedReadHalf) -> usize {
+        socket_waiting(read.as_ref())
+    }
+}
+
+/// Bytes waiting in a TCP socket's receive queue (SIOCINQ, alias
+/// FIONREAD); 0 when it cannot be asked.
+fn socket_waiting(s: &TcpStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD on a socket descriptor writes one int through the
+    // pointer, which points to a live c_int.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) };
+    if r == 0 {
+        n.max(0) as usize
+    } else {
+        0
     }
 }
 
@@ -69,6 +95,11 @@ impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
     type Write = tokio::io::WriteHalf<Self>;
     fn into_halves(self) -> (Self::Read, Self::Write) {
         tokio::io::split(self)
+    }
+    /// The socket holds TLS records, not the stream's bytes; the reads
+    /// alone date the stream.
+    fn waiting(_: &Self::Read) -> usize {
+        0
     }
 }
 
@@ -86,6 +117,8 @@ struct Conn<F: Application> {
     peer_slot: Option<PeerSlot>,
     /// Refused at the CER by the per-peer connection limit.
     peer_refused: bool,
+    /// When the bytes of the received stream arrived.
+    arrivals: overload::Arrivals,
     /// Where requests the server starts come from, once open.
     outbound: Option<Registration>,
     /// Those requests sent and not answered, by Hop-by-Hop Identifier.
@@ -132,51 +165,78 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         busy_answers: 0,
         peer_slot: None,
         peer_refused: false,
+        arrivals: overload::Arrivals::new(now),
         outbound: None,
         pending: FxHashMap::default(),
     };
     let max_inflight = cfg.limits.max_inflight_per_connection;
     let read_cap = cfg.limits.read_buffer_size;
     let mut stopping = *shutdown.borrow();
-    // When the bytes in the read buffer arrived (for the wait bound).
-    let mut arrived_ms = now;
+    // Whether the last read may have left more in the socket.
+    let mut more = false;
     let reason: Option<Close> = loop {
         if stopping && matches!(c.conn.state(), State::Handshake | State::Open) {
             c.conn.close(disconnect_cause::REBOOTING, shared.now_ms());
         }
         // Everything whole in the read buffer, one message at a time.
-        let closed = c.drain(shared.unix_ms(), arrived_ms);
+        let closed = c.drain(shared.unix_ms());
         c.flush();
         worker.peer_turn(&c.conn, &inflight, remote);
         if closed.is_some() {
             break closed;
         }
+        if more {
+            // One read's worth at a time: the writers (this connection's
+            // answers) and the other connections get their turn before
+            // the next, instead of waiting for a busy peer's whole backlog.
+            tokio::task::yield_now().await;
+        }
         let now = shared.now_ms();
+        let lag = worker.lag_ms.get();
         // Past its window a connection is no longer read, unless the loop
-        // is overloaded: then its requests are answered 3004 at once (see
-        // `admit`) and reading goes on, so nothing waits unseen in the
+        // is overloaded or the bytes waiting in the socket have waited too
+        // long already: then its requests are answered 3004 at once (see
+        // `drain`) and reading goes on, so nothing waits unseen in the
         // socket's buffers; only a peer that does not read those answers
         // either (twice the window unwritten) is held back.
-        let window = if shared.admission.overloaded(worker.lag_ms.get()) {
+        let late = shared.admission.late_before(now);
+        let window = if shared.admission.overloaded(lag)
+            || late.is_some_and(|t| c.arrivals.arrived_by(t) > c.conn.received())
+            || c.arrivals.behind(now, shared.admission.backlog_ms())
+            || now < worker.shedding_until.get()
+        {
             2 * max_inflight
         } else {
             max_inflight
         };
         let can_read = inflight.get() < window && c.conn.read_buffer().len() < read_cap;
         c.conn.set_reading(can_read, now);
+        if !can_read {
+            // Not reading: date what waits in the socket meanwhile.
+            let waiting = S::waiting(&rd) as u64;
+            c.arrivals.look(c.conn.received(), waiting, false, now, lag);
+        }
         let deadline = c.conn.poll_timeout().unwrap_or(now + 60_000);
         let sleep = tokio::time::sleep(Duration::from_millis(deadline.saturating_sub(now)));
         let rbuf = c.conn.read_buffer();
         if rbuf.capacity() - rbuf.len() < 4096 {
-            rbuf.reserve(16 * 1024);
+            // Larger reads while the socket has more: fewer system calls
+            // for a connection that is behind.
+            rbuf.reserve(if more { 64 * 1024 } else { 16 * 1024 });
         }
+        let space = rbuf.capacity() - rbuf.len();
         tokio::select! {
             biased;
             r = rd.read_buf(rbuf), if can_read => match r {
                 Ok(0) | Err(_) => break None,
-                Ok(_) => {
+                Ok(n) => {
                     let now = shared.now_ms();
-                    arrived_ms = overload::arrival(now, worker.lag_ms.get());
+                    // A read that filled its space may have left more in
+                    // the socket: date that too.
+                    more = n == space;
+                    let waiting = if more { S::waiting(&rd) as u64 } else { 0 };
+                    c.arrivals
+                        .look(c.conn.received(), waiting, true, now, worker.lag_ms.get());
                     c.conn.handle_read(now);
                     worker.commit.mark_read();
                 }
@@ -250,12 +310,49 @@ pub(crate) async fn serve<F: Application, S: Transport>(
 
 impl<F: Application> Conn<F> {
     /// Handles every event the connection has; returns why it closed, if
-    /// it did.
-    /// `arrived_ms`: when the buffered bytes arrived.
-    fn drain(&mut self, unix_now: u64, arrived_ms: u64) -> Option<Close> {
-        while let Some(ev) = self.conn.poll_event() {
+    /// it did. Requests that waited too long, and, while the loop is
+    /// overloaded, those past the connection's window, are shed by the
+    /// connection (see `Connection::shed_until`).
+    fn drain(&mut self, unix_now: u64) -> Option<Close> {
+        let shared = self.worker.shared.clone();
+        let admission = &shared.admission;
+        let window = shared.config.limits.max_inflight_per_connection;
+        let lag = self.worker.lag_ms.get();
+        // What waited too long, or everything while the loop sheds: once
+        // per read's worth (a drain), not per request.
+        let now = shared.now_ms();
+        let backlog = admission.backlog_ms();
+        let shedding = &self.worker.shedding_until;
+        if self.arrivals.behind(now, backlog) {
+            shedding.set(now + backlog);
+        }
+        let until = if now < shedding.get() {
+            u64::MAX
+        } else {
+            admission
+                .late_before(now)
+                .map_or(0, |t| self.arrivals.arrived_by(t))
+        };
+        self.conn.shed_until(until);
+        // Shed answers counted as waited / past the window.
+        let (mut waited, mut beyond) = (0, false);
+        let closed = loop {
+            if !beyond
+                && admission.beyond_window(
+                    self.unanswered() + self.conn.shed_pending(),
+                    window,
+                    lag,
+                )
+            {
+                waited = self.conn.shed_pending();
+                beyond = true;
+                self.conn.shed_until(u64::MAX);
+            }
+            let Some(ev) = self.conn.poll_event() else {
+                break None;
+            };
             match ev {
-                Event::Request(frame) => self.request(frame, unix_now, arrived_ms),
+                Event::Request(frame) => self.request(frame, unix_now, now),
                 Event::Opened {
                     origin_host,
                     origin_realm,
@@ -276,20 +373,35 @@ impl<F: Application> Conn<F> {
                     command_code,
                     "answer matching no request of ours dropped (RFC 6733 section 6.2.1)"
                 ),
-                Event::Closed(r) => return Some(r),
+                Event::Closed(r) => break Some(r),
             }
+        };
+        let shed = self.conn.shed_pending();
+        if !beyond {
+            waited = shed;
         }
-        None
+        let stats = self.worker.stats();
+        Refusal::Waited.count(stats, waited as u64);
+        Refusal::PeerShare.count(stats, (shed - waited) as u64);
+        self.arrivals.consumed(self.conn.consumed());
+        closed
+    }
+
+    /// Requests of this connection read and not answered yet.
+    fn unanswered(&self) -> usize {
+        self.inflight.get() + self.local_answers + self.busy_answers
     }
 
     /// Routes one validated application request: handled here when its
-    /// shard is local, else handed to the owning worker.
-    fn request(&mut self, frame: Bytes, unix_now: u64, arrived_ms: u64) {
+    /// shard is local, else handed to the owning worker. `now_ms`: the
+    /// drain's clock (`Shared::now_ms`).
+    fn request(&mut self, frame: Bytes, unix_now: u64, now_ms: u64) {
         let Ok(msg) = Message::parse(&frame) else {
             return; // validated by the connection: cannot happen
         };
+        let arrived_ms = self.arrivals.arrival(self.conn.consumed());
         let shard = self.route(&msg, unix_now);
-        if let Err(why) = self.admit(shard, arrived_ms) {
+        if let Err(why) = self.admit(shard, arrived_ms, now_ms) {
             self.too_busy(&msg, why);
             return;
         }
@@ -311,20 +423,15 @@ impl<F: Application> Conn<F> {
     }
 
     /// Overload control: whether `shard` takes a request of this
-    /// connection that arrived at `arrived_ms`. Its queue counts what other
+    /// connection that arrived at `arrived_ms`, at `now_ms`. Its queue counts what other
     /// loops handed it and what this read is about to; a local request is
     /// also held to the wait bound here, a handed-over one by its owner.
-    fn admit(&self, shard: usize, arrived_ms: u64) -> Result<(), Refusal> {
+    fn admit(&self, shard: usize, arrived_ms: u64, now_ms: u64) -> Result<(), Refusal> {
         let shared = &self.worker.shared;
         let admission = &shared.admission;
-        let unanswered = self.inflight.get() + self.local_answers + self.busy_answers;
-        let window = shared.config.limits.max_inflight_per_connection;
-        if admission.beyond_window(unanswered, window, self.worker.lag_ms.get()) {
-            return Err(Refusal::PeerShare);
-        }
         let queued = shared.queues[shard].get() + self.batches[shard].len();
         admission.admit(queued, || (self.inflight.get(), shared.limits.open()))?;
-        if shard == self.worker.index && admission.waited_too_long(arrived_ms, shared.now_ms()) {
+        if shard == self.worker.index && admission.waited_too_long(arrived_ms, now_ms) {
             return Err(Refusal::Waited);
         }
         Ok(())
@@ -474,6 +581,12 @@ impl<F: Application> Conn<F> {
     /// Hands locally built output to the writer and forwarded requests to
     /// their workers, one batch per worker.
     fn flush(&mut self) {
+        if let Some((bytes, answers)) = self.conn.poll_shed() {
+            self.inflight.set(self.inflight.get() + answers);
+            if self.tx.send(Outgoing { bytes, answers }).is_err() {
+                self.inflight.set(self.inflight.get() - answers);
+            }
+        }
         if self.busy_answers > 0 {
             // Nothing to make durable: straight to the writer.
             let answers = std::mem::take(&mut self.busy_answers);

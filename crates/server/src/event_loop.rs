@@ -76,6 +76,7 @@ pub(crate) fn run<F: Application>(
         pinner: RefCell::new(pinner),
         lag_ms: Cell::new(0),
         peers: Default::default(),
+        shedding_until: Cell::new(0),
     });
     local.block_on(&rt, async move {
         let conns = Rc::new((Cell::new(0usize), Notify::new()));

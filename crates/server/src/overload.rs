@@ -11,15 +11,40 @@
 //!   request's connection already has more than its share of the queue
 //!   unanswered (one busy peer is refused first, the others keep being
 //!   served);
-//! * it has waited longer than `limits.max_queue_wait_ms` from the moment
-//!   it arrived until its shard gets to it (the client has likely given
-//!   up, or is about to: a late answer is worth less than a fast 3004).
-//!   A request is known from when it is read; it arrived earlier by about
-//!   the reading event loop's lag, how late that loop's timers fire (a
-//!   socket that became readable waits that long for its turn), so its
-//!   arrival is taken as its read time less that lag. This is what makes
-//!   the bound hold for requests handled inline, by a loop busy with
-//!   many connections, as well as for requests handed over.
+//! * it has waited longer than half of `limits.max_queue_wait_ms` from
+//!   the moment it arrived until its shard gets to it (the other half is
+//!   for its processing, group commit and write: an answered request
+//!   spends less than the bound in the server; a late answer is worth
+//!   less than a fast 3004, with which the client can go elsewhere).
+//!   A request's arrival is dated by [`Arrivals`]: from when its bytes
+//!   were first seen, read or waiting in the socket's receive queue, and
+//!   from the reading event loop's lag, how late that loop's timers fire
+//!   (a socket that became readable waits that long for its turn). This
+//!   is what makes the bound hold for requests handled inline, by a loop
+//!   busy with many connections, for requests handed over, and for
+//!   requests that waited in the kernel while their connection was not
+//!   read (backpressure) or read slowly (one of many);
+//! * with the event loop late by a quarter of the wait bound, its
+//!   connection already has its window (`max_inflight_per_connection`)
+//!   unanswered;
+//! * one of its event loop's connections is behind its peer
+//!   ([`Arrivals::behind`]: read, yet its socket has not run dry for a
+//!   quarter of the wait bound): requests then wait where they cannot be
+//!   dated, in the peer's send buffer, and on one thread a connection
+//!   that cannot be drained means the loop has no time to spare, so the
+//!   loop refuses every request until a quarter of the bound has passed
+//!   with none behind. Refusing is cheap enough that the loop then
+//!   catches up, and serves again.
+//!
+//! The refusals by waiting time (of requests read on their shard's own
+//! event loop), by being behind and past the window need no routing: the
+//! connection itself answers them, from the request's header and
+//! Session-Id, without validating or decoding it
+//! (`Connection::shed_until`), at a small fraction of the cost of an
+//! answer: a refusal that cost as much as an answer would not relieve an
+//! overloaded server. The others (a full queue, a peer beyond its share,
+//! a handed-over request that waited in its owner's queue) are worded by
+//! the application (`Shard::too_busy`).
 //!
 //! Plain functions of counts and times passed in, so they are unit-tested
 //! here and the runtime only feeds them.
@@ -87,9 +112,138 @@ pub(crate) fn smoothed_lag(lag_ms: u64, due_ms: u64, fired_ms: u64) -> u64 {
     (lag_ms * 3 + sample) / 4
 }
 
-/// When a request read at `read_ms` arrived, by a loop lagging `lag_ms`.
-pub(crate) fn arrival(read_ms: u64, lag_ms: u64) -> u64 {
-    read_ms.saturating_sub(lag_ms)
+/// Most samples one connection's [`Arrivals`] keeps.
+const MAX_SAMPLES: usize = 32;
+
+/// When the bytes of one connection's received stream arrived, as far as
+/// the runtime can tell: samples of (stream offset, time) taken whenever
+/// it looks at the socket, each saying "every byte before this offset had
+/// arrived by then". A read that fills the space it was given is followed
+/// by a look at the bytes still waiting in the socket (FIONREAD), so the
+/// bytes the kernel holds are dated when they are first seen there, not
+/// when they are finally read: a connection read slowly, or not at all
+/// for backpressure, has requests that waited unseen, and this is what
+/// sees them.
+///
+/// Between two samples the bytes are taken to have arrived at an even
+/// pace (a request's arrival is interpolated from its last byte's
+/// offset); bytes first seen at a look are taken to have arrived no
+/// earlier than the previous look, nor earlier than the look's time less
+/// the event loop's lag (how late it comes to a socket that became
+/// readable), so a burst after a quiet spell counts as fresh.
+///
+/// What waits beyond the socket's receive buffer (in the peer's send
+/// buffer, once TCP flow control holds it back) cannot be dated. A
+/// connection whose socket never runs dry is falling behind its peer,
+/// and then that unseen queue grows: [`Arrivals::behind`] says so.
+#[derive(Debug, Clone)]
+pub(crate) struct Arrivals {
+    /// (offset, ms), increasing in both; never empty.
+    samples: std::collections::VecDeque<(u64, u64)>,
+    /// Since when every look found bytes waiting in the socket (`None`
+    /// when the last one found it empty).
+    backlog_since: Option<u64>,
+}
+
+impl Arrivals {
+    /// A connection accepted at `now_ms`: nothing arrived before.
+    pub(crate) fn new(now_ms: u64) -> Self {
+        let mut samples = std::collections::VecDeque::with_capacity(4);
+        samples.push_back((0, now_ms));
+        Arrivals {
+            samples,
+            backlog_since: None,
+        }
+    }
+
+    /// A look at the socket at `now_ms`, by a loop lagging `lag_ms`: the
+    /// stream's bytes received so far, and `waiting` more in the socket.
+    /// `reading`: whether the connection is read at all; one held back
+    /// (its window full, a peer that does not read its answers) is not
+    /// behind for its socket's backlog, which it chose not to read.
+    pub(crate) fn look(
+        &mut self,
+        received: u64,
+        waiting: u64,
+        reading: bool,
+        now_ms: u64,
+        lag_ms: u64,
+    ) {
+        if waiting == 0 || !reading {
+            self.backlog_since = None;
+        } else if self.backlog_since.is_none() {
+            self.backlog_since = Some(now_ms);
+        }
+        let arrived = received + waiting;
+        let &(offset, at) = self.samples.back().expect("never empty");
+        if arrived <= offset {
+            return;
+        }
+        let now_ms = now_ms.max(at);
+        // The new bytes began to arrive after the last look, and about
+        // `lag_ms` before this one at the earliest.
+        let began = now_ms.saturating_sub(lag_ms).max(at);
+        if began > at {
+            self.push((offset, began));
+        }
+        self.push((arrived, now_ms));
+    }
+
+    fn push(&mut self, sample: (u64, u64)) {
+        if self.samples.len() >= MAX_SAMPLES {
+            // Coarser: the last stretch is merged into this one (its bytes
+            // are dated between the samples around it all the same).
+            self.samples.pop_back();
+        }
+        self.samples.push_back(sample);
+    }
+
+    /// Whether the connection has fallen behind its peer: every look for
+    /// longer than `bound_ms` up to `now_ms` found bytes waiting in the
+    /// socket. A connection that keeps up empties its socket now and then;
+    /// one that does not has requests queued where they cannot be dated,
+    /// and every request it reads is shed until it catches up.
+    pub(crate) fn behind(&self, now_ms: u64, bound_ms: u64) -> bool {
+        self.backlog_since
+            .is_some_and(|since| now_ms.saturating_sub(since) > bound_ms)
+    }
+
+    /// Forgets what is no longer needed once the stream is consumed up to
+    /// `consumed`: the samples before the last one at or below it.
+    pub(crate) fn consumed(&mut self, consumed: u64) {
+        while self.samples.len() > 1 && self.samples[1].0 <= consumed {
+            self.samples.pop_front();
+        }
+    }
+
+    /// When the byte just before stream offset `offset` arrived
+    /// (estimated, see the type).
+    pub(crate) fn arrival(&self, offset: u64) -> u64 {
+        let s = &self.samples;
+        let Some(j) = s.iter().position(|&(o, _)| o >= offset) else {
+            return s.back().expect("never empty").1;
+        };
+        if j == 0 {
+            return s[0].1;
+        }
+        let ((o0, t0), (o1, t1)) = (s[j - 1], s[j]);
+        t0 + ((t1 - t0) as u128 * (offset - o0) as u128 / (o1 - o0) as u128) as u64
+    }
+
+    /// The end of the stretch of the stream that had arrived by `ms`
+    /// (estimated, see the type): a request ending at or before it has
+    /// been waiting since `ms` at least.
+    pub(crate) fn arrived_by(&self, ms: u64) -> u64 {
+        let s = &self.samples;
+        let Some(j) = s.iter().rposition(|&(_, t)| t <= ms) else {
+            return 0;
+        };
+        let Some(&(o1, t1)) = s.get(j + 1) else {
+            return s[j].0;
+        };
+        let (o0, t0) = s[j];
+        o0 + ((o1 - o0) as u128 * (ms - t0) as u128 / (t1 - t0) as u128) as u64
+    }
 }
 
 /// A connection's share of a busy queue is never below this many
@@ -101,7 +255,8 @@ const MIN_SHARE: usize = 8;
 pub(crate) struct Admission {
     /// Requests a shard's queue may hold.
     pub max_queued: usize,
-    /// Milliseconds a request may wait from its read to its processing.
+    /// Milliseconds a request may spend in the server, from its arrival
+    /// to its answer: it may wait half of it to be processed.
     pub max_wait_ms: u64,
     /// Whether a connection is limited to its share of a busy queue.
     pub fair_share: bool,
@@ -135,9 +290,30 @@ impl Admission {
     }
 
     /// Whether a request that arrived at `arrived_ms` has waited too long
-    /// at `now_ms` (both monotonic milliseconds; see [`arrival`]).
+    /// at `now_ms` (both monotonic milliseconds; see [`Arrivals`]) to be
+    /// processed: more than half the wait bound. The other half is left
+    /// for what follows processing (the rest of its batch, the group
+    /// commit, the write), so that an answered request has spent less
+    /// than the bound in the server.
     pub(crate) fn waited_too_long(&self, arrived_ms: u64, now_ms: u64) -> bool {
-        now_ms.saturating_sub(arrived_ms) > self.max_wait_ms
+        now_ms.saturating_sub(arrived_ms) > self.max_wait_ms / 2
+    }
+
+    /// The latest arrival time of a request that has waited too long at
+    /// `now_ms` (see [`Admission::waited_too_long`]): what
+    /// [`Arrivals::arrived_by`] is asked, to shed every such request.
+    /// `None` while no request can have waited that long (the clock
+    /// starts at 0 with the server).
+    pub(crate) fn late_before(&self, now_ms: u64) -> Option<u64> {
+        now_ms.checked_sub(self.max_wait_ms / 2 + 1)
+    }
+
+    /// How long a connection's socket may hold bytes at every look before
+    /// the connection counts as behind its peer ([`Arrivals::behind`]): a
+    /// quarter of the wait bound, so that what waits unseen beyond the
+    /// socket has not waited the whole bound yet when shedding starts.
+    pub(crate) fn backlog_ms(&self) -> u64 {
+        self.max_wait_ms / 4
     }
 
     /// Whether the event loop is late enough (a quarter of the wait
@@ -233,19 +409,123 @@ mod tests {
             lag = smoothed_lag(lag, i * 1000, i * 1000);
         }
         assert_eq!(lag, 0);
-        // A request read at 1000 by a loop 300 ms late arrived at 700: at
-        // 1000 it has waited 300 ms, past a 50 ms bound.
-        assert_eq!(arrival(1000, 300), 700);
-        assert!(LIMITS.waited_too_long(arrival(1000, 300), 1000));
-        assert!(!LIMITS.waited_too_long(arrival(1000, 0), 1000));
-        assert_eq!(arrival(10, 300), 0);
+        // A request read at 1000 by a loop 300 ms late, the first bytes
+        // since a look at 0, began to arrive at 700: at 1000 it has waited
+        // about 300 ms, past a 50 ms bound.
+        let mut a = Arrivals::new(0);
+        a.look(200, 0, true, 1000, 300);
+        assert_eq!(a.arrival(0), 0);
+        assert_eq!(a.arrival(1), 701);
+        assert!(LIMITS.waited_too_long(a.arrival(100), 1000));
+        let mut a = Arrivals::new(0);
+        a.look(200, 0, true, 1000, 0);
+        assert!(!LIMITS.waited_too_long(a.arrival(200), 1000));
+        let mut a = Arrivals::new(0);
+        a.look(200, 0, true, 10, 300);
+        assert_eq!(a.arrival(1), 0);
     }
 
     #[test]
-    fn a_request_may_wait_up_to_the_bound_and_not_longer() {
+    fn bytes_are_dated_by_the_first_look_that_saw_them_waiting_in_the_socket() {
+        let mut a = Arrivals::new(0);
+        // At 100 an idle loop's read got 1000 bytes and 9000 more waited in
+        // the socket: all fresh.
+        a.look(10_000, 0, true, 100, 0);
+        assert_eq!(a.arrival(5_000), 100);
+        // The next read, at 900, by a loop that has been busy (800 ms
+        // late), finds 2000 more: they arrived between 100 and 900, and
+        // the 9000 bytes seen at 100 have been waiting since then.
+        a.look(12_000, 0, true, 900, 800);
+        assert_eq!(a.arrival(10_000), 100);
+        assert_eq!(a.arrival(11_000), 500);
+        assert_eq!(a.arrival(12_000), 900);
+        // At 900 with a 500 ms bound: everything that arrived before 649
+        // has waited too long (half the bound), the first 11,372 bytes.
+        let late = Admission {
+            max_wait_ms: 500,
+            ..LIMITS
+        }
+        .late_before(900)
+        .unwrap();
+        assert_eq!(late, 649);
+        assert_eq!(a.arrived_by(late), 11_372);
+        assert!(a.arrival(11_372) <= late && a.arrival(11_373) >= late);
+        // Nothing arrived before the accept (at 0); everything by the last
+        // look.
+        assert_eq!(a.arrived_by(0), 0);
+        assert_eq!(a.arrived_by(5_000), 12_000);
+    }
+
+    #[test]
+    fn a_socket_that_never_runs_dry_for_longer_than_the_bound_is_behind() {
+        let mut a = Arrivals::new(0);
+        a.look(100, 5_000, true, 10, 0);
+        assert!(!a.behind(10, 500));
+        a.look(200, 5_000, true, 400, 0);
+        assert!(!a.behind(510, 500));
+        assert!(a.behind(511, 500));
+        // Once a look finds it empty, caught up.
+        a.look(10_000, 0, true, 600, 0);
+        assert!(!a.behind(5_000, 500));
+        // And the clock starts again with the next backlog.
+        a.look(11_000, 10, true, 700, 0);
+        assert!(!a.behind(1_200, 500));
+        assert!(a.behind(1_201, 500));
+        // Bytes seen waiting are dated by the look all the same.
+        assert_eq!(a.arrival(5_100), 10);
+        // A connection held back is not behind for what it does not read.
+        a.look(11_000, 10, false, 1_300, 0);
+        assert!(!a.behind(5_000, 500));
+    }
+
+    #[test]
+    fn a_burst_after_a_quiet_spell_is_fresh() {
+        let mut a = Arrivals::new(0);
+        a.look(100, 0, true, 10, 0);
+        // Quiet for a minute, then a burst read at once by a loop 5 ms
+        // late: it began to arrive at 60_005, not over the minute.
+        a.look(50_100, 0, true, 60_010, 5);
+        assert_eq!(a.arrival(101), 60_005);
+        assert_eq!(a.arrival(50_100), 60_010);
+        assert_eq!(a.arrived_by(60_004), 100);
+        // A look that finds nothing new changes nothing.
+        a.look(50_100, 0, true, 70_000, 0);
+        assert_eq!(a.arrived_by(69_000), 50_100);
+        assert_eq!(a.arrival(50_100), 60_010);
+    }
+
+    #[test]
+    fn consumed_bytes_are_forgotten_and_the_samples_stay_bounded() {
+        let mut a = Arrivals::new(0);
+        for i in 1..=1000 {
+            a.look(i * 100, 0, true, i * 10, 0);
+        }
+        assert!(a.samples.len() <= MAX_SAMPLES);
+        // Coarser at the end: still dated between the samples around.
+        assert_eq!(a.arrival(100), 10);
+        assert_eq!(a.arrival(100_000), 10_000);
+        assert_eq!(a.arrival(99_000), 9_900);
+        a.consumed(100_000);
+        assert_eq!(a.samples.len(), 1);
+        assert_eq!(a.arrival(100_000), 10_000);
+        a.look(100_500, 0, true, 10_100, 0);
+        assert_eq!(a.arrival(100_500), 10_100);
+    }
+
+    #[test]
+    fn nothing_is_late_before_the_clock_has_run_half_the_bound() {
+        // Bytes that arrived at 0, right after the start, are not late at 25.
+        assert_eq!(LIMITS.late_before(25), None);
+        assert_eq!(LIMITS.late_before(26), Some(0));
+        assert!(!LIMITS.waited_too_long(0, 25));
+        assert!(LIMITS.waited_too_long(0, 26));
+    }
+
+    #[test]
+    fn a_request_may_wait_up_to_half_the_bound_to_be_processed_and_not_longer() {
         assert!(!LIMITS.waited_too_long(1000, 1000));
-        assert!(!LIMITS.waited_too_long(1000, 1050));
-        assert!(LIMITS.waited_too_long(1000, 1051));
+        assert!(!LIMITS.waited_too_long(1000, 1025));
+        assert!(LIMITS.waited_too_long(1000, 1026));
         // A clock read before the stamp (another thread's) is no wait.
         assert!(!LIMITS.waited_too_long(1000, 990));
     }

@@ -101,6 +101,11 @@ pub(crate) struct Worker<F: Application> {
     pub lag_ms: std::cell::Cell<u64>,
     /// This event loop's Diameter connections.
     pub peers: Registry,
+    /// Until when (ms, [`Shared::now_ms`]) its connections shed every
+    /// request: one of them fell behind its peer (`overload::Arrivals::
+    /// behind`), and on one thread that means the loop has no time to
+    /// spare for anyone.
+    pub shedding_until: std::cell::Cell<u64>,
 }
 
 impl<F: Application> Worker<F> {

@@ -27,7 +27,13 @@
 //! * [`Connection::close`] starts a disconnection (DPR);
 //! * [`Connection::set_reading`] tells the connection whether the runtime
 //!   reads at all (it stops for backpressure): the time a partial message
-//!   may take to complete only runs while it does.
+//!   may take to complete only runs while it does;
+//! * [`Connection::shed_until`] sheds load: application requests up to a
+//!   point of the received stream (those that waited too long, as the
+//!   runtime judges from [`Connection::received`] and its clock) are
+//!   answered DIAMETER_TOO_BUSY (3004) by the connection itself, cheaply:
+//!   no validation, no application; [`Connection::poll_shed`] hands out
+//!   those answers.
 //!
 //! Time is passed in as milliseconds on any monotonic clock. After
 //! [`Event::Closed`] the connection takes no more input; the runtime writes
@@ -43,6 +49,7 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
 
+use crate::codes;
 use crate::dict::Dictionary;
 use crate::error::Error;
 use crate::header::{flags, frame_length, HEADER_LEN};
@@ -50,8 +57,12 @@ use crate::message::Message;
 use crate::peer::{self, CloseReason, Peer, PeerConfig, Role, State};
 use crate::validate::{encode_error_answer, validate_request, Options, Problem};
 
+mod busy;
 #[cfg(test)]
 mod tests;
+
+/// Room made at a time for the 3004 answers of shedding, in bytes.
+const SHED_BUFFER: usize = 32 * 1024;
 
 /// What every connection of one endpoint shares.
 #[derive(Debug, Clone)]
@@ -193,6 +204,20 @@ pub struct Connection {
     outstanding: FxHashMap<u32, u64>,
     /// Outstanding requests given up on, to report.
     timed_out: VecDeque<u32>,
+    /// Bytes of the received stream consumed: framed, or dropped at close.
+    consumed: u64,
+    /// Application requests ending at or before this stream offset are
+    /// shed (answered 3004 here).
+    shed_until: u64,
+    /// The 3004 answers of shedding not yet handed out, and how many.
+    shed: BytesMut,
+    shed_count: usize,
+    /// The constant AVPs of those answers, once the first is built.
+    busy_template: Vec<u8>,
+    /// Whether a request shed in this [`Connection::poll_event`] call has
+    /// started the watchdog again (once per call is enough: the time is
+    /// the same).
+    shed_fed_watchdog: bool,
 }
 
 impl Connection {
@@ -225,6 +250,12 @@ impl Connection {
             cea_at: None,
             outstanding: FxHashMap::default(),
             timed_out: VecDeque::new(),
+            consumed: 0,
+            shed_until: 0,
+            shed: BytesMut::new(),
+            shed_count: 0,
+            busy_template: Vec::new(),
+            shed_fed_watchdog: false,
         }
     }
 
@@ -275,6 +306,57 @@ impl Connection {
     /// appending. Its length is what is buffered and not yet handled.
     pub fn read_buffer(&mut self) -> &mut BytesMut {
         &mut self.rx
+    }
+
+    /// Bytes received so far: the stream offset just past the last byte
+    /// appended to [`Connection::read_buffer`] (consumed or still there).
+    /// The offsets [`Connection::shed_until`] takes count from here.
+    pub fn received(&self) -> u64 {
+        self.consumed + self.rx.len() as u64
+    }
+
+    /// Bytes of the received stream consumed so far: the stream offset
+    /// just past the last message handled (or shed). Right after
+    /// [`Connection::poll_event`] hands out a request, the offset of its
+    /// last byte plus one.
+    pub fn consumed(&self) -> u64 {
+        self.consumed
+    }
+
+    /// Sheds load: until called again, every application request (not CER, DWR
+    /// or DPR, nor an answer) whose last byte is at or before `offset` in
+    /// the received stream (see [`Connection::received`]) is answered
+    /// DIAMETER_TOO_BUSY (3004) by the connection itself and never handed
+    /// out. The answer is the generic error answer (RFC 6733 section 7.2,
+    /// E bit set) with the request's Session-Id, this endpoint's identity,
+    /// the request's Auth-Application-Id, CC-Request-Type and
+    /// CC-Request-Number (what a CCA must carry, RFC 8506 section 3.2) and
+    /// its Proxy-Info AVPs; building it walks the request's top-level AVP
+    /// headers once, no more: no validation, no dictionary. A request
+    /// whose AVPs cannot be walked is handled as usual (validation answers
+    /// it). Only while the connection is open. 0 sheds nothing,
+    /// `u64::MAX` every request. [`Connection::poll_shed`] hands the
+    /// answers out.
+    pub fn shed_until(&mut self, offset: u64) {
+        self.shed_until = offset;
+    }
+
+    /// The 3004 answers of shedding built and not yet handed out by
+    /// [`Connection::poll_shed`].
+    pub fn shed_pending(&self) -> usize {
+        self.shed_count
+    }
+
+    /// The 3004 answers of shedding ([`Connection::shed_until`]) built
+    /// since the last call, and how many there are; they answer requests
+    /// that changed nothing, so they may leave at once, ahead of answers
+    /// queued before them.
+    pub fn poll_shed(&mut self) -> Option<(Bytes, usize)> {
+        if self.shed_count == 0 {
+            return None;
+        }
+        let n = std::mem::take(&mut self.shed_count);
+        Some((self.shed.split().freeze(), n))
     }
 
     /// Bytes were appended to [`Connection::read_buffer`] at `now`.
@@ -482,6 +564,7 @@ impl Connection {
     /// The next thing the application must see, handling the buffered
     /// input one message at a time; `None` when nothing whole is left.
     pub fn poll_event(&mut self) -> Option<Event> {
+        self.shed_fed_watchdog = false;
         loop {
             if let Some(hop_by_hop) = self.timed_out.pop_front() {
                 return Some(Event::AnswerTimeout { hop_by_hop });
@@ -514,12 +597,62 @@ impl Connection {
                     continue;
                 }
             };
-            let frame = self.rx.split_to(n).freeze();
             self.partial = None;
+            let end = self.consumed + n as u64;
+            if end <= self.shed_until && self.shed_one(n) {
+                continue;
+            }
+            self.consumed = end;
+            let frame = self.rx.split_to(n).freeze();
             if let Some(ev) = self.process(frame) {
                 return Some(ev);
             }
         }
+    }
+
+    /// Answers the whole message of `n` bytes at the head of the read
+    /// buffer 3004 and drops it, if it is an application request on an
+    /// open connection whose AVPs can be walked (see
+    /// [`Connection::shed_until`]); otherwise leaves it and returns false.
+    fn shed_one(&mut self, n: usize) -> bool {
+        let frame = &self.rx[..n];
+        let Ok(msg) = Message::parse(frame) else {
+            return false;
+        };
+        let base = matches!(
+            msg.command_code(),
+            codes::cmd::CAPABILITIES_EXCHANGE
+                | codes::cmd::DEVICE_WATCHDOG
+                | codes::cmd::DISCONNECT_PEER
+        );
+        if !msg.is_request() || base || self.peer.state() != State::Open {
+            return false;
+        }
+        if self.busy_template.is_empty() {
+            self.busy_template = busy::template(&self.config.peer);
+        }
+        // The answer is never larger than the request and the constant
+        // part; room for many at once, so that building them seldom
+        // allocates.
+        let most = n + self.busy_template.len();
+        if self.shed.capacity() - self.shed.len() < most {
+            self.shed.reserve(most.max(SHED_BUFFER));
+        }
+        if !busy::answer(&mut self.shed, frame, &self.busy_template) {
+            return false;
+        }
+        // Received traffic all the same: the watchdog starts again.
+        if !self.shed_fed_watchdog {
+            self.shed_fed_watchdog = true;
+            let _ = self
+                .peer
+                .handle(&self.config.peer, &msg, self.now, &mut self.tx);
+        }
+        self.cea_at = None;
+        self.shed_count += 1;
+        self.consumed += n as u64;
+        bytes::Buf::advance(&mut self.rx, n);
+        true
     }
 
     /// Starts the incomplete-message clock when a partial message is left.
@@ -551,6 +684,7 @@ impl Connection {
             return true;
         }
         let frame = self.rx.split_to(end);
+        self.consumed += end as u64;
         if let Err(problem) =
             validate_request(self.config.dictionary, &frame, &self.config.validation)
         {
@@ -645,6 +779,7 @@ impl Connection {
     fn shut(&mut self, reason: Close) {
         if self.closed.is_none() {
             self.closed = Some(reason);
+            self.consumed += self.rx.len() as u64;
             self.rx.clear();
             self.partial = None;
         }

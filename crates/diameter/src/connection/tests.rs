@@ -656,3 +656,129 @@ fn no_request_is_sent_before_the_connection_is_open() {
     assert_eq!(s.send_request(&rar(0), false, 0, 1_000), None);
     assert!(!s.has_transmit());
 }
+
+/// Sheds the server's requests up to `offset` and hands it `bytes`:
+/// returns the events, the shed answers, and how many were shed.
+fn shed(p: &mut Pair, offset: u64, bytes: &[u8]) -> (Vec<Event>, Vec<Vec<u8>>, usize) {
+    p.server.shed_until(offset);
+    p.server.handle_data(bytes, p.now);
+    let mut events = Vec::new();
+    while let Some(ev) = p.server.poll_event() {
+        events.push(ev);
+    }
+    let pending = p.server.shed_pending();
+    let (out, n) = p.server.poll_shed().unwrap_or_default();
+    assert_eq!(n, pending);
+    assert!(p.server.poll_shed().is_none(), "handed out once");
+    (events, messages(&out), n)
+}
+
+#[test]
+fn requests_up_to_the_shed_offset_get_3004_from_the_connection_and_the_rest_are_handed_out() {
+    let mut p = Pair::open();
+    p.echo = false;
+    let start = p.server.received();
+    assert_eq!(p.server.consumed(), start);
+    let one = ccr(0, true).len() as u64;
+    let mut many = Vec::new();
+    for i in 0..10 {
+        many.extend(ccr(i, true));
+    }
+    // The first three end at or before the offset; the fourth ends one
+    // byte past it.
+    let (events, shed_answers, n) = shed(&mut p, start + 3 * one + one - 1, &many);
+    assert_eq!(n, 3);
+    let handed: Vec<u32> = events
+        .iter()
+        .map(|e| match e {
+            Event::Request(f) => Message::parse(f).unwrap().header().hop_by_hop,
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(handed, (3..10).collect::<Vec<_>>());
+    for (i, a) in shed_answers.iter().enumerate() {
+        let m = Message::parse(a).unwrap();
+        assert_eq!(m.header().hop_by_hop, i as u32);
+        assert!(m.header().is_error() && !m.is_request());
+        assert_eq!(result_code(a), Some(result::TOO_BUSY));
+        assert_eq!(
+            m.find(avp::ORIGIN_HOST).unwrap().data(),
+            b"server.example.net"
+        );
+        assert_eq!(m.find(avp::CC_REQUEST_TYPE).unwrap().i32().unwrap(), 1);
+        assert_eq!(m.find(avp::CC_REQUEST_NUMBER).unwrap().u32().unwrap(), 0);
+    }
+    assert_eq!(p.server.consumed(), start + 10 * one);
+    assert_eq!(p.server.received(), p.server.consumed());
+    // Nothing went to the ordinary output.
+    assert!(!p.server.has_transmit());
+    // Shedding off again: handed out.
+    let (events, _, n) = shed(&mut p, 0, &ccr(42, true));
+    assert_eq!((events.len(), n), (1, 0));
+}
+
+#[test]
+fn shedding_everything_spares_base_protocol_messages_and_answers() {
+    let mut p = Pair::open();
+    p.echo = false;
+    // A DWR from the client: answered by the peer layer, not shed.
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(&mut b, cmd::DEVICE_WATCHDOG, app::COMMON, false, 5, 5);
+    e.str(avp::ORIGIN_HOST, "client.example.net")
+        .str(avp::ORIGIN_REALM, "example.net");
+    e.finish().unwrap();
+    let mut input = b.to_vec();
+    input.extend(ccr(6, true));
+    let (events, shed_answers, n) = shed(&mut p, u64::MAX, &input);
+    assert!(events.is_empty(), "{events:?}");
+    assert_eq!(n, 1);
+    assert_eq!(
+        Message::parse(&shed_answers[0])
+            .unwrap()
+            .header()
+            .hop_by_hop,
+        6
+    );
+    let dwa = messages(&p.server.poll_transmit().unwrap());
+    assert_eq!(dwa.len(), 1);
+    assert_eq!(
+        Message::parse(&dwa[0]).unwrap().command_code(),
+        cmd::DEVICE_WATCHDOG
+    );
+    assert_eq!(result_code(&dwa[0]), Some(2001));
+}
+
+#[test]
+fn a_shed_request_resets_the_watchdog_like_any_other() {
+    let mut p = Pair::open();
+    p.echo = false;
+    let before = p.server.poll_timeout().unwrap();
+    p.now = 5_000;
+    shed(&mut p, u64::MAX, &ccr(1, true));
+    assert!(p.server.poll_timeout().unwrap() > before);
+}
+
+#[test]
+fn a_request_that_cannot_be_walked_is_not_shed_but_validated() {
+    let mut p = Pair::open();
+    p.echo = false;
+    let mut bad = ccr(9, true);
+    // The last AVP claims more bytes than the message has.
+    let last = bad.len() - 12;
+    bad[last + 7] = 0xF0;
+    let (events, _, n) = shed(&mut p, u64::MAX, &bad);
+    assert_eq!(n, 0);
+    assert!(
+        matches!(events[..], [Event::Rejected { result_code }] if result_code != result::TOO_BUSY),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn nothing_is_shed_before_the_capabilities_exchange() {
+    let mut p = Pair::new();
+    p.server.shed_until(u64::MAX);
+    p.drive();
+    assert_eq!(p.server.state(), State::Open);
+    assert_eq!(p.server.shed_pending(), 0);
+}
