@@ -207,6 +207,7 @@
 //!   records or 512 MiB of journal) a shard restarts in about 3 s.
 
 mod cdr_file;
+mod cdr_json;
 pub mod cdr_tool;
 mod error;
 pub mod journal;
