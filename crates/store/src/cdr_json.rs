@@ -43,25 +43,10 @@ impl<'a> Cursor<'a> {
         if b < 0x80 {
             return Some(b.into());
         }
-        self.u64_long(b)
-    }
-
-    #[inline(never)]
-    fn u64_long(&mut self, first: u8) -> Option<u64> {
-        let mut v = u64::from(first & 0x7f);
-        let mut shift = 7;
-        loop {
-            let b = self.byte()?;
-            if shift == 63 {
-                // The tenth byte holds the top bit only, and ends it.
-                return (b <= 1).then_some(v | u64::from(b) << 63);
-            }
-            v |= u64::from(b & 0x7f) << shift;
-            if b & 0x80 == 0 {
-                return Some(v);
-            }
-            shift += 7;
-        }
+        // By value, so that the cursor stays in registers.
+        let (v, pos) = u64_long(self.buf, self.pos, b)?;
+        self.pos = pos;
+        Some(v)
     }
 
     #[inline(always)]
@@ -92,6 +77,27 @@ impl<'a> Cursor<'a> {
         let b = &self.buf[self.pos..end];
         self.pos = end;
         Some(b)
+    }
+}
+
+/// The rest of a varint whose first byte was `first`, read from
+/// `buf[pos..]`: its value and the position after it.
+#[inline(never)]
+fn u64_long(buf: &[u8], mut pos: usize, first: u8) -> Option<(u64, usize)> {
+    let mut v = u64::from(first & 0x7f);
+    let mut shift = 7;
+    loop {
+        let b = *buf.get(pos)?;
+        pos += 1;
+        if shift == 63 {
+            // The tenth byte holds the top bit only, and ends it.
+            return (b <= 1).then_some((v | u64::from(b) << 63, pos));
+        }
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some((v, pos));
+        }
+        shift += 7;
     }
 }
 
@@ -161,11 +167,9 @@ fn digits(v: u64) -> usize {
 const LINE_MAX: usize = 2048;
 
 /// The room one line is written in before it is copied to the output
-/// whole (kept by the caller from line to line). Every write checks its
-/// room and fails with `None` instead of panicking.
+/// whole (kept by the caller from line to line).
 pub(crate) struct Line {
     buf: Box<[u8; LINE_MAX]>,
-    pos: usize,
 }
 
 impl Line {
@@ -173,10 +177,19 @@ impl Line {
     pub(crate) fn new() -> Line {
         Line {
             buf: Box::new([0; LINE_MAX]),
-            pos: 0,
         }
     }
+}
 
+/// Writes one line into a [`Line`]'s room. A local of `line` (all its
+/// methods inline), so that its position stays in a register. Every write
+/// checks its room and fails with `None` instead of panicking.
+struct W<'a> {
+    buf: &'a mut [u8; LINE_MAX],
+    pos: usize,
+}
+
+impl W<'_> {
     #[inline(always)]
     fn put(&mut self, s: &[u8]) -> Option<()> {
         let end = self.pos + s.len();
@@ -195,8 +208,7 @@ impl Line {
             let k = (v % 100) as usize * 2;
             v /= 100;
             i -= 2;
-            d[i] = DIGITS[k];
-            d[i + 1] = DIGITS[k + 1];
+            d[i..i + 2].copy_from_slice(&DIGITS[k..k + 2]);
         }
         if v >= 10 {
             let k = v as usize * 2;
@@ -257,12 +269,12 @@ impl Line {
 /// `None` with `out` unchanged when the record is one this path leaves to
 /// the decoder (see the module documentation).
 pub(crate) fn json_line(rec: &[u8], l: &mut Line, out: &mut Vec<u8>) -> Option<(u64, usize)> {
-    l.pos = 0;
-    line(rec, l, out)
+    line(rec, &mut l.buf, out)
 }
 
-fn line(rec: &[u8], l: &mut Line, out: &mut Vec<u8>) -> Option<(u64, usize)> {
+fn line(rec: &[u8], buf: &mut [u8; LINE_MAX], out: &mut Vec<u8>) -> Option<(u64, usize)> {
     let mut c = Cursor { buf: rec, pos: 0 };
+    let mut l = W { buf, pos: 0 };
     let tag = c.byte()?;
     if tag != TAG_CDR && tag != TAG_CDR_RATED {
         return None;
@@ -407,14 +419,21 @@ mod tests {
             u64::MAX / 10,
             u64::MAX,
         ]) {
-            let mut l = Line::new();
-            l.pos = 1;
+            let mut room = Line::new();
+            let mut l = W {
+                buf: &mut room.buf,
+                pos: 1,
+            };
             l.u64(v).unwrap();
             assert_eq!(&l.buf[1..l.pos], v.to_string().as_bytes());
             assert_eq!(digits(v), v.to_string().len());
         }
         for v in [0i64, -1, -10, i64::MIN, i64::MAX, -1234567] {
-            let mut l = Line::new();
+            let mut room = Line::new();
+            let mut l = W {
+                buf: &mut room.buf,
+                pos: 0,
+            };
             l.i64(v).unwrap();
             assert_eq!(&l.buf[..l.pos], v.to_string().as_bytes());
         }
