@@ -103,35 +103,38 @@ fn u64_long(buf: &[u8], mut pos: usize, first: u8) -> Option<(u64, usize)> {
 
 /// Whether every byte is printable ASCII that JSON writes as it is: no
 /// control character, quote, backslash or byte above 0x7f. Eight bytes at
-/// a time (the "has a byte less than n" word trick, exact).
-#[inline]
+/// a time (the "has a byte less than n" and "has a zero byte" word
+/// tricks: exact for whether any byte matches); the last word overlaps the
+/// one before, and a string shorter than a word is checked byte by byte.
+#[inline(always)]
 fn plain(s: &[u8]) -> bool {
     const ONES: u64 = u64::from_ne_bytes([1; 8]);
     const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH != 0;
-    let special = |word: [u8; 8]| {
-        let x = u64::from_ne_bytes(word);
-        x & HIGH != 0
-            || x.wrapping_sub(ONES * 0x20) & !x & HIGH != 0
-            || has_zero(x ^ (ONES * u64::from(b'"')))
-            || has_zero(x ^ (ONES * u64::from(b'\\')))
+    let special = |x: u64| {
+        let below_space = x.wrapping_sub(ONES * 0x20) & !x;
+        let q = x ^ (ONES * u64::from(b'"'));
+        let quote = q.wrapping_sub(ONES) & !q;
+        let b = x ^ (ONES * u64::from(b'\\'));
+        let backslash = b.wrapping_sub(ONES) & !b;
+        (x | below_space | quote | backslash) & HIGH != 0
     };
+    let word = |w: &[u8]| {
+        let mut a = [0u8; 8];
+        a.copy_from_slice(w);
+        u64::from_ne_bytes(a)
+    };
+    if s.len() < 8 {
+        return s
+            .iter()
+            .all(|&b| (0x20..0x80).contains(&b) && b != b'"' && b != b'\\');
+    }
     let mut chunks = s.chunks_exact(8);
     for c in &mut chunks {
-        let mut word = [0u8; 8];
-        word.copy_from_slice(c);
-        if special(word) {
+        if special(word(c)) {
             return false;
         }
     }
-    let rest = chunks.remainder();
-    if rest.is_empty() {
-        return true;
-    }
-    // The last bytes, padded with a letter.
-    let mut word = [b'a'; 8];
-    word[..rest.len()].copy_from_slice(rest);
-    !special(word)
+    chunks.remainder().is_empty() || !special(word(&s[s.len() - 8..]))
 }
 
 const DIGITS: &[u8; 200] = b"\
