@@ -207,7 +207,16 @@ impl W<'_> {
         let end = self.pos + n;
         let d = self.buf.get_mut(self.pos..end)?;
         let mut i = n;
-        while v >= 100 {
+        // Four digits a turn, then two.
+        while v >= 10_000 {
+            let r = (v % 10_000) as usize;
+            v /= 10_000;
+            let (hi, lo) = (r / 100 * 2, r % 100 * 2);
+            i -= 4;
+            d[i..i + 2].copy_from_slice(&DIGITS[hi..hi + 2]);
+            d[i + 2..i + 4].copy_from_slice(&DIGITS[lo..lo + 2]);
+        }
+        if v >= 100 {
             let k = (v % 100) as usize * 2;
             v /= 100;
             i -= 2;
