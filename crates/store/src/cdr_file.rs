@@ -314,6 +314,18 @@ impl CdrWriter {
     /// what is pending. On error the lines stay pending and the file is cut
     /// back to its last whole line.
     pub(crate) fn write(&mut self, lines: &[u8], records: u64, now: Timestamp) -> Result<()> {
+        if self.backlog.is_empty() {
+            // Nothing pending (the usual case): written from the caller's
+            // buffer, copied into the backlog only if the write fails.
+            return match self.write_now(lines, records, now) {
+                Ok(()) => Ok(()),
+                Err(e) => {
+                    self.backlog.extend_from_slice(lines);
+                    self.backlog_records += records;
+                    Err(e)
+                }
+            };
+        }
         self.backlog.extend_from_slice(lines);
         self.backlog_records += records;
         self.flush(now)
@@ -324,16 +336,27 @@ impl CdrWriter {
         if self.backlog.is_empty() {
             return Ok(());
         }
+        let backlog = std::mem::take(&mut self.backlog);
+        let r = self.write_now(&backlog, self.backlog_records, now);
+        self.backlog = backlog;
+        if r.is_ok() {
+            self.backlog.clear();
+            self.backlog_records = 0;
+        }
+        r
+    }
+
+    /// Appends `lines` (`records` records) to the file; on error the file
+    /// is cut back to its last whole line and nothing is counted.
+    fn write_now(&mut self, lines: &[u8], records: u64, now: Timestamp) -> Result<()> {
         let file = ensure_open(&mut self.file, &self.path)?;
-        if let Err(e) = file.write_all(&self.backlog) {
+        if let Err(e) = file.write_all(lines) {
             let _ = file.set_len(self.len);
             return Err(io_err("write", &self.path)(e));
         }
-        self.len += self.backlog.len() as u64;
+        self.len += lines.len() as u64;
         self.wb.advance(file, self.len);
-        self.next += self.backlog_records;
-        self.backlog.clear();
-        self.backlog_records = 0;
+        self.next += records;
         if self.opened_at.is_none() {
             self.opened_at = Some(now);
         }

@@ -513,16 +513,23 @@ impl JournalWriter {
         let r = (|| {
             while done < total {
                 let mut skip = done;
-                let mut slices = Vec::with_capacity(parts.len());
+                // On the stack: a frame is a few parts (more are written
+                // by the next turns of the loop).
+                let mut slices = [IoSlice::new(&[]); 8];
+                let mut k = 0;
                 for p in parts {
                     if skip >= p.len() {
                         skip -= p.len();
                         continue;
                     }
-                    slices.push(IoSlice::new(&p[skip..]));
+                    if k == slices.len() {
+                        break;
+                    }
+                    slices[k] = IoSlice::new(&p[skip..]);
+                    k += 1;
                     skip = 0;
                 }
-                match (&self.file).write_vectored(&slices) {
+                match (&self.file).write_vectored(&slices[..k]) {
                     Ok(0) => return Err(std::io::Error::from(std::io::ErrorKind::WriteZero)),
                     Ok(n) => done += n,
                     Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}

@@ -137,8 +137,9 @@
 //! The commit job then queues the batch's CDR records for the CDR writer
 //! thread (in synchronous mode only once the frame is durable; the queue
 //! is bounded, so a slow CDR disk holds commits back instead of growing
-//! memory), which encodes them and appends the lines to the open CDR file
-//! in order, without a sync: if they are lost in a crash, opening the
+//! memory), which encodes them (JSON lines straight from the binary
+//! records, with no decoded record in between) and appends the lines to
+//! the open CDR file in order, without a sync: if they are lost in a crash, opening the
 //! store writes them again from the journal; lines the journal never made
 //! durable (asynchronous mode) are cut from the CDR file and their
 //! sequence numbers are given again, so numbers stay unique and gap-free
@@ -207,6 +208,7 @@
 //!   records or 512 MiB of journal) a shard restarts in about 3 s.
 
 mod cdr_file;
+mod cdr_json;
 pub mod cdr_tool;
 mod error;
 pub mod journal;

@@ -1086,7 +1086,7 @@ impl<'a> Decoder<'a> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -1335,7 +1335,8 @@ mod tests {
             )
     }
 
-    fn cdr() -> impl Strategy<Value = Cdr> {
+    /// Any CDR, its text any Unicode.
+    pub(crate) fn cdr() -> impl Strategy<Value = Cdr> {
         let strings = (".{0,12}", ".{0,40}", ".{0,20}", ".{0,20}");
         let opts = (
             any::<Option<u32>>(),
@@ -1400,6 +1401,25 @@ mod tests {
                 Some(TariffChangeUsage::Before),
                 Some(TariffChangeUsage::After),
             ][r.4 as usize],
+        })
+    }
+
+    /// Any CDR whose text JSON writes as it is (printable ASCII without
+    /// quote or backslash), now and then with one other character.
+    pub(crate) fn plain_cdr() -> impl Strategy<Value = Cdr> {
+        (cdr(), any::<bool>()).prop_map(|(c, keep_one)| {
+            let mut kept = !keep_one;
+            let mut plain = |s: &String| -> String {
+                s.chars()
+                    .filter(|&ch| {
+                        let ok = (' '..='~').contains(&ch) && ch != '"' && ch != '\\';
+                        ok || !std::mem::replace(&mut kept, true)
+                    })
+                    .collect()
+            };
+            let mut p = c.map_text(&mut plain);
+            p.sequence = c.sequence;
+            p
         })
     }
 

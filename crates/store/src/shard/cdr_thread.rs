@@ -14,9 +14,10 @@
 
 use super::Durability;
 use crate::cdr_file::CdrWriter;
+use crate::cdr_json;
 use crate::error::{io_err, Error, Result};
-use crate::journal;
 use crate::names::CdrFormat;
+use crate::record::{DecodeError, Decoder};
 use gyro_charging::{CdrView, Timestamp};
 use std::fs::File;
 use std::path::PathBuf;
@@ -60,6 +61,68 @@ impl LineEncoder {
             }
         }
     }
+}
+
+/// Appends the CDR file lines of a batch's CDR section (`n` records
+/// numbered from `first`) to `out`. JSON lines are written straight from
+/// the records ([`cdr_json`]); a record that path leaves, and every CSV
+/// line, goes through the decoded record.
+pub(super) fn encode_lines(
+    format: CdrFormat,
+    cdrs: &[u8],
+    n: u32,
+    first: u64,
+    line: &mut cdr_json::Line,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let bad = |at: usize, e: DecodeError| Error::Encode {
+        what: "CDR line",
+        reason: format!("record at byte {at}: {e}"),
+    };
+    let mut enc = LineEncoder::new(format);
+    let mut pos = 0usize;
+    let mut k = 0u64;
+    while pos < cdrs.len() {
+        let expected = first.wrapping_add(k);
+        let fast = match format {
+            CdrFormat::JsonLines => cdr_json::json_line(&cdrs[pos..], line, out),
+            CdrFormat::Csv => None,
+        };
+        let (sequence, len) = match fast {
+            Some(read) => read,
+            None => {
+                let mut d = Decoder::new(&cdrs[pos..]);
+                let c = d.cdr_view().map_err(|e| bad(pos, e))?;
+                if c.sequence == expected {
+                    enc.line(&c, out)?;
+                }
+                (c.sequence, d.position())
+            }
+        };
+        if sequence != expected {
+            return Err(bad(
+                pos,
+                DecodeError::CountMismatch {
+                    what: "CDR sequence",
+                    expected,
+                    found: sequence,
+                },
+            ));
+        }
+        pos += len;
+        k += 1;
+    }
+    if k != u64::from(n) {
+        return Err(bad(
+            cdrs.len(),
+            DecodeError::CountMismatch {
+                what: "CDRs",
+                expected: n.into(),
+                found: k,
+            },
+        ));
+    }
+    Ok(())
 }
 
 /// A message to the CDR writer.
@@ -205,6 +268,7 @@ impl CdrThread {
             unsynced_since: None,
             ready_pending: Some(generation),
             lines: Vec::with_capacity(64 << 10),
+            line: cdr_json::Line::new(),
             format,
             shared: shared.clone(),
         };
@@ -292,6 +356,8 @@ struct Writer {
     /// A generation to publish as ready once the CDR file is durable.
     ready_pending: Option<u64>,
     lines: Vec<u8>,
+    /// Where each JSON line is written before it joins `lines`.
+    line: cdr_json::Line,
     format: CdrFormat,
     shared: Arc<Shared>,
 }
@@ -384,21 +450,9 @@ impl Writer {
             return;
         }
         self.lines.clear();
-        let mut enc = LineEncoder::new(self.format);
-        let lines = &mut self.lines;
-        let mut err = None;
-        let decoded = journal::decode_cdrs(cdrs, n, first, |c| {
-            if let Err(e) = enc.line(c, lines) {
-                err.get_or_insert(e);
-            }
-        });
-        let r = match (decoded, err) {
-            (Err((at, e)), _) => Err(Error::Encode {
-                what: "CDR line",
-                reason: format!("record at byte {at}: {e}"),
-            }),
-            (Ok(()), Some(e)) => Err(e),
-            (Ok(()), None) => self.cdr.write(&self.lines, n.into(), now),
+        let r = match encode_lines(self.format, cdrs, n, first, &mut self.line, &mut self.lines) {
+            Ok(()) => self.cdr.write(&self.lines, n.into(), now),
+            Err(e) => Err(e),
         };
         let mut report = self.shared.report();
         report.cdr_bytes += self.lines.len() as u64;
@@ -498,5 +552,123 @@ impl Writer {
         let r = self.cdr.rotate(now)?;
         self.shared.report().cdr_path = self.cdr.path.clone();
         Ok(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::encode_cdr;
+    use crate::record::tests::{cdr, plain_cdr};
+    use gyro_charging::Cdr;
+    use proptest::prelude::*;
+
+    /// The lines through the decoded records only (the reference).
+    fn decoded_lines(format: CdrFormat, cdrs: &[Cdr]) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut enc = LineEncoder::new(format);
+        for c in cdrs {
+            enc.line(&c.view(), &mut out).unwrap();
+        }
+        out
+    }
+
+    fn numbered(mut cdrs: Vec<Cdr>, first: u64) -> (Vec<Cdr>, Vec<u8>) {
+        let mut section = Vec::new();
+        for (i, c) in cdrs.iter_mut().enumerate() {
+            c.sequence = first.wrapping_add(i as u64);
+            encode_cdr(&mut section, c);
+        }
+        (cdrs, section)
+    }
+
+    #[test]
+    fn a_plain_gy_record_takes_the_direct_path() {
+        let c = Cdr {
+            sequence: 12,
+            node_id: "gyro-1".into(),
+            session_id: "pgw.example;1;2".into(),
+            subscriber: "e164:46700000001".into(),
+            service_context: "32251@3gpp.org".into(),
+            rating_group: Some(10),
+            unit: Some(gyro_charging::UnitKind::Octets),
+            total_octets: 500_000,
+            amount: -3,
+            balance_after: 99,
+            result_code: 2001,
+            plan: "default".into(),
+            ..Cdr::default()
+        };
+        let (cdrs, section) = numbered(vec![c], 12);
+        let mut out = Vec::new();
+        assert_eq!(
+            cdr_json::json_line(&section, &mut cdr_json::Line::new(), &mut out),
+            Some((12, section.len()))
+        );
+        assert_eq!(out, decoded_lines(CdrFormat::JsonLines, &cdrs));
+        // A line too long for the direct path goes through the decoder.
+        let mut long = cdrs[0].clone();
+        long.session_id = "s".repeat(5000);
+        let (cdrs, section) = numbered(vec![cdrs[0].clone(), long], 12);
+        let first_len = section.len() - {
+            let mut b = Vec::new();
+            encode_cdr(&mut b, &cdrs[1]);
+            b.len()
+        };
+        assert_eq!(
+            cdr_json::json_line(&section[first_len..], &mut cdr_json::Line::new(), &mut out),
+            None
+        );
+        out.clear();
+        encode_lines(
+            CdrFormat::JsonLines,
+            &section,
+            2,
+            12,
+            &mut cdr_json::Line::new(),
+            &mut out,
+        )
+        .unwrap();
+        assert_eq!(out, decoded_lines(CdrFormat::JsonLines, &cdrs));
+    }
+
+    proptest! {
+        #[test]
+        fn json_lines_from_records_are_the_bytes_of_the_decoded_records(
+            cdrs in proptest::collection::vec(prop_oneof![plain_cdr(), cdr()], 1..8),
+            first in any::<u64>(),
+        ) {
+            let (cdrs, section) = numbered(cdrs, first);
+            for format in [CdrFormat::JsonLines, CdrFormat::Csv] {
+                let mut out = b"kept".to_vec();
+                encode_lines(format, &section, cdrs.len() as u32, first, &mut cdr_json::Line::new(), &mut out).unwrap();
+                prop_assert_eq!(&out[..4], b"kept");
+                let want = decoded_lines(format, &cdrs);
+                prop_assert_eq!(
+                    String::from_utf8_lossy(&out[4..]),
+                    String::from_utf8_lossy(&want)
+                );
+            }
+        }
+
+        #[test]
+        fn damaged_sections_are_errors_not_panics(
+            cdrs in proptest::collection::vec(plain_cdr(), 1..4),
+            cut in any::<prop::sample::Index>(),
+            flip in any::<(prop::sample::Index, u8)>(),
+        ) {
+            let (cdrs, section) = numbered(cdrs, 7);
+            let n = cdrs.len() as u32;
+            let mut out = Vec::new();
+            let at = cut.index(section.len());
+            prop_assert!(encode_lines(CdrFormat::JsonLines, &section[..at], n, 7, &mut cdr_json::Line::new(), &mut out).is_err());
+            prop_assert!(encode_lines(CdrFormat::JsonLines, &section, n + 1, 7, &mut cdr_json::Line::new(), &mut out).is_err());
+            prop_assert!(encode_lines(CdrFormat::JsonLines, &section, n, 8, &mut cdr_json::Line::new(), &mut out).is_err());
+            let mut bad = section.clone();
+            let i = flip.0.index(bad.len());
+            bad[i] ^= flip.1 | 1;
+            // Anything but a panic.
+            let _ = encode_lines(CdrFormat::JsonLines, &bad, n, 7, &mut cdr_json::Line::new(), &mut out);
+        }
     }
 }
