@@ -165,7 +165,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 3;
+pub const LIBRARY_VERSION: i64 = 4;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -332,7 +332,53 @@ pub struct Expire {
     pub cdr: Cdr,
 }
 
-/// One money step.
+/// Releases every reservation a session still holds on an account (a
+/// CCR-Terminate: the services it did not report go too). No CDR: nothing
+/// is charged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndSession {
+    /// The account.
+    pub account: AccountId,
+    /// Request key.
+    pub request: String,
+    /// Diameter Session-Id.
+    pub session: String,
+}
+
+/// What any node needs to serve a session it did not open: kept under
+/// the session's own key ([`keys::Keys::session`]), found from the
+/// Session-Id alone.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    /// The account the session charges.
+    pub account: AccountId,
+    /// The subscriber (`kind:data`), for CDRs.
+    pub subscriber: String,
+    /// Service-Context-Id of the session's CCR-Initial.
+    pub service_context: String,
+    /// The node that served its latest request.
+    pub owner: String,
+    /// Its Tcc deadline when written (the record is kept until then).
+    pub deadline: Timestamp,
+    /// The CC-Request-Number of the CCR-Terminate that ended it (the
+    /// record is then kept a short while, so that a retransmission of
+    /// that request finds it); none while it is open.
+    pub ended: Option<u32>,
+}
+
+/// Writes (or renews) a session's record, kept for `ttl` (a plain `SET
+/// ... PX` in the session's slot: idempotent, no request key needed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutSession {
+    /// Diameter Session-Id.
+    pub session: String,
+    /// The record.
+    pub record: SessionRecord,
+    /// How long the cluster keeps it.
+    pub ttl: std::time::Duration,
+}
+
+/// One step: a money step, or the write of a session record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     /// [`Reserve`].
@@ -347,6 +393,10 @@ pub enum Step {
     TopUp(TopUp),
     /// [`Expire`].
     Expire(Expire),
+    /// [`EndSession`].
+    End(EndSession),
+    /// [`PutSession`] (not a money step; in the session's slot).
+    Session(PutSession),
 }
 
 /// The request key of the `step`-th money step of a Diameter request:
@@ -366,6 +416,8 @@ impl Step {
             Step::Refund(s) => s.account,
             Step::TopUp(s) => s.account,
             Step::Expire(s) => s.account,
+            Step::End(s) => s.account,
+            Step::Session(s) => s.record.account,
         }
     }
 
@@ -381,10 +433,12 @@ impl Step {
             Step::Refund(s) => &s.request,
             Step::TopUp(s) => &s.request,
             Step::Expire(s) => &s.request,
+            Step::End(s) => &s.request,
+            Step::Session(s) => &s.session,
         }
     }
 
-    /// The Redis Function that runs it.
+    /// The Redis Function that runs it (`SET` for a session record).
     pub fn function(&self) -> &'static str {
         match self {
             Step::Reserve(_) => "gyro_reserve",
@@ -393,6 +447,8 @@ impl Step {
             Step::Refund(_) => "gyro_refund",
             Step::TopUp(_) => "gyro_topup",
             Step::Expire(_) => "gyro_expire",
+            Step::End(_) => "gyro_end",
+            Step::Session(_) => "SET",
         }
     }
 }
@@ -477,6 +533,15 @@ pub enum Outcome {
         /// The session-end CDR's sequence number (0: none written).
         sequence: u64,
     },
+    /// [`Step::End`].
+    Ended {
+        /// Reservations released.
+        reservations: u64,
+        /// Money they gave back.
+        money: i64,
+    },
+    /// [`Step::Session`]: the record is written.
+    SessionKept,
 }
 
 /// An account as the cluster holds it.
