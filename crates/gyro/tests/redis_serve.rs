@@ -10,9 +10,9 @@
 //! once, and its CCR-Terminate, reporting one service only, releases both
 //! reservations. A session neither node knows is answered 5002.
 
+mod redis_serve_support;
 #[path = "../../store/tests/redis_support/mod.rs"]
 mod redis_support;
-mod redis_serve_support;
 mod support;
 
 use std::net::SocketAddr;
@@ -140,7 +140,10 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         result_code(&exchange(&mut to_b, &gw.encode(&ccr_t, 2))),
         Some(2001)
     );
-    assert_eq!(rt.block_on(ledger.account(failover)).unwrap().unwrap(), ended);
+    assert_eq!(
+        rt.block_on(ledger.account(failover)).unwrap().unwrap(),
+        ended
+    );
 
     // Node A comes back (same node id, same data directory) and serves.
     let node_a = a.start();
@@ -168,7 +171,10 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         result_code(&exchange(&mut to_a, &gw.encode(&late, 4))),
         Some(5002)
     );
-    assert_eq!(rt.block_on(ledger.account(failover)).unwrap().unwrap(), ended);
+    assert_eq!(
+        rt.block_on(ledger.account(failover)).unwrap().unwrap(),
+        ended
+    );
 
     // Reservations of sessions nobody ended (the killed node's, and those
     // the load left open) go after Tcc; then the books add up with

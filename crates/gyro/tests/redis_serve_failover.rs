@@ -14,9 +14,9 @@
 //! before their step was lost, sequence faults) is printed, not hidden.
 //! The replication lag on loopback is usually too short to lose anything.
 
+mod redis_serve_support;
 #[path = "../../store/tests/redis_support/mod.rs"]
 mod redis_support;
-mod redis_serve_support;
 mod support;
 
 use std::net::SocketAddr;
@@ -191,7 +191,10 @@ fn a_redis_master_killed_under_serve_load_loses_nothing_acknowledged_with_replic
             report.sequence_faults,
         );
         if replicas_ack == 1 {
-            assert!(unmatched.is_empty(), "acknowledged usage lost: {unmatched:?}");
+            assert!(
+                unmatched.is_empty(),
+                "acknowledged usage lost: {unmatched:?}"
+            );
             assert!(
                 report.unmatched_accounts.is_empty(),
                 "{:?}",

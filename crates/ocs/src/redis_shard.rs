@@ -21,22 +21,41 @@
 //! * CCR-Initial: per service (MSCC, or the command level for a single
 //!   service) a Reserve of the money the grant costs (all of it, or what
 //!   the account can pay down to one increment's worth, units scaled
-//!   down, with a Final-Unit-Indication).
+//!   down, with a Final-Unit-Indication); then the session's record.
 //! * CCR-Update: per service a Debit of the used units' price from the
 //!   service's reservation, releasing what is left of it (a report
-//!   without usage: a Release), then a Reserve of the new grant.
+//!   without usage: a Release), then a Reserve of the new grant; then the
+//!   session's record, renewed (deadline, owner).
 //! * CCR-Terminate: per service a Debit of the used units, releasing the
-//!   rest.
+//!   rest; then an EndSession releasing every reservation the session
+//!   still holds (the services it did not report too), and the record
+//!   marked ended.
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
 //!   nothing (4012 when the account cannot pay, 4010 when blocked);
 //!   REFUND_ACCOUNT a Refund; PRICE_ENQUIRY is answered locally.
 //!
 //! Any node and any worker can take any request (the state is in Redis),
 //! so requests are not routed: each goes to the shard of the connection's
-//! own worker. A CCR-Update or -Terminate without Subscription-Id is
-//! charged to the account this node saw for its session (its CCR-Initial,
-//! or an earlier request with Subscription-Id); at a node that has seen
-//! neither it is answered 5030 DIAMETER_USER_UNKNOWN (see "Not yet").
+//! own worker.
+//!
+//! # Sessions
+//!
+//! A CCR-Update or -Terminate is charged to its session's account (as
+//! with the embedded store, whatever Subscription-Id it carries). The
+//! node that served a session's last request remembers it in memory (the
+//! account, the subscriber for CDRs, whether it ended) and reads nothing.
+//! Every other node finds it in the cluster: each request of a session
+//! writes the session's record (a [`SessionRecord`] under
+//! `<ns>:{sess:<Session-Id>}`, kept until the Tcc deadline, a minute once
+//! ended) in the same batch as its money steps, at no extra round trip.
+//! A request for a session the node does not know (or has not heard of
+//! for Tcc) is held back from planning; the batch job reads the records
+//! of all such sessions of the turn in one round trip
+//! ([`RedisLedger::sessions`]), plans their steps and runs them with the
+//! rest. A session neither the node nor the cluster knows (never opened,
+//! ended, silent past Tcc) is answered 5002 DIAMETER_UNKNOWN_SESSION_ID
+//! and charges nothing; a retransmission of the CCR-Terminate that ended
+//! it is answered as the first (from the remembered answers).
 //!
 //! A step Redis could not run or confirm (unreachable, timed out, not
 //! replicated with `replicas_ack = 1`) makes its request's answer 3004
@@ -53,19 +72,18 @@
 //!   charging intervals are not applied: a grant and a usage report are
 //!   priced at the rate in force when the request arrives, each usage
 //!   rounded up to the increment.
-//! * A CCR-Update or -Terminate without Subscription-Id at a node that
-//!   never saw its session (a failover to another node) is answered 5030:
-//!   gateways that fail over must send Subscription-Id in every request.
+//! * A session record is written beside its reservation, not atomically
+//!   with it: when the record's write fails the CCR is answered 3004, and
+//!   a gateway that does not retry leaves a reservation no other node can
+//!   find from the Session-Id (it goes at the Tcc deadline). A CCR-Initial
+//!   refused (4010, 4012) still writes its record, so a CCR-Update after
+//!   it is charged rather than answered 5002; and a node that still
+//!   remembers a session as open charges a late CCR-Update for it even
+//!   if another node has since ended it (the money rules hold either way;
+//!   the new reservation goes at the Tcc deadline).
 //! * The operator API (accounts, sessions, top-ups) works on the embedded
 //!   store only; `/metrics` shows the Redis families (`gyro_redis_*`) but
 //!   not the per-request families of the embedded runtime.
-//! * A node does not know which sessions are open: a CCR-Update for a
-//!   session the cluster holds no reservation of is charged and granted
-//!   (the embedded store answers 5002), and a CCR-Terminate releases the
-//!   reservations of the services it reports (RFC 8506 has it report all
-//!   of them); a service it leaves out keeps its reservation until the
-//!   session's Tcc deadline, when a node releases it with a session-end
-//!   CDR.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -1024,7 +1042,6 @@ impl Planner {
             }
         }
     }
-
 }
 
 impl RedisShard {

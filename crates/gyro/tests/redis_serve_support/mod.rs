@@ -195,7 +195,6 @@ pub fn exported(dirs: &[PathBuf]) -> BTreeMap<String, Vec<Value>> {
     files
 }
 
-
 /// Waits (at most `within`) until nothing is reserved in the namespace
 /// (every session ended, or released after its Tcc deadline), then checks
 /// that the books of every account add up; returns them.
@@ -210,7 +209,10 @@ pub fn books_once_tcc_passed(
         if books.reserved == 0 {
             break books;
         }
-        assert!(t.elapsed() < within, "reservations never expired: {books:?}");
+        assert!(
+            t.elapsed() < within,
+            "reservations never expired: {books:?}"
+        );
         std::thread::sleep(Duration::from_millis(200));
     };
     assert!(books.is_balanced(), "{books:?}");
@@ -321,7 +323,9 @@ pub fn usage_cdrs(files: &BTreeMap<String, Vec<Value>>, session: &str, number: u
         .values()
         .flatten()
         .filter(|r| {
-            r["record_type"] == "usage" && r["session_id"] == session && r["request_number"] == number
+            r["record_type"] == "usage"
+                && r["session_id"] == session
+                && r["request_number"] == number
         })
         .count()
 }

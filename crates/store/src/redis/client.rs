@@ -747,7 +747,10 @@ impl RedisLedger {
     /// again on its own. An error is per session.
     pub async fn sessions(&self, sessions: &[&str]) -> Vec<Result<Option<SessionRecord>>> {
         let keys: Vec<String> = sessions.iter().map(|s| self.keys.session(s)).collect();
-        let slots: Vec<u16> = keys.iter().map(|k| super::keys::slot(k.as_bytes())).collect();
+        let slots: Vec<u16> = keys
+            .iter()
+            .map(|k| super::keys::slot(k.as_bytes()))
+            .collect();
         let mut by_master: HashMap<usize, Vec<usize>> = HashMap::new();
         {
             let shards = self.shards.read().ok();
@@ -773,13 +776,14 @@ impl RedisLedger {
                 conn.route_pipeline(pipe, 0, count, route).await
             }
         });
-        let parse = |v: &Value| -> Option<SessionRecord> {
-            serde_json::from_str(&text(v)?).ok()
-        };
+        let parse = |v: &Value| -> Option<SessionRecord> { serde_json::from_str(&text(v)?).ok() };
         let mut out: Vec<Option<Result<Option<SessionRecord>>>> =
             (0..sessions.len()).map(|_| None).collect();
         let mut again = Vec::new();
-        for (members, read) in groups.iter().zip(futures_util::future::join_all(reads).await) {
+        for (members, read) in groups
+            .iter()
+            .zip(futures_util::future::join_all(reads).await)
+        {
             match read {
                 Ok(values) if values.len() == members.len() => {
                     for (&i, v) in members.iter().zip(&values) {
@@ -808,11 +812,13 @@ impl RedisLedger {
         for i in again {
             let mut c = redis::cmd("GET");
             c.arg(&keys[i]);
-            out[i] = Some(
-                self.call(c, slots[i], "GET session")
-                    .await
-                    .map(|v| if matches!(v, Value::Nil) { None } else { parse(&v) }),
-            );
+            out[i] = Some(self.call(c, slots[i], "GET session").await.map(|v| {
+                if matches!(v, Value::Nil) {
+                    None
+                } else {
+                    parse(&v)
+                }
+            }));
         }
         out.into_iter()
             .map(|r| r.unwrap_or_else(|| Err(encode_err("session", "no answer"))))

@@ -51,7 +51,18 @@
 //! <ns>:{<tag>}:seq              string  last CDR sequence number of the slot
 //! <ns>:{<tag>}:exporter         string  the node exporting the slot's stream (lease, PX)
 //! <ns>:{<tag>}:exported         string  "<seq> <entry id>": exported and fsynced up to
+//! <ns>:{sess:<session-id>}      string  the session's record (JSON of [`SessionRecord`]),
+//!                                       PX its Tcc deadline (a minute once ended)
 //! ```
+//!
+//! The session record is the one key not in an account's slot: it is
+//! found from the Session-Id alone, by any node, so that a CCR-Update or
+//! -Terminate of a session another node opened (a gateway failing over)
+//! can be charged to its account. It is written with a plain `SET ... PX`
+//! ([`Step::Session`]) in the same batch as the money steps, not inside
+//! them (a function touches one slot only), and read with one pipeline of
+//! `GET`s per master for all the sessions of a batch
+//! ([`RedisLedger::sessions`]).
 //!
 //! A CDR in the stream is the engine's [`gyro_charging::Cdr`] as JSON
 //! (field `cdr`) with the fields the ledger decides beside it: `seq`
@@ -70,6 +81,7 @@
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
+//! | `gyro_end`     | release every reservation a session still holds on the account (CCR-Terminate); no CDR |
 //! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor and pinned range |
 //! | `gyro_export_pin` | pin the range of the file about to be written (or learn the one pinned) |
 //! | `gyro_export_ack` | move the cursor past a fsynced file and trim the stream |
@@ -129,8 +141,10 @@
 //!
 //! `gyro serve` with `[storage] backend = "redis-cluster"`
 //! (`gyro_ocs::redis_shard`): it rates locally, sends each event-loop
-//! turn's steps through [`RedisLedger::run`] and encodes the answers from
-//! what the functions answered; a background thread calls
+//! turn's steps (and session records) through [`RedisLedger::run`], after
+//! one [`RedisLedger::sessions`] round trip when the turn has sessions the
+//! node does not know, and encodes the answers from what the functions
+//! answered; a background thread calls
 //! [`RedisLedger::expire_due`] and [`RedisLedger::export_all`]
 //! periodically. `gyro ledger --config FILE` reads [`RedisLedger::books`].
 //!
@@ -146,9 +160,10 @@
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
-//! * A Session-Id is not mapped to its account in the cluster: a node
-//!   charges a CCR-Update or -Terminate without Subscription-Id only for a
-//!   session it saw itself.
+//! * A session record and its reservation are written in one batch but
+//!   not in one atomic step (different slots): when the record's `SET`
+//!   fails and the gateway does not retry, the reservation is only found
+//!   by expiry, at its Tcc deadline.
 
 mod client;
 pub mod export;

@@ -158,7 +158,10 @@ impl Cluster {
         let killed = Instant::now();
         assert!(kill9(pid), "kill {pid}");
         while !failed_over(self, port) {
-            assert!(killed.elapsed() < within, "no failover of the master on {port}");
+            assert!(
+                killed.elapsed() < within,
+                "no failover of the master on {port}"
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         let promoted = killed.elapsed();
