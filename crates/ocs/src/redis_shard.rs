@@ -121,9 +121,9 @@ pub struct RedisServing {
     /// reservations when nothing more is heard of it (the deadline each
     /// Reserve carries).
     pub tcc: Duration,
-    /// How long a node remembers in memory which account a session
-    /// charges, from its last request (after Tcc without a request it
-    /// asks the cluster again anyway).
+    /// The longest a node remembers in memory which account a session
+    /// charges, from its last request (it forgets an open session after
+    /// Tcc without a request anyway, and asks the cluster again).
     pub session_memory: Duration,
     /// How long the cluster keeps the record of a session ended by a
     /// CCR-Terminate, so that a retransmission of that request, at any
@@ -1173,15 +1173,26 @@ impl RedisShard {
         true
     }
 
-    /// Forgets sessions not heard of for longer than the session memory.
+    /// Forgets sessions this node would not serve from memory any more:
+    /// open ones not heard of for Tcc (they are looked up again), ended
+    /// ones after the ended memory, any after the session memory.
     fn prune(&mut self, now_ms: u64) {
         if now_ms.saturating_sub(self.last_prune) < 10_000 || self.index != 0 {
             return;
         }
         self.last_prune = now_ms;
-        let keep = self.ctx.serving.session_memory.as_millis() as u64;
+        let serving = &self.ctx.serving;
+        let ms = |d: Duration| d.as_millis() as u64;
+        let most = ms(serving.session_memory);
+        let (open, ended) = (
+            ms(serving.tcc).min(most),
+            ms(serving.ended_memory).min(most),
+        );
         if let Ok(mut s) = self.ctx.sessions.lock() {
-            s.retain(|_, e| now_ms.saturating_sub(e.heard) <= keep);
+            s.retain(|_, e| {
+                let keep = if e.ended.is_some() { ended } else { open };
+                now_ms.saturating_sub(e.heard) <= keep
+            });
         }
     }
 }
