@@ -651,7 +651,24 @@ fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timesta
     ctx.telemetry
         .session_lookups
         .fetch_add(ids.len() as u64, Relaxed);
-    let records = ctx.rt.block_on(ctx.ledger.sessions(&ids));
+    // Bounded, as the batch is (see `Flush::Settle` below): a master
+    // that died answers nothing until the cluster fails over.
+    let bound = ctx.ledger.options().response_timeout;
+    let records = match ctx
+        .rt
+        .block_on(async { tokio::time::timeout(bound, ctx.ledger.sessions(&ids)).await })
+    {
+        Ok(r) => r,
+        Err(_) => ids
+            .iter()
+            .map(|_| {
+                Err(gyro_store::Error::Unavailable {
+                    op: "GET session",
+                    reason: format!("no answer within {bound:?}"),
+                })
+            })
+            .collect(),
+    };
     for (&i, record) in waiting.iter().zip(records) {
         let p = &mut batch[i];
         p.look_up = None;
@@ -1351,7 +1368,26 @@ impl Shard for RedisShard {
             } else {
                 steps
             };
-            let results = ctx.rt.block_on(ctx.ledger.run(&steps, now));
+            // The client's own timeouts and retries may add up to more
+            // than a gateway waits while a master is dead: past this
+            // bound every step of the batch is answered 3004 (it may have
+            // run; a retry is answered from what Redis remembers).
+            let o = ctx.ledger.options();
+            let bound = o.response_timeout * 2 + o.wait_timeout;
+            let results = ctx
+                .rt
+                .block_on(async { tokio::time::timeout(bound, ctx.ledger.run(&steps, now)).await })
+                .unwrap_or_else(|_| {
+                    steps
+                        .iter()
+                        .map(|_| {
+                            Err(gyro_store::Error::Unavailable {
+                                op: "pipeline",
+                                reason: format!("no answer within {bound:?}"),
+                            })
+                        })
+                        .collect()
+                });
             let t = &ctx.telemetry;
             t.round_trip.observe(started.elapsed().as_secs_f64());
             t.batch_steps.observe(steps.len() as f64);
