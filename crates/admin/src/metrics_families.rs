@@ -515,6 +515,18 @@ fn redis_families(e: &mut DescriptorEncoder, r: &gyro_ocs::RedisTelemetry) -> Re
     )?;
     single(
         e,
+        "gyro_redis_session_lookups",
+        "CCR-Update/-Terminate sessions this node did not know and looked up in the cluster",
+        ConstCounter::new(r.session_lookups.load(Relaxed)),
+    )?;
+    single(
+        e,
+        "gyro_redis_unknown_sessions",
+        "Requests answered 5002 DIAMETER_UNKNOWN_SESSION_ID (a session neither this node nor the cluster knows)",
+        ConstCounter::new(r.unknown_sessions.load(Relaxed)),
+    )?;
+    single(
+        e,
         "gyro_redis_background_errors",
         "Failed rounds of expiry or export (retried at the next round)",
         ConstCounter::new(r.background_errors.load(Relaxed)),

@@ -3,194 +3,29 @@
 //! load` on both; one is killed with SIGKILL and restarted. Then every
 //! charge has exactly one exported CDR, each slot's CDR sequence has no
 //! gaps, and the books of every account add up once the dead node's
-//! reservations have expired (Tcc); a CCR-Update of a session opened on
-//! the killed node, sent to the other node twice (the second time with
-//! the T flag), is charged once.
+//! reservations have expired (Tcc). A session opened on the killed node
+//! (two services) goes on at the other node without Subscription-Id, as
+//! a gateway that fails over sends it (RFC 8506 section 5.7): its
+//! CCR-Update, sent twice (the second time with the T flag), is charged
+//! once, and its CCR-Terminate, reporting one service only, releases both
+//! reservations. A session neither node knows is answered 5002.
 
+mod redis_serve_support;
 #[path = "../../store/tests/redis_support/mod.rs"]
 mod redis_support;
 mod support;
 
-use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use gyro_charging::{AccountId, RequestType};
-use gyro_store::redis::{Books, RedisLedger};
+use gyro_store::redis::RedisLedger;
+use redis_serve_support::*;
 use redis_support::{cluster_nodes, options};
-use serde_json::Value;
 use support::common::{avp_u32, result_code};
 use support::gateway::{exchange, Gateway};
 use support::server::Server;
 use support::{data_ccr, free_port, scratch, serve};
-
-/// Tcc: a silent session's reservations go after this long.
-const TCC_SECS: u64 = 2;
-
-/// The account of the failover session, and its subscriber.
-const FAILOVER_ACCOUNT: u64 = 5000;
-const FAILOVER_MSISDN: &str = "46709000001";
-
-/// Demo-like tariffs, 200 load accounts and the failover account.
-fn charging() -> String {
-    format!(
-        r#"
-[engine]
-node_id = "unused-with-redis"
-supervision_secs = {TCC_SECS}
-lenient = true
-
-[currency]
-code = 752
-exponent = 2
-
-[[tariff]]
-name = "data-rg10"
-service_context = "32251@3gpp.org"
-rating_group = 10
-unit = "octets"
-price = 100
-per = 104857600
-increment = 1024
-default_quota = 10485760
-validity_time = 600
-
-[[tariff]]
-name = "data-rg20"
-service_context = "32251@3gpp.org"
-rating_group = 20
-unit = "octets"
-price = 200
-per = 104857600
-increment = 1024
-default_quota = 10485760
-validity_time = 600
-
-[[account]]
-id = {FAILOVER_ACCOUNT}
-balance = 100000
-subscribers = ["e164:{FAILOVER_MSISDN}"]
-
-[[account_range]]
-first_id = 1000
-count = 200
-e164_first = "46700000000"
-balance = 10000000
-"#
-    )
-}
-
-/// A node: its directory, configuration, data and addresses.
-struct Node {
-    dir: PathBuf,
-    config: PathBuf,
-    diameter: SocketAddr,
-    admin_port: u16,
-}
-
-impl Node {
-    fn new(root: &Path, name: &str, seeds: &[String], namespace: &str) -> Node {
-        let dir = root.join(name);
-        std::fs::create_dir_all(&dir).unwrap();
-        let admin_port = free_port();
-        let seeds: Vec<String> = seeds.iter().map(|n| format!("{n:?}")).collect();
-        let config = dir.join("gyro.toml");
-        std::fs::write(
-            &config,
-            format!(
-                "[server]\norigin_host = \"{name}.gyro.test\"\n\
-                 [admin]\nlisten = \"127.0.0.1:{admin_port}\"\n\
-                 [storage]\nbackend = \"redis-cluster\"\n\
-                 [storage.redis]\nnodes = [{}]\nnamespace = \"{namespace}\"\n\
-                 node_id = \"{name}\"\nexpire_interval_ms = 250\nexport_interval_ms = 250\n\
-                 export_lease_ms = 3000\n",
-                seeds.join(", ")
-            ),
-        )
-        .unwrap();
-        std::fs::write(dir.join("charging.toml"), charging()).unwrap();
-        Node {
-            diameter: SocketAddr::from(([127, 0, 0, 1], free_port())),
-            config,
-            admin_port,
-            dir,
-        }
-    }
-
-    fn data(&self) -> PathBuf {
-        self.dir.join("data")
-    }
-
-    fn start(&self) -> Server {
-        let (config, charging) = (
-            self.config.to_string_lossy().into_owned(),
-            self.dir
-                .join("charging.toml")
-                .to_string_lossy()
-                .into_owned(),
-        );
-        let child = serve(
-            self.diameter,
-            &self.data(),
-            &["-c", &config, "--charging", &charging],
-        );
-        let server = Server::adopt(child, self.diameter, &self.data(), Some(self.admin_port));
-        server.wait_ready();
-        server
-    }
-}
-
-/// `gyro load` on `target` for `secs` seconds over subscribers
-/// 46700000000.. (the account range).
-fn load(target: SocketAddr, secs: u64, origin: &str) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_gyro"))
-        .args(["load", "--target"])
-        .arg(target.to_string())
-        .args(["-c", "2", "-w", "8", "--subscribers", "200", "--quiet"])
-        .args(["--origin-host", origin, "--json"])
-        .arg("-d")
-        .arg(format!("{secs}s"))
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("start gyro load")
-}
-
-/// The answers `gyro load` reports, by Result-Code (its JSON report).
-fn answered(child: Child) -> u64 {
-    let out = child.wait_with_output().expect("gyro load");
-    let v: Value = serde_json::from_slice(&out.stdout).unwrap_or(Value::Null);
-    v["answered"].as_u64().unwrap_or(0)
-}
-
-/// Every exported CDR in `dirs`: file name -> its records.
-fn exported(dirs: &[PathBuf]) -> BTreeMap<String, Vec<Value>> {
-    let mut files = BTreeMap::new();
-    for d in dirs {
-        let Ok(entries) = std::fs::read_dir(d) else {
-            continue;
-        };
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if !name.ends_with(".jsonl") {
-                continue;
-            }
-            let text = std::fs::read_to_string(e.path()).unwrap();
-            let records: Vec<Value> = text
-                .lines()
-                .map(|l| serde_json::from_str(l).expect("a whole JSON line"))
-                .collect();
-            if let Some(earlier) = files.insert(name.clone(), records.clone()) {
-                // The same range written by two nodes (a lease taken over
-                // before the acknowledgement): the same records.
-                assert_eq!(earlier, records, "{name} differs between nodes");
-            }
-        }
-    }
-    files
-}
 
 #[test]
 fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
@@ -206,7 +41,8 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
     let node_a = a.start();
     let node_b = b.start();
 
-    // A session opened on node A, before it dies.
+    // A session opened on node A, before it dies, with two services
+    // (rating groups 10 and 20).
     let gw = Gateway {
         host: "pgw.gyro.test",
         realm: "gyro.test",
@@ -214,7 +50,7 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
     };
     let session = "pgw.gyro.test;failover;1";
     let mut to_a = gw.connect(a.diameter);
-    let ccr_i = data_ccr(
+    let mut ccr_i = data_ccr(
         gw.host,
         gw.ids,
         session,
@@ -223,8 +59,18 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         0,
         0,
     );
+    let mut rg20 = ccr_i.mscc[0].clone();
+    rg20.rating_group = Some(20);
+    ccr_i.mscc.push(rg20);
     let cca = exchange(&mut to_a, &gw.encode(&ccr_i, 0));
     assert_eq!(result_code(&cca), Some(2001));
+    let failover = AccountId(FAILOVER_ACCOUNT);
+    let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
+    let held = |ledger: &RedisLedger| {
+        let r = rt.block_on(ledger.reservations(failover)).unwrap();
+        r.iter().filter(|r| r.session == session).count()
+    };
+    assert_eq!(held(&ledger), 2, "one reservation per service");
 
     // Load on both nodes; node A killed half-way.
     let load_a = load(a.diameter, 3, "load-a.gyro.test");
@@ -236,8 +82,9 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
     let answered_b = answered(load_b);
     assert!(answered_b > 100, "node B kept answering: {answered_b}");
 
-    // The session's CCR-Update at node B, twice (the second a
-    // retransmission, T flag): one charge of 10 MiB at 1.00 per 100 MiB.
+    // The session's CCR-Update at node B, without Subscription-Id, twice
+    // (the second a retransmission, T flag): one charge of 10 MiB at 1.00
+    // per 100 MiB.
     let mut to_b = gw.connect(b.diameter);
     let used = 10 * 1024 * 1024;
     let mut ccr_u = data_ccr(
@@ -249,6 +96,7 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         1,
         used,
     );
+    ccr_u.subscription_ids.clear();
     let first = exchange(&mut to_b, &gw.encode(&ccr_u, 1));
     ccr_u.retransmit = true;
     let again = exchange(&mut to_b, &gw.encode(&ccr_u, 1));
@@ -258,22 +106,16 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         avp_u32(&first, gyro_diameter::codes::avp::CC_REQUEST_NUMBER),
         Some(1)
     );
-    let failover = AccountId(FAILOVER_ACCOUNT);
-    let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
     let state = rt
         .block_on(ledger.account(failover))
         .unwrap()
         .expect("the failover account");
     assert_eq!(state.debited, 10, "charged once: {state:?}");
 
-    // Node A comes back (same node id, same data directory) and serves.
-    let node_a = a.start();
-    let load_a2 = load(a.diameter, 1, "load-a2.gyro.test");
-    assert!(answered(load_a2) > 10, "node A serves again");
-
-    // The failover session ends at node A.
-    let mut to_a = gw.connect(a.diameter);
-    let ccr_t = data_ccr(
+    // Its CCR-Terminate at node B, without Subscription-Id, reporting
+    // rating group 10 only: charged, and both reservations released (not
+    // left to the Tcc deadline); its retransmission changes nothing.
+    let mut ccr_t = data_ccr(
         gw.host,
         gw.ids,
         session,
@@ -282,27 +124,62 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         2,
         1024,
     );
+    ccr_t.subscription_ids.clear();
     assert_eq!(
-        result_code(&exchange(&mut to_a, &gw.encode(&ccr_t, 2))),
+        result_code(&exchange(&mut to_b, &gw.encode(&ccr_t, 2))),
         Some(2001)
+    );
+    let ended = rt.block_on(ledger.account(failover)).unwrap().unwrap();
+    assert_eq!(
+        (ended.debited, ended.reserved, held(&ledger)),
+        (11, 0, 0),
+        "1 KiB charged, nothing left reserved: {ended:?}"
+    );
+    ccr_t.retransmit = true;
+    assert_eq!(
+        result_code(&exchange(&mut to_b, &gw.encode(&ccr_t, 2))),
+        Some(2001)
+    );
+    assert_eq!(
+        rt.block_on(ledger.account(failover)).unwrap().unwrap(),
+        ended
+    );
+
+    // Node A comes back (same node id, same data directory) and serves.
+    let node_a = a.start();
+    let load_a2 = load(a.diameter, 1, "load-a2.gyro.test");
+    assert!(answered(load_a2) > 10, "node A serves again");
+
+    // At node A, which never saw it end, the ended session is unknown, as
+    // is one nobody opened: 5002, nothing charged.
+    let mut to_a = gw.connect(a.diameter);
+    let mut late = data_ccr(
+        gw.host,
+        gw.ids,
+        session,
+        FAILOVER_MSISDN,
+        RequestType::Update,
+        3,
+        1024,
+    );
+    assert_eq!(
+        result_code(&exchange(&mut to_a, &gw.encode(&late, 3))),
+        Some(5002)
+    );
+    late.session_id = "pgw.gyro.test;never-opened;1".into();
+    assert_eq!(
+        result_code(&exchange(&mut to_a, &gw.encode(&late, 4))),
+        Some(5002)
+    );
+    assert_eq!(
+        rt.block_on(ledger.account(failover)).unwrap().unwrap(),
+        ended
     );
 
     // Reservations of sessions nobody ended (the killed node's, and those
     // the load left open) go after Tcc; then the books add up with
     // nothing reserved.
-    let t = Instant::now();
-    let books: Books = loop {
-        let books = rt.block_on(ledger.books()).expect("books");
-        if books.reserved == 0 {
-            break books;
-        }
-        assert!(
-            t.elapsed() < Duration::from_secs(TCC_SECS + 15),
-            "reservations never expired: {books:?}"
-        );
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    assert!(books.is_balanced(), "{books:?}");
+    let books = books_once_tcc_passed(&rt, &ledger, Duration::from_secs(TCC_SECS + 15));
     assert_eq!(books.accounts, 201);
     assert!(books.debited > 0);
 
@@ -310,54 +187,8 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
     // CDRs add up to what was debited, each (slot, sequence) once, and
     // each slot's sequence numbers run from 1 without a gap.
     let dirs = [a.data().join("cdr"), b.data().join("cdr")];
-    let debited: HashMap<u64, i64> = rt.block_on(async {
-        let mut m = HashMap::new();
-        for id in (1000..1200).chain([FAILOVER_ACCOUNT]) {
-            let s = ledger.account(AccountId(id)).await.unwrap().unwrap();
-            m.insert(id, s.debited);
-        }
-        m
-    });
-    let t = Instant::now();
-    let files = loop {
-        let files = exported(&dirs);
-        let mut by_account: HashMap<u64, i64> = HashMap::new();
-        for r in files.values().flatten() {
-            *by_account
-                .entry(r["account"].as_u64().unwrap())
-                .or_default() += r["amount"].as_i64().unwrap();
-        }
-        if debited
-            .iter()
-            .all(|(id, d)| by_account.get(id).copied().unwrap_or(0) == *d)
-        {
-            break files;
-        }
-        if t.elapsed() > Duration::from_secs(15) {
-            let wrong: Vec<String> = debited
-                .iter()
-                .filter(|(id, d)| by_account.get(id).copied().unwrap_or(0) != **d)
-                .map(|(id, d)| format!("account {id}: debited {d}, CDRs {:?}", by_account.get(id)))
-                .collect();
-            panic!("CDRs never all exported: {wrong:?}");
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    };
-    let mut by_slot: BTreeMap<u64, Vec<u64>> = BTreeMap::new();
-    for (name, records) in &files {
-        let slot: u64 = name[5..10].parse().expect("cdr-r<slot>-...");
-        for r in records {
-            by_slot
-                .entry(slot)
-                .or_default()
-                .push(r["sequence"].as_u64().unwrap());
-        }
-    }
-    for (slot, seqs) in &mut by_slot {
-        seqs.sort_unstable();
-        let expect: Vec<u64> = (1..=seqs.len() as u64).collect();
-        assert_eq!(*seqs, expect, "slot {slot}: a gap or a CDR written twice");
-    }
+    let accounts: Vec<u64> = (1000..1200).chain([FAILOVER_ACCOUNT]).collect();
+    let files = cdrs_match_debits(&rt, &ledger, &dirs, &accounts, Duration::from_secs(15));
     // Sessions nobody ended were closed by their Tcc deadline, each with a
     // session-end CDR.
     assert!(
@@ -380,13 +211,17 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
             );
         }
     }
-    // The failover session: one usage CDR for its CCR-Update.
-    let updates = files
-        .values()
-        .flatten()
-        .filter(|r| r["session_id"] == session && r["request_number"] == 1)
-        .count();
-    assert_eq!(updates, 1);
+    // The failover session: one usage CDR for its CCR-Update, one for its
+    // CCR-Terminate, and no expiry (the CCR-Terminate released it all).
+    assert_eq!(usage_cdrs(&files, session, 1), 1);
+    assert_eq!(usage_cdrs(&files, session, 2), 1);
+    assert!(
+        !files
+            .values()
+            .flatten()
+            .any(|r| r["session_id"] == session && r["record_type"] == "session-end"),
+        "the failover session expired instead of ending"
+    );
 
     // /metrics of node B shows the Redis families.
     let metrics = node_b.metrics();
@@ -395,6 +230,7 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         "gyro_redis_batch_steps_count",
         "gyro_redis_steps_total",
         "gyro_redis_errors_total{kind=\"unavailable\"}",
+        "gyro_redis_session_lookups",
         "gyro_diameter_requests_total{",
     ] {
         assert!(metrics.contains(family), "{family} missing:\n{metrics}");
@@ -511,6 +347,10 @@ fn a_node_on_the_cluster_answers_grants_limits_and_refusals_as_the_embedded_stor
         // 0.50 still out of reach; an unknown subscriber is 5030.
         send(&sms("e2", poor), 0);
         send(&sms("e3", "46799999999"), 0);
+        // A CCR-Update of a session never opened, and one after its
+        // CCR-Terminate: 5002.
+        send(&ccr("s9", RequestType::Update, 1, mib), 1);
+        send(&ccr("s1", RequestType::Update, 3, mib), 3);
         out
     };
     let from_redis = script(node.diameter);
@@ -531,6 +371,8 @@ fn a_node_on_the_cluster_answers_grants_limits_and_refusals_as_the_embedded_stor
     assert_eq!(from_redis[3].0, Some(4012));
     assert_eq!(from_redis[4].0, Some(4012));
     assert_eq!(from_redis[8].0, Some(5030));
+    assert_eq!(from_redis[9].0, Some(5002));
+    assert_eq!(from_redis[10].0, Some(5002));
     let rt = tokio::runtime::Runtime::new().unwrap();
     let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
     let poor = rt.block_on(ledger.account(AccountId(7))).unwrap().unwrap();

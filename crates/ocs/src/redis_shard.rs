@@ -21,22 +21,41 @@
 //! * CCR-Initial: per service (MSCC, or the command level for a single
 //!   service) a Reserve of the money the grant costs (all of it, or what
 //!   the account can pay down to one increment's worth, units scaled
-//!   down, with a Final-Unit-Indication).
+//!   down, with a Final-Unit-Indication); then the session's record.
 //! * CCR-Update: per service a Debit of the used units' price from the
 //!   service's reservation, releasing what is left of it (a report
-//!   without usage: a Release), then a Reserve of the new grant.
+//!   without usage: a Release), then a Reserve of the new grant; then the
+//!   session's record, renewed (deadline, owner).
 //! * CCR-Terminate: per service a Debit of the used units, releasing the
-//!   rest.
+//!   rest; then an EndSession releasing every reservation the session
+//!   still holds (the services it did not report too), and the record
+//!   marked ended.
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
 //!   nothing (4012 when the account cannot pay, 4010 when blocked);
 //!   REFUND_ACCOUNT a Refund; PRICE_ENQUIRY is answered locally.
 //!
 //! Any node and any worker can take any request (the state is in Redis),
 //! so requests are not routed: each goes to the shard of the connection's
-//! own worker. A CCR-Update or -Terminate without Subscription-Id is
-//! charged to the account this node saw for its session (its CCR-Initial,
-//! or an earlier request with Subscription-Id); at a node that has seen
-//! neither it is answered 5030 DIAMETER_USER_UNKNOWN (see "Not yet").
+//! own worker.
+//!
+//! # Sessions
+//!
+//! A CCR-Update or -Terminate is charged to its session's account (as
+//! with the embedded store, whatever Subscription-Id it carries). The
+//! node that served a session's last request remembers it in memory (the
+//! account, the subscriber for CDRs, whether it ended) and reads nothing.
+//! Every other node finds it in the cluster: each request of a session
+//! writes the session's record (a [`SessionRecord`] under
+//! `<ns>:{sess:<Session-Id>}`, kept until the Tcc deadline, a minute once
+//! ended) in the same batch as its money steps, at no extra round trip.
+//! A request for a session the node does not know (or has not heard of
+//! for Tcc) is held back from planning; the batch job reads the records
+//! of all such sessions of the turn in one round trip
+//! ([`RedisLedger::sessions`]), plans their steps and runs them with the
+//! rest. A session neither the node nor the cluster knows (never opened,
+//! ended, silent past Tcc) is answered 5002 DIAMETER_UNKNOWN_SESSION_ID
+//! and charges nothing; a retransmission of the CCR-Terminate that ended
+//! it is answered as the first (from the remembered answers).
 //!
 //! A step Redis could not run or confirm (unreachable, timed out, not
 //! replicated with `replicas_ack = 1`) makes its request's answer 3004
@@ -53,19 +72,18 @@
 //!   charging intervals are not applied: a grant and a usage report are
 //!   priced at the rate in force when the request arrives, each usage
 //!   rounded up to the increment.
-//! * A CCR-Update or -Terminate without Subscription-Id at a node that
-//!   never saw its session (a failover to another node) is answered 5030:
-//!   gateways that fail over must send Subscription-Id in every request.
+//! * A session record is written beside its reservation, not atomically
+//!   with it: when the record's write fails the CCR is answered 3004, and
+//!   a gateway that does not retry leaves a reservation no other node can
+//!   find from the Session-Id (it goes at the Tcc deadline). A CCR-Initial
+//!   refused (4010, 4012) still writes its record, so a CCR-Update after
+//!   it is charged rather than answered 5002; and a node that still
+//!   remembers a session as open charges a late CCR-Update for it even
+//!   if another node has since ended it (the money rules hold either way;
+//!   the new reservation goes at the Tcc deadline).
 //! * The operator API (accounts, sessions, top-ups) works on the embedded
 //!   store only; `/metrics` shows the Redis families (`gyro_redis_*`) but
 //!   not the per-request families of the embedded runtime.
-//! * A node does not know which sessions are open: a CCR-Update for a
-//!   session the cluster holds no reservation of is charged and granted
-//!   (the embedded store answers 5002), and a CCR-Terminate releases the
-//!   reservations of the services it reports (RFC 8506 has it report all
-//!   of them); a service it leaves out keeps its reservation until the
-//!   session's Tcc deadline, when a node releases it with a session-end
-//!   CDR.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -84,7 +102,8 @@ use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::{Encoder, Message};
 use gyro_store::redis::{
-    request_key, Answer, Debit, Outcome, RedisLedger, RedisOptions, Refund, Release, Reserve, Step,
+    request_key, Answer, Debit, EndSession, Outcome, PutSession, RedisLedger, RedisOptions, Refund,
+    Release, Reserve, SessionRecord, Step,
 };
 use gyro_store::ErrorKind;
 use tracing::{info, warn};
@@ -102,10 +121,15 @@ pub struct RedisServing {
     /// reservations when nothing more is heard of it (the deadline each
     /// Reserve carries).
     pub tcc: Duration,
-    /// How long a node remembers which account a session charges (for
-    /// CCR-Update/-Terminate without Subscription-Id), from its last
-    /// request.
+    /// The longest a node remembers in memory which account a session
+    /// charges, from its last request (it forgets an open session after
+    /// Tcc without a request anyway, and asks the cluster again).
     pub session_memory: Duration,
+    /// How long the cluster keeps the record of a session ended by a
+    /// CCR-Terminate, so that a retransmission of that request, at any
+    /// node, is answered as the first (from the remembered answers)
+    /// rather than with 5002.
+    pub ended_memory: Duration,
 }
 
 impl Default for RedisServing {
@@ -113,6 +137,7 @@ impl Default for RedisServing {
         RedisServing {
             tcc: Duration::from_secs(1200),
             session_memory: Duration::from_secs(3600),
+            ended_memory: Duration::from_secs(60),
         }
     }
 }
@@ -188,6 +213,12 @@ pub struct RedisTelemetry {
     pub exported_cdrs: AtomicU64,
     /// Background rounds (expiry, export) that failed.
     pub background_errors: AtomicU64,
+    /// Sessions this node did not know and looked up in the cluster (a
+    /// CCR-Update or -Terminate after a failover to this node).
+    pub session_lookups: AtomicU64,
+    /// Requests answered 5002 DIAMETER_UNKNOWN_SESSION_ID (a session
+    /// neither this node nor the cluster knows).
+    pub unknown_sessions: AtomicU64,
     /// Whether the last batch had steps that failed (logged when that
     /// starts and when it stops, not at every batch).
     failing: std::sync::atomic::AtomicBool,
@@ -206,6 +237,8 @@ impl RedisTelemetry {
             expired_sessions: AtomicU64::new(0),
             exported_cdrs: AtomicU64::new(0),
             background_errors: AtomicU64::new(0),
+            session_lookups: AtomicU64::new(0),
+            unknown_sessions: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicBool::new(false),
             ledger,
         }
@@ -238,16 +271,24 @@ struct Ctx {
     default_plan: Option<u16>,
     identity: LocalIdentity,
     serving: RedisServing,
-    /// Session-Id -> (account, last heard (Unix ms), subscriber
-    /// `kind:data`).
+    /// What this node remembers of the sessions it served, by
+    /// Session-Id.
     sessions: Mutex<HashMap<String, SessionEntry>>,
     telemetry: Arc<RedisTelemetry>,
     totals: Arc<[ShardTotals]>,
 }
 
-/// What a node remembers of a session: its account, when it was last
-/// heard of (Unix ms) and its subscriber (`kind:data`, for CDRs).
-type SessionEntry = (AccountId, u64, Arc<str>);
+/// What a node remembers of a session it served (the cluster keeps the
+/// same in the session's record, for the other nodes).
+struct SessionEntry {
+    account: AccountId,
+    /// When it was last heard of (Unix ms).
+    heard: u64,
+    /// Its subscriber (`kind:data`, for CDRs).
+    subscriber: Arc<str>,
+    /// The CC-Request-Number of the CCR-Terminate that ended it.
+    ended: Option<u32>,
+}
 
 /// The credit-control application on the Redis Cluster ledger.
 pub struct RedisCreditControl {
@@ -394,12 +435,14 @@ impl Application for RedisCreditControl {
         RedisShard {
             ctx: self.ctx.clone(),
             index,
-            request: CcRequest::default(),
-            subscriber: String::new(),
-            steps: Vec::new(),
+            planner: Planner {
+                ctx: self.ctx.clone(),
+                request: CcRequest::default(),
+                subscriber: String::new(),
+                steps: Vec::new(),
+            },
             pending: Vec::new(),
-            in_flight: Vec::new(),
-            results: Arc::new(Mutex::new(None)),
+            batch: Arc::new(Mutex::new(None)),
             settled: Vec::new(),
             settled_bytes: BytesMut::new(),
             last_prune: 0,
@@ -451,22 +494,41 @@ struct Pending {
     /// Its steps in the batch.
     steps: std::ops::Range<usize>,
     kind: usize,
+    /// Its session is not known to this node: the batch job looks it up
+    /// in the cluster, then plans its steps (Session-Id here).
+    look_up: Option<String>,
+    /// It cannot be answered (its session could not be looked up): it
+    /// stays 3004.
+    failed: bool,
 }
+
+/// How a request's account is found.
+enum Known {
+    /// This account (the planner's subscriber is filled in).
+    Account(AccountId),
+    /// No account for its Subscription-Id: 5030.
+    UnknownUser,
+    /// A session this node knows has ended: 5002.
+    UnknownSession,
+    /// A session this node does not know: ask the cluster.
+    LookUp,
+}
+
+/// A turn's requests and the answers of their steps, handed from the
+/// batch job back to the shard.
+type Batch = (Vec<Pending>, Vec<gyro_store::Result<Answer>>);
 
 /// One shard of the Redis-backed application: the requests of the turn
 /// and their steps.
 pub struct RedisShard {
     ctx: Arc<Ctx>,
     index: usize,
-    request: CcRequest,
-    /// The request's subscriber (`kind:data`), for its CDRs.
-    subscriber: String,
-    steps: Vec<Step>,
+    /// The decoded request and the turn's steps.
+    planner: Planner,
     pending: Vec<Pending>,
-    /// The requests of the batch being run.
-    in_flight: Vec<Pending>,
-    /// The batch's results, filled by its job.
-    results: Arc<Mutex<Option<Vec<gyro_store::Result<Answer>>>>>,
+    /// The batch being run (its requests and, once its job has run, the
+    /// answers of their steps).
+    batch: Arc<Mutex<Option<Batch>>>,
     /// Final answers of the last batch: (hop-by-hop, end-to-end, range in
     /// `settled_bytes`, kind, result code).
     settled: Vec<(u32, u32, std::ops::Range<usize>, usize, u32)>,
@@ -510,45 +572,162 @@ impl RedisShard {
         }
     }
 
-    /// The account a request charges: its Subscription-Id's, else the one
-    /// this node remembers for its session.
-    fn account(&mut self, now_ms: u64) -> Option<AccountId> {
-        let req = &self.request;
-        self.subscriber.clear();
-        let mut sessions = self.ctx.sessions.lock().ok()?;
-        let found = match self.ctx.directory.resolve(&req.subscription_ids) {
-            Some((i, a)) => {
-                let id = &req.subscription_ids[i];
-                self.subscriber.push_str(id.kind.name());
-                self.subscriber.push(':');
-                self.subscriber.push_str(&id.data);
-                Some(a)
-            }
-            None => sessions.get(&req.session_id).map(|(a, _, sub)| {
-                self.subscriber.push_str(sub);
-                *a
-            }),
+    /// The account a request charges: a CCR-Initial's or -Event's, its
+    /// Subscription-Id's; a CCR-Update's or -Terminate's, its session's
+    /// (as this node remembers it; a session it does not know, or not
+    /// heard of for Tcc, is looked up in the cluster).
+    fn known(&mut self, now_ms: u64) -> Known {
+        let pl = &mut self.planner;
+        let req = &pl.request;
+        pl.subscriber.clear();
+        let Ok(mut sessions) = self.ctx.sessions.lock() else {
+            return Known::LookUp;
         };
-        if let Some(a) = found {
-            match req.request_type {
-                RequestType::Event => {}
-                RequestType::Termination => {
-                    sessions.remove(&req.session_id);
+        match req.request_type {
+            RequestType::Event | RequestType::Initial => {
+                let Some((i, a)) = self.ctx.directory.resolve(&req.subscription_ids) else {
+                    return Known::UnknownUser;
+                };
+                let id = &req.subscription_ids[i];
+                pl.subscriber.push_str(id.kind.name());
+                pl.subscriber.push(':');
+                pl.subscriber.push_str(&id.data);
+                if req.request_type == RequestType::Initial {
+                    sessions.insert(
+                        req.session_id.clone(),
+                        SessionEntry {
+                            account: a,
+                            heard: now_ms,
+                            subscriber: Arc::from(pl.subscriber.as_str()),
+                            ended: None,
+                        },
+                    );
                 }
-                _ => match sessions.get_mut(&req.session_id) {
-                    Some(e) => e.1 = now_ms,
-                    None => {
-                        sessions.insert(
-                            req.session_id.clone(),
-                            (a, now_ms, Arc::from(self.subscriber.as_str())),
-                        );
+                Known::Account(a)
+            }
+            RequestType::Update | RequestType::Termination => {
+                let terminate = req.request_type == RequestType::Termination;
+                let tcc = self.ctx.serving.tcc.as_millis() as u64;
+                match sessions.get_mut(&req.session_id) {
+                    Some(e) if e.ended.is_some() => {
+                        // A retransmission of the CCR-Terminate that ended
+                        // it is answered as the first; anything else is
+                        // too late.
+                        if terminate && e.ended == Some(req.request_number) {
+                            pl.subscriber.push_str(&e.subscriber);
+                            Known::Account(e.account)
+                        } else {
+                            Known::UnknownSession
+                        }
                     }
-                },
+                    Some(e) if e.heard.saturating_add(tcc) >= now_ms => {
+                        e.heard = now_ms;
+                        if terminate {
+                            e.ended = Some(req.request_number);
+                        }
+                        pl.subscriber.push_str(&e.subscriber);
+                        Known::Account(e.account)
+                    }
+                    _ => Known::LookUp,
+                }
             }
         }
-        found
     }
+}
 
+/// Looks up, in one round trip, the sessions of a batch that its shard
+/// did not know, and plans their requests (appending to `planner`'s
+/// steps): a session the cluster holds is served as if this node had
+/// opened it (and this node remembers it from now on); one it does not
+/// hold is answered 5002 DIAMETER_UNKNOWN_SESSION_ID, charging nothing.
+fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timestamp) {
+    let waiting: Vec<usize> = (0..batch.len())
+        .filter(|&i| batch[i].look_up.is_some())
+        .collect();
+    let ids: Vec<&str> = waiting
+        .iter()
+        .filter_map(|&i| batch[i].look_up.as_deref())
+        .collect();
+    ctx.telemetry
+        .session_lookups
+        .fetch_add(ids.len() as u64, Relaxed);
+    // Bounded, as the batch is (see `Flush::Settle` below): a master
+    // that died answers nothing until the cluster fails over.
+    let bound = ctx.ledger.options().response_timeout;
+    let records = match ctx
+        .rt
+        .block_on(async { tokio::time::timeout(bound, ctx.ledger.sessions(&ids)).await })
+    {
+        Ok(r) => r,
+        Err(_) => ids
+            .iter()
+            .map(|_| {
+                Err(gyro_store::Error::Unavailable {
+                    op: "GET session",
+                    reason: format!("no answer within {bound:?}"),
+                })
+            })
+            .collect(),
+    };
+    for (&i, record) in waiting.iter().zip(records) {
+        let p = &mut batch[i];
+        p.look_up = None;
+        let record = match record {
+            Ok(r) => r,
+            Err(e) => {
+                ctx.telemetry.count_error(&e);
+                p.failed = true;
+                continue;
+            }
+        };
+        let decoded = Message::parse(&p.request)
+            .map_err(|_| ())
+            .and_then(|m| gy::decode_ccr(&m, &mut planner.request).map_err(|_| ()));
+        if decoded.is_err() {
+            p.failed = true;
+            continue;
+        }
+        let req = &planner.request;
+        let terminate = req.request_type == RequestType::Termination;
+        match record {
+            Some(r) if r.ended.is_none() || (terminate && r.ended == Some(req.request_number)) => {
+                planner.subscriber.clear();
+                planner.subscriber.push_str(&r.subscriber);
+                if let Ok(mut sessions) = ctx.sessions.lock() {
+                    sessions.insert(
+                        req.session_id.clone(),
+                        SessionEntry {
+                            account: r.account,
+                            heard: now.as_millis(),
+                            subscriber: Arc::from(r.subscriber.as_str()),
+                            ended: terminate.then_some(req.request_number),
+                        },
+                    );
+                }
+                p.steps = planner.steps.len()..planner.steps.len();
+                planner.plan(r.account, now, p);
+                p.steps.end = planner.steps.len();
+            }
+            _ => {
+                ctx.telemetry.unknown_sessions.fetch_add(1, Relaxed);
+                p.answer.result_code = rc::UNKNOWN_SESSION_ID;
+            }
+        }
+    }
+}
+
+/// Turns decoded requests into steps: the shard's for the requests of
+/// its turn, and the batch job's for those whose session it had to look
+/// up first.
+struct Planner {
+    ctx: Arc<Ctx>,
+    request: CcRequest,
+    /// The request's subscriber (`kind:data`), for its CDRs.
+    subscriber: String,
+    steps: Vec<Step>,
+}
+
+impl Planner {
     /// Rates `key` for `account` now: the plan and rate (indices into
     /// the catalog) and the tariff.
     fn rate<'c>(
@@ -747,6 +926,37 @@ impl RedisShard {
                 p.answer.result_code = ma.result_code;
             }
         }
+        // The session's record, for the other nodes: written at the
+        // CCR-Initial, renewed (deadline and owner) by every CCR-Update,
+        // marked ended by the CCR-Terminate, which also releases what the
+        // session still holds (services it did not report).
+        let mut ended = None;
+        let mut ttl = ctx.serving.tcc;
+        if req_type == RequestType::Termination {
+            let n = self.steps.len() as u32;
+            self.steps.push(Step::End(EndSession {
+                account,
+                request: request_key(&session, number, n - p.steps.start as u32),
+                session: session.clone(),
+            }));
+            p.parts.push(Part::Usage {
+                step: self.steps.len() - 1,
+            });
+            ended = Some(number);
+            ttl = ctx.serving.ended_memory;
+        }
+        self.steps.push(Step::Session(PutSession {
+            session,
+            record: SessionRecord {
+                account,
+                subscriber: self.subscriber.clone(),
+                service_context: self.request.service_context.clone(),
+                owner: ctx.ledger.options().node_id.clone(),
+                deadline: Timestamp(now.as_millis().saturating_add(tcc_ms)),
+                ended,
+            },
+            ttl,
+        }));
     }
 
     /// A CCR-Event.
@@ -849,7 +1059,9 @@ impl RedisShard {
             }
         }
     }
+}
 
+impl RedisShard {
     /// The answer of a request whose steps have answered (`None`: a step
     /// failed; the request is answered 3004).
     fn settle_one(p: &mut Pending, results: &[gyro_store::Result<Answer>], ctx: &Ctx) -> bool {
@@ -978,15 +1190,26 @@ impl RedisShard {
         true
     }
 
-    /// Forgets sessions not heard of for longer than the session memory.
+    /// Forgets sessions this node would not serve from memory any more:
+    /// open ones not heard of for Tcc (they are looked up again), ended
+    /// ones after the ended memory, any after the session memory.
     fn prune(&mut self, now_ms: u64) {
         if now_ms.saturating_sub(self.last_prune) < 10_000 || self.index != 0 {
             return;
         }
         self.last_prune = now_ms;
-        let keep = self.ctx.serving.session_memory.as_millis() as u64;
+        let serving = &self.ctx.serving;
+        let ms = |d: Duration| d.as_millis() as u64;
+        let most = ms(serving.session_memory);
+        let (open, ended) = (
+            ms(serving.tcc).min(most),
+            ms(serving.ended_memory).min(most),
+        );
         if let Ok(mut s) = self.ctx.sessions.lock() {
-            s.retain(|_, (_, at, _)| now_ms.saturating_sub(*at) <= keep);
+            s.retain(|_, e| {
+                let keep = if e.ended.is_some() { ended } else { open };
+                now_ms.saturating_sub(e.heard) <= keep
+            });
         }
     }
 }
@@ -1031,7 +1254,7 @@ impl Shard for RedisShard {
                 .answered(telemetry::OTHER_COMMAND, result::COMMAND_UNSUPPORTED);
             return;
         }
-        if let Err(e) = gy::decode_ccr(req, &mut self.request) {
+        if let Err(e) = gy::decode_ccr(req, &mut self.planner.request) {
             let (code, avp_code) = match e {
                 Error::InvalidCcr {
                     result_code,
@@ -1045,26 +1268,37 @@ impl Shard for RedisShard {
             self.totals().telemetry.answered(kind, code);
             return;
         }
-        let kind = telemetry::kind_of(self.request.request_type);
+        let kind = telemetry::kind_of(self.planner.request.request_type);
         let now = Timestamp(now_ms);
         let mut answer = CcAnswer::default();
-        answer.reset(self.request.request_type, self.request.request_number);
+        answer.reset(
+            self.planner.request.request_type,
+            self.planner.request.request_number,
+        );
+        let at = self.planner.steps.len();
         let mut p = Pending {
             request: Vec::new(),
             answer,
             parts: Vec::new(),
-            steps: self.steps.len()..self.steps.len(),
+            steps: at..at,
             kind,
+            look_up: None,
+            failed: false,
         };
-        match self.account(now_ms) {
-            None => {
+        match self.known(now_ms) {
+            Known::UnknownUser => {
                 p.answer.result_code = rc::USER_UNKNOWN;
                 p.answer.failed_avp = Some(FailedAvp::SubscriptionId);
             }
-            Some(account) => self.plan(account, now, &mut p),
+            Known::UnknownSession => {
+                self.ctx.telemetry.unknown_sessions.fetch_add(1, Relaxed);
+                p.answer.result_code = rc::UNKNOWN_SESSION_ID;
+            }
+            Known::LookUp => p.look_up = Some(self.planner.request.session_id.clone()),
+            Known::Account(account) => self.planner.plan(account, now, &mut p),
         }
-        p.steps.end = self.steps.len();
-        if p.steps.is_empty() {
+        p.steps.end = self.planner.steps.len();
+        if p.steps.is_empty() && p.look_up.is_none() {
             let code = p.answer.result_code;
             if gy::encode_cca(out, req, &p.answer, &self.ctx.identity).is_err() {
                 self.reject(req, result::UNABLE_TO_COMPLY, 0, out);
@@ -1114,13 +1348,46 @@ impl Shard for RedisShard {
         if self.pending.is_empty() {
             return Flush::Done;
         }
-        self.in_flight = std::mem::take(&mut self.pending);
-        let steps = std::mem::take(&mut self.steps);
-        let (ctx, slot) = (self.ctx.clone(), self.results.clone());
+        let mut batch = std::mem::take(&mut self.pending);
+        let steps = std::mem::take(&mut self.planner.steps);
+        let (ctx, slot) = (self.ctx.clone(), self.batch.clone());
         let now = unix_now();
         Flush::Settle(Box::new(move || {
             let started = Instant::now();
-            let results = ctx.rt.block_on(ctx.ledger.run(&steps, now));
+            let steps = if batch.iter().any(|p| p.look_up.is_some()) {
+                // Sessions this node does not know: one more round trip
+                // for all of them, then their steps join the batch.
+                let mut planner = Planner {
+                    ctx: ctx.clone(),
+                    request: CcRequest::default(),
+                    subscriber: String::new(),
+                    steps,
+                };
+                look_up(&ctx, &mut planner, &mut batch, now);
+                planner.steps
+            } else {
+                steps
+            };
+            // The client's own timeouts and retries may add up to more
+            // than a gateway waits while a master is dead: past this
+            // bound every step of the batch is answered 3004 (it may have
+            // run; a retry is answered from what Redis remembers).
+            let o = ctx.ledger.options();
+            let bound = o.response_timeout * 2 + o.wait_timeout;
+            let results = ctx
+                .rt
+                .block_on(async { tokio::time::timeout(bound, ctx.ledger.run(&steps, now)).await })
+                .unwrap_or_else(|_| {
+                    steps
+                        .iter()
+                        .map(|_| {
+                            Err(gyro_store::Error::Unavailable {
+                                op: "pipeline",
+                                reason: format!("no answer within {bound:?}"),
+                            })
+                        })
+                        .collect()
+                });
             let t = &ctx.telemetry;
             t.round_trip.observe(started.elapsed().as_secs_f64());
             t.batch_steps.observe(steps.len() as f64);
@@ -1151,7 +1418,7 @@ impl Shard for RedisShard {
                 info!("Redis ledger answers again");
             }
             match slot.lock() {
-                Ok(mut s) => *s = Some(results),
+                Ok(mut s) => *s = Some((batch, results)),
                 Err(_) => return Err(std::io::Error::other("results slot poisoned")),
             }
             Ok(())
@@ -1159,13 +1426,12 @@ impl Shard for RedisShard {
     }
 
     fn synced(&mut self, result: &std::io::Result<()>) {
-        let results = self.results.lock().ok().and_then(|mut s| s.take());
-        let in_flight = std::mem::take(&mut self.in_flight);
-        let (Ok(()), Some(results)) = (result, results) else {
+        let batch = self.batch.lock().ok().and_then(|mut s| s.take());
+        let (Ok(()), Some((in_flight, results))) = (result, batch) else {
             return;
         };
         for mut p in in_flight {
-            if !Self::settle_one(&mut p, &results, &self.ctx) {
+            if p.failed || !Self::settle_one(&mut p, &results, &self.ctx) {
                 continue;
             }
             let Ok(req) = Message::parse(&p.request) else {

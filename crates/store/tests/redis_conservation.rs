@@ -7,7 +7,7 @@ mod redis_support;
 
 use gyro_charging::{AccountId, RatingKey, Timestamp};
 use gyro_store::redis::{
-    Answer, Debit, Expire, Outcome, RedisLedger, Refund, Release, Reserve, Step, TopUp,
+    Answer, Debit, EndSession, Expire, Outcome, RedisLedger, Refund, Release, Reserve, Step, TopUp,
 };
 use redis_support::*;
 use std::collections::HashMap;
@@ -205,6 +205,28 @@ impl Model {
                     sequence,
                 })
             }
+            Step::End(s) => {
+                let all: Vec<_> = self
+                    .res
+                    .keys()
+                    .filter(|(session, _)| *session == s.session)
+                    .cloned()
+                    .collect();
+                let mut money = 0;
+                for k in &all {
+                    if let Some(r) = self.res.remove(k) {
+                        money += r.money;
+                        self.balance += r.money;
+                        self.reserved -= r.money;
+                    }
+                }
+                self.deadline.remove(&s.session);
+                ok(Outcome::Ended {
+                    reservations: all.len() as u64,
+                    money,
+                })
+            }
+            Step::Session(_) => ok(Outcome::SessionKept),
         }
     }
 }
@@ -252,10 +274,15 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
             amount: 1 + rng.below(60) as i64,
             cdr: cdr(&session, n as u32, key),
         }),
-        83..=91 => Step::TopUp(TopUp {
+        83..=89 => Step::TopUp(TopUp {
             account,
             request,
             amount: 1 + rng.below(400) as i64,
+        }),
+        90..=92 => Step::End(EndSession {
+            account,
+            request,
+            session,
         }),
         _ => Step::Expire(Expire {
             account,

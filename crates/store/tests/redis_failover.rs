@@ -13,89 +13,10 @@ mod redis_support;
 use gyro_charging::{AccountId, Timestamp};
 use gyro_store::redis::{Debit, Outcome, RedisLedger, RedisOptions, Step};
 use gyro_store::ErrorKind;
+use redis_support::failover::{failed_over, kill9, master_serves, Cluster};
 use redis_support::*;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
-
-/// The test's own cluster, stopped when dropped.
-struct Cluster {
-    dir: PathBuf,
-    port: u16,
-    nodes: Vec<String>,
-}
-
-impl Cluster {
-    fn script() -> PathBuf {
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/redis-cluster.sh")
-    }
-
-    fn run(&self, what: &str) -> std::process::Output {
-        Command::new("bash")
-            .arg(Self::script())
-            .arg(what)
-            .env("GYRO_REDIS_PORT", self.port.to_string())
-            .env("GYRO_REDIS_DIR", &self.dir)
-            .output()
-            .expect("run redis-cluster.sh")
-    }
-
-    fn start() -> Option<Cluster> {
-        // Skipped (loudly) exactly when the shared cluster is.
-        cluster_nodes()?;
-        let port = std::env::var("GYRO_REDIS_FAILOVER_PORT")
-            .ok()
-            .and_then(|p| p.parse().ok())
-            .unwrap_or(7390);
-        let dir = std::env::temp_dir().join(format!("gyro-redis-failover-{port}"));
-        let mut c = Cluster {
-            dir,
-            port,
-            nodes: Vec::new(),
-        };
-        // A fresh cluster: a node left failed over by an earlier run would
-        // leave a master without a replica.
-        c.run("stop");
-        let out = c.run("start");
-        assert!(
-            out.status.success(),
-            "redis-cluster.sh start: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        c.nodes = String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(String::from)
-            .collect();
-        Some(c)
-    }
-
-    fn pid(&self, port: &str) -> i32 {
-        std::fs::read_to_string(self.dir.join(port).join("redis.pid"))
-            .expect("pid file")
-            .trim()
-            .parse()
-            .expect("pid")
-    }
-
-    fn healthy(&self) -> bool {
-        self.run("status").status.success()
-    }
-
-    fn restart(&self, port: &str) {
-        let status = Command::new("redis-server")
-            .arg(self.dir.join(port).join("redis.conf"))
-            .status()
-            .expect("redis-server");
-        assert!(status.success());
-    }
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.run("stop");
-    }
-}
 
 fn event_debit(account: AccountId, n: u32, amount: i64) -> Step {
     Step::Debit(Debit {
@@ -264,7 +185,7 @@ async fn lost_debits(
 /// point is that nothing hides a loss).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_master_killed_under_load_loses_no_acknowledged_debit_with_replicas_ack() {
-    let Some(cluster) = Cluster::start() else {
+    let Some(cluster) = Cluster::start("GYRO_REDIS_FAILOVER_PORT", 7390) else {
         return;
     };
     for (replicas_ack, ns) in [(1u8, "failover-ack1"), (0, "failover-ack0")] {
@@ -295,59 +216,4 @@ async fn a_master_killed_under_load_loses_no_acknowledged_debit_with_replicas_ac
             assert!(lost.is_empty(), "acknowledged debits lost: {lost:?}");
         }
     }
-}
-
-/// Whether `master` (`host:port`) serves `slot`, by its own CLUSTER SLOTS.
-fn master_serves(cluster: &Cluster, master: &str, slot: u16) -> bool {
-    let out = Command::new("redis-cli")
-        .args(["-p", &cluster.port.to_string(), "cluster", "nodes"])
-        .output()
-        .expect("redis-cli");
-    String::from_utf8_lossy(&out.stdout).lines().any(|l| {
-        let f: Vec<&str> = l.split_whitespace().collect();
-        f.len() > 8
-            && f[1].starts_with(&format!("{master}@"))
-            && f[2].contains("master")
-            && f[8..].iter().any(|r| match r.split_once('-') {
-                Some((a, b)) => {
-                    a.parse::<u16>().is_ok_and(|a| a <= slot)
-                        && b.parse::<u16>().is_ok_and(|b| slot <= b)
-                }
-                None => r.parse::<u16>() == Ok(slot),
-            })
-    })
-}
-
-/// Whether the cluster has promoted another node in place of the master on
-/// `port` (asked of a node that is still up).
-fn failed_over(cluster: &Cluster, port: &str) -> bool {
-    let ask = (0..6)
-        .map(|i| (cluster.port + i).to_string())
-        .find(|p| p != port)
-        .unwrap_or_default();
-    let out = Command::new("redis-cli")
-        .args(["-p", &ask, "cluster", "nodes"])
-        .output();
-    let Ok(out) = out else { return false };
-    let text = String::from_utf8_lossy(&out.stdout).to_string();
-    let dead = text
-        .lines()
-        .find(|l| {
-            l.split_whitespace()
-                .nth(1)
-                .is_some_and(|a| a.contains(&format!(":{port}@")))
-        })
-        .is_some_and(|l| l.contains("fail"));
-    let masters = text
-        .lines()
-        .filter(|l| l.contains("master") && !l.contains("fail") && l.split_whitespace().count() > 8)
-        .count();
-    dead && masters == 3
-}
-
-fn kill9(pid: i32) -> bool {
-    Command::new("kill")
-        .args(["-9", &pid.to_string()])
-        .status()
-        .is_ok_and(|s| s.success())
 }

@@ -6,8 +6,8 @@ mod redis_support;
 
 use gyro_charging::{AccountId, Timestamp};
 use gyro_store::redis::{
-    Answer, Debit, Expire, Outcome, RedisLedger, RedisOptions, Refund, Release, Reserve, Step,
-    TopUp,
+    Answer, Debit, EndSession, Expire, Outcome, PutSession, RedisLedger, RedisOptions, Refund,
+    Release, Reserve, SessionRecord, Step, TopUp,
 };
 use gyro_store::ErrorKind;
 use redis_support::*;
@@ -607,4 +607,82 @@ async fn another_node_expires_every_session_of_a_dead_node_across_the_cluster() 
         );
         assert_eq!(cdrs[0].cdr.session_id, format!("dead-{}", a.0));
     }
+}
+
+#[tokio::test]
+async fn ending_a_session_releases_every_reservation_it_holds_once() {
+    let Some(ledger) = ledger("end").await else {
+        return;
+    };
+    let a = acct(31);
+    ledger.open_account(a, 1000, 0, false).await.unwrap();
+    one(&ledger, reserve(a, "s;0;0", "s", 100)).await;
+    let mut rg20 = reserve(a, "s;0;1", "s", 50);
+    if let Step::Reserve(r) = &mut rg20 {
+        r.key = rg(20);
+    }
+    one(&ledger, rg20).await;
+    one(&ledger, reserve(a, "t;0;0", "t", 10)).await;
+    let end = Step::End(EndSession {
+        account: a,
+        request: "s;2;1".into(),
+        session: "s".into(),
+    });
+    let ended = one(&ledger, end.clone()).await;
+    assert_eq!(
+        (ended.replayed, ended.code, ended.outcome),
+        (
+            false,
+            2001,
+            Outcome::Ended {
+                reservations: 2,
+                money: 150
+            }
+        )
+    );
+    assert!(one(&ledger, end).await.replayed);
+    let state = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((state.balance, state.reserved), (990, 10), "{state:?}");
+    let left = ledger.reservations(a).await.unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].session, "t");
+    assert!(state.is_conserved());
+}
+
+#[tokio::test]
+async fn a_session_record_is_found_from_its_session_id_until_it_expires() {
+    let Some(ledger) = ledger("sessions").await else {
+        return;
+    };
+    let record = SessionRecord {
+        account: acct(32),
+        subscriber: "e164:4670".into(),
+        service_context: "32251@3gpp.org".into(),
+        owner: "node-a".into(),
+        deadline: NOW.plus_secs(1),
+        ended: None,
+    };
+    let put = |session: &str, ttl_ms: u64| {
+        Step::Session(PutSession {
+            session: session.into(),
+            record: record.clone(),
+            ttl: Duration::from_millis(ttl_ms),
+        })
+    };
+    let answers = ledger
+        .run(&[put("a;1", 60_000), put("b{x};2", 300)], NOW)
+        .await;
+    for a in &answers {
+        assert_eq!(a.as_ref().unwrap().outcome, Outcome::SessionKept);
+    }
+    let found = ledger.sessions(&["a;1", "b{x};2", "never"]).await;
+    let found: Vec<_> = found.into_iter().map(|r| r.unwrap()).collect();
+    assert_eq!(
+        found,
+        vec![Some(record.clone()), Some(record.clone()), None]
+    );
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let found = ledger.sessions(&["a;1", "b{x};2"]).await;
+    assert_eq!(found[0].as_ref().unwrap(), &Some(record));
+    assert_eq!(found[1].as_ref().unwrap(), &None, "expired with its ttl");
 }

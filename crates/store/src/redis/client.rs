@@ -3,7 +3,7 @@
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
     AccountState, Answer, Books, ExpiryReport, LedgerStats, Outcome, RedisOptions,
-    ReservationState, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
+    ReservationState, SessionRecord, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Timestamp};
@@ -156,6 +156,21 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         op: step.function(),
         reason: format!("unexpected answer {v:?}"),
     };
+    if let Step::Session(_) = step {
+        return match v {
+            Value::Okay => Ok(Answer {
+                replayed: false,
+                code: gyro_charging::result_code::SUCCESS,
+                outcome: Outcome::SessionKept,
+            }),
+            Value::SimpleString(s) if s == "OK" => Ok(Answer {
+                replayed: false,
+                code: gyro_charging::result_code::SUCCESS,
+                outcome: Outcome::SessionKept,
+            }),
+            _ => Err(bad()),
+        };
+    }
     let Value::Array(items) = v else {
         return Err(bad());
     };
@@ -168,7 +183,8 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::Reserve(_) | Step::Release(_) => 6,
         Step::Debit(_) => 9,
         Step::Refund(_) | Step::Expire(_) => 5,
-        Step::TopUp(_) => 4,
+        Step::TopUp(_) | Step::End(_) => 4,
+        Step::Session(_) => return Err(bad()),
     };
     if n.len() != need {
         return Err(bad());
@@ -210,6 +226,11 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
             money: n[3],
             sequence: u(4),
         },
+        Step::End(_) => Outcome::Ended {
+            reservations: u(2),
+            money: n[3],
+        },
+        Step::Session(_) => return Err(bad()),
     };
     Ok(Answer {
         replayed: n[0] != 0,
@@ -629,6 +650,17 @@ impl RedisLedger {
         if step.request().is_empty() {
             return Err(encode_err("request key", "empty"));
         }
+        if let Step::Session(s) = step {
+            let json = serde_json::to_string(&s.record)
+                .map_err(|e| encode_err("session record", e.to_string()))?;
+            let ttl = u64::try_from(s.ttl.as_millis()).unwrap_or(u64::MAX).max(1);
+            let mut c = redis::cmd("SET");
+            c.arg(self.keys.session(&s.session))
+                .arg(json)
+                .arg("PX")
+                .arg(ttl);
+            return Ok(c);
+        }
         let account = step.account();
         let mut c = redis::cmd("FCALL");
         c.arg(step.function()).arg(6);
@@ -691,8 +723,106 @@ impl RedisLedger {
                     .arg(node)
                     .arg(cdr_json(&s.cdr)?);
             }
+            Step::End(s) => {
+                c.arg(&s.session);
+            }
+            Step::Session(_) => {}
         }
         Ok(c)
+    }
+
+    /// The slot a step runs in: its account's, or its session's for a
+    /// session record.
+    fn slot_of(&self, step: &Step) -> u16 {
+        match step {
+            Step::Session(s) => super::keys::slot(self.keys.session(&s.session).as_bytes()),
+            s => self.keys.account_slot(s.account()),
+        }
+    }
+
+    /// The records of `sessions` ([`SessionRecord`]; none where the
+    /// cluster holds none, or where it holds something unreadable), read
+    /// with one pipeline of `GET`s per master, concurrently: one round
+    /// trip for all of them. A key whose answer is a redirection is read
+    /// again on its own. An error is per session.
+    pub async fn sessions(&self, sessions: &[&str]) -> Vec<Result<Option<SessionRecord>>> {
+        let keys: Vec<String> = sessions.iter().map(|s| self.keys.session(s)).collect();
+        let slots: Vec<u16> = keys
+            .iter()
+            .map(|k| super::keys::slot(k.as_bytes()))
+            .collect();
+        let mut by_master: HashMap<usize, Vec<usize>> = HashMap::new();
+        {
+            let shards = self.shards.read().ok();
+            for (i, &slot) in slots.iter().enumerate() {
+                let master = shards
+                    .as_ref()
+                    .and_then(|s| s.owner.get(usize::from(slot)).copied())
+                    .unwrap_or(usize::MAX);
+                by_master.entry(master).or_default().push(i);
+            }
+        }
+        let groups: Vec<Vec<usize>> = by_master.into_values().collect();
+        let reads = groups.iter().map(|members| {
+            let mut pipe = redis::pipe();
+            for &i in members {
+                pipe.cmd("GET").arg(&keys[i]);
+            }
+            let slot = slots[members[0]];
+            let count = members.len();
+            let mut conn = self.conn.clone();
+            async move {
+                let route = SingleNodeRoutingInfo::SpecificNode(Route::new(slot, SlotAddr::Master));
+                conn.route_pipeline(pipe, 0, count, route).await
+            }
+        });
+        let parse = |v: &Value| -> Option<SessionRecord> { serde_json::from_str(&text(v)?).ok() };
+        let mut out: Vec<Option<Result<Option<SessionRecord>>>> =
+            (0..sessions.len()).map(|_| None).collect();
+        let mut again = Vec::new();
+        for (members, read) in groups
+            .iter()
+            .zip(futures_util::future::join_all(reads).await)
+        {
+            match read {
+                Ok(values) if values.len() == members.len() => {
+                    for (&i, v) in members.iter().zip(&values) {
+                        out[i] = Some(match v {
+                            Value::Nil => Ok(None),
+                            Value::ServerError(_) => {
+                                again.push(i);
+                                continue;
+                            }
+                            v => Ok(parse(v)),
+                        });
+                    }
+                }
+                Ok(_) => again.extend(members.iter().copied()),
+                Err(e) => {
+                    let e = classify("GET session", &e);
+                    for &i in members {
+                        out[i] = Some(Err(e.clone_shallow()));
+                    }
+                }
+            }
+        }
+        if !again.is_empty() {
+            let _ = self.refresh_shards().await;
+        }
+        for i in again {
+            let mut c = redis::cmd("GET");
+            c.arg(&keys[i]);
+            out[i] = Some(self.call(c, slots[i], "GET session").await.map(|v| {
+                if matches!(v, Value::Nil) {
+                    None
+                } else {
+                    parse(&v)
+                }
+            }));
+        }
+        out.into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(encode_err("session", "no answer"))))
+            .collect()
     }
 
     /// Runs one step on its own (a round trip, plus `WAIT` with
@@ -704,7 +834,7 @@ impl RedisLedger {
 
     async fn step_alone(&self, step: &Step, c: Cmd) -> Result<Answer> {
         self.stats.alone.fetch_add(1, Ordering::Relaxed);
-        let slot = self.keys.account_slot(step.account());
+        let slot = self.slot_of(step);
         let v = self.call(c, slot, step.function()).await?;
         let a = answer(step, &v)?;
         self.wait_replica(slot).await?;
@@ -763,7 +893,7 @@ impl RedisLedger {
             for (i, step) in steps.iter().enumerate() {
                 match self.command(step, now) {
                     Ok(c) => {
-                        let slot = self.keys.account_slot(step.account());
+                        let slot = self.slot_of(step);
                         let master = shards
                             .as_ref()
                             .and_then(|s| s.owner.get(usize::from(slot)).copied())
@@ -796,7 +926,7 @@ impl RedisLedger {
             if wait {
                 pipe.cmd("WAIT").arg(1).arg(self.wait_ms());
             }
-            let slot = self.keys.account_slot(steps[members[0]].account());
+            let slot = self.slot_of(&steps[members[0]]);
             let count = members.len() + usize::from(wait);
             let mut conn = self.conn.clone();
             async move {
@@ -856,7 +986,7 @@ impl RedisLedger {
                     v if !replicated => {
                         let _ = v;
                         Err(Error::NotReplicated {
-                            node: self.master_of(self.keys.account_slot(step.account())),
+                            node: self.master_of(self.slot_of(step)),
                             timeout_ms: self.wait_ms(),
                         })
                     }

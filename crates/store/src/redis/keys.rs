@@ -103,6 +103,13 @@ impl Keys {
         format!("{}:{{acct:{}}}:req:{request}", self.ns, account.0)
     }
 
+    /// `<ns>:{sess:<session-id>}`: a session's record (JSON of
+    /// [`super::SessionRecord`]), in the slot of its Session-Id, so that
+    /// any node finds it from the Session-Id alone.
+    pub fn session(&self, session: &str) -> String {
+        format!("{}:{{sess:{session}}}", self.ns)
+    }
+
     /// The hash slot of an account (and of all its keys).
     pub fn account_slot(&self, account: AccountId) -> u16 {
         slot(self.account(account).as_bytes())

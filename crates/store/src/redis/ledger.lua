@@ -393,6 +393,36 @@ local function expire(keys, args)
   return remember(keys, args, { SUCCESS, count, money, seq })
 end
 
+-- gyro_end: a CCR-Terminate: releases every reservation `session` still
+-- holds on this account (the services the request did not report), and
+-- drops the session from the expiry index. No CDR: nothing is charged.
+-- ARGV[5..]: session
+-- Answer: { replayed, code, reservations released, money released }
+local function end_session(keys, args)
+  local done = remembered(keys, args)
+  if done then
+    return done
+  end
+  if not account(keys) then
+    return remember(keys, args, { UNKNOWN, 0, 0 })
+  end
+  local session = args[5]
+  local prefix = session .. '|'
+  local count, money = 0, 0
+  for _, f in ipairs(redis.call('HKEYS', keys[2])) do
+    if string.sub(f, 1, #prefix) == prefix and not string.find(f, '|', #prefix + 1, true) then
+      local r = reservation(keys, f)
+      redis.call('HINCRBY', keys[1], 'balance', fmt(r.money))
+      redis.call('HINCRBY', keys[1], 'reserved', fmt(-r.money))
+      redis.call('HDEL', keys[2], f)
+      count = count + 1
+      money = money + r.money
+    end
+  end
+  redis.call('ZREM', keys[4], args[3] .. '|' .. session)
+  return remember(keys, args, { SUCCESS, count, money })
+end
+
 -- CDR export. Every slot's stream is exported by one node at a time, the
 -- holder of its lease; the cursor is the last sequence number (and
 -- stream entry) written to a CDR file and fsynced. Before a file is
@@ -489,13 +519,14 @@ redis.register_function('gyro_release', release)
 redis.register_function('gyro_refund', refund)
 redis.register_function('gyro_topup', topup)
 redis.register_function('gyro_expire', expire)
+redis.register_function('gyro_end', end_session)
 redis.register_function('gyro_export_lease', export_lease)
 redis.register_function('gyro_export_pin', export_pin)
 redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 3
+    return 4
   end,
   flags = { 'no-writes' },
 }

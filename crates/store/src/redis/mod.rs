@@ -51,7 +51,18 @@
 //! <ns>:{<tag>}:seq              string  last CDR sequence number of the slot
 //! <ns>:{<tag>}:exporter         string  the node exporting the slot's stream (lease, PX)
 //! <ns>:{<tag>}:exported         string  "<seq> <entry id>": exported and fsynced up to
+//! <ns>:{sess:<session-id>}      string  the session's record (JSON of [`SessionRecord`]),
+//!                                       PX its Tcc deadline (a minute once ended)
 //! ```
+//!
+//! The session record is the one key not in an account's slot: it is
+//! found from the Session-Id alone, by any node, so that a CCR-Update or
+//! -Terminate of a session another node opened (a gateway failing over)
+//! can be charged to its account. It is written with a plain `SET ... PX`
+//! ([`Step::Session`]) in the same batch as the money steps, not inside
+//! them (a function touches one slot only), and read with one pipeline of
+//! `GET`s per master for all the sessions of a batch
+//! ([`RedisLedger::sessions`]).
 //!
 //! A CDR in the stream is the engine's [`gyro_charging::Cdr`] as JSON
 //! (field `cdr`) with the fields the ledger decides beside it: `seq`
@@ -70,6 +81,7 @@
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
+//! | `gyro_end`     | release every reservation a session still holds on the account (CCR-Terminate); no CDR |
 //! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor and pinned range |
 //! | `gyro_export_pin` | pin the range of the file about to be written (or learn the one pinned) |
 //! | `gyro_export_ack` | move the cursor past a fsynced file and trim the stream |
@@ -129,8 +141,10 @@
 //!
 //! `gyro serve` with `[storage] backend = "redis-cluster"`
 //! (`gyro_ocs::redis_shard`): it rates locally, sends each event-loop
-//! turn's steps through [`RedisLedger::run`] and encodes the answers from
-//! what the functions answered; a background thread calls
+//! turn's steps (and session records) through [`RedisLedger::run`], after
+//! one [`RedisLedger::sessions`] round trip when the turn has sessions the
+//! node does not know, and encodes the answers from what the functions
+//! answered; a background thread calls
 //! [`RedisLedger::expire_due`] and [`RedisLedger::export_all`]
 //! periodically. `gyro ledger --config FILE` reads [`RedisLedger::books`].
 //!
@@ -146,9 +160,10 @@
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
-//! * A Session-Id is not mapped to its account in the cluster: a node
-//!   charges a CCR-Update or -Terminate without Subscription-Id only for a
-//!   session it saw itself.
+//! * A session record and its reservation are written in one batch but
+//!   not in one atomic step (different slots): when the record's `SET`
+//!   fails and the gateway does not retry, the reservation is only found
+//!   by expiry, at its Tcc deadline.
 
 mod client;
 pub mod export;
@@ -165,7 +180,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 3;
+pub const LIBRARY_VERSION: i64 = 4;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -332,7 +347,53 @@ pub struct Expire {
     pub cdr: Cdr,
 }
 
-/// One money step.
+/// Releases every reservation a session still holds on an account (a
+/// CCR-Terminate: the services it did not report go too). No CDR: nothing
+/// is charged.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EndSession {
+    /// The account.
+    pub account: AccountId,
+    /// Request key.
+    pub request: String,
+    /// Diameter Session-Id.
+    pub session: String,
+}
+
+/// What any node needs to serve a session it did not open: kept under
+/// the session's own key ([`keys::Keys::session`]), found from the
+/// Session-Id alone.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SessionRecord {
+    /// The account the session charges.
+    pub account: AccountId,
+    /// The subscriber (`kind:data`), for CDRs.
+    pub subscriber: String,
+    /// Service-Context-Id of the session's CCR-Initial.
+    pub service_context: String,
+    /// The node that served its latest request.
+    pub owner: String,
+    /// Its Tcc deadline when written (the record is kept until then).
+    pub deadline: Timestamp,
+    /// The CC-Request-Number of the CCR-Terminate that ended it (the
+    /// record is then kept a short while, so that a retransmission of
+    /// that request finds it); none while it is open.
+    pub ended: Option<u32>,
+}
+
+/// Writes (or renews) a session's record, kept for `ttl` (a plain `SET
+/// ... PX` in the session's slot: idempotent, no request key needed).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PutSession {
+    /// Diameter Session-Id.
+    pub session: String,
+    /// The record.
+    pub record: SessionRecord,
+    /// How long the cluster keeps it.
+    pub ttl: std::time::Duration,
+}
+
+/// One step: a money step, or the write of a session record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
     /// [`Reserve`].
@@ -347,6 +408,10 @@ pub enum Step {
     TopUp(TopUp),
     /// [`Expire`].
     Expire(Expire),
+    /// [`EndSession`].
+    End(EndSession),
+    /// [`PutSession`] (not a money step; in the session's slot).
+    Session(PutSession),
 }
 
 /// The request key of the `step`-th money step of a Diameter request:
@@ -366,6 +431,8 @@ impl Step {
             Step::Refund(s) => s.account,
             Step::TopUp(s) => s.account,
             Step::Expire(s) => s.account,
+            Step::End(s) => s.account,
+            Step::Session(s) => s.record.account,
         }
     }
 
@@ -381,10 +448,12 @@ impl Step {
             Step::Refund(s) => &s.request,
             Step::TopUp(s) => &s.request,
             Step::Expire(s) => &s.request,
+            Step::End(s) => &s.request,
+            Step::Session(s) => &s.session,
         }
     }
 
-    /// The Redis Function that runs it.
+    /// The Redis Function that runs it (`SET` for a session record).
     pub fn function(&self) -> &'static str {
         match self {
             Step::Reserve(_) => "gyro_reserve",
@@ -393,6 +462,8 @@ impl Step {
             Step::Refund(_) => "gyro_refund",
             Step::TopUp(_) => "gyro_topup",
             Step::Expire(_) => "gyro_expire",
+            Step::End(_) => "gyro_end",
+            Step::Session(_) => "SET",
         }
     }
 }
@@ -477,6 +548,15 @@ pub enum Outcome {
         /// The session-end CDR's sequence number (0: none written).
         sequence: u64,
     },
+    /// [`Step::End`].
+    Ended {
+        /// Reservations released.
+        reservations: u64,
+        /// Money they gave back.
+        money: i64,
+    },
+    /// [`Step::Session`]: the record is written.
+    SessionKept,
 }
 
 /// An account as the cluster holds it.

@@ -10,6 +10,8 @@
 
 #![allow(dead_code)]
 
+pub mod failover;
+
 use gyro_charging::{AccountId, Cdr, RatingKey, Timestamp};
 use gyro_store::redis::{RedisLedger, RedisOptions};
 use std::path::Path;
