@@ -441,23 +441,21 @@ impl Families {
 /// The Redis Cluster ledger's families: round-trip latency and size of
 /// each batch's pipelines, steps and errors by kind, background work.
 fn redis_families(e: &mut DescriptorEncoder, r: &gyro_ocs::RedisTelemetry) -> Result {
-    let (sum, count, buckets) = r.round_trip.snapshot();
-    let mut m = e.encode_descriptor(
+    histogram(
+        e,
         "gyro_redis_round_trip_seconds",
         "Wall time of one group commit's pipelines to the Redis Cluster (one per master, \
          sent concurrently; with replicas_ack = 1 including WAIT)",
-        None,
-        MetricType::Histogram,
+        &r.round_trip.snapshot(),
+        NS,
     )?;
-    m.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
-    let (sum, count, buckets) = r.batch_steps.snapshot();
-    let mut m = e.encode_descriptor(
+    histogram(
+        e,
         "gyro_redis_batch_steps",
         "Money steps (Redis Function calls) per group commit",
-        None,
-        MetricType::Histogram,
+        &r.batch_steps.snapshot(),
+        1.0,
     )?;
-    m.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)?;
     let s = r.ledger_stats();
     single(
         e,

@@ -85,6 +85,7 @@
 //!   store only; `/metrics` shows the Redis families (`gyro_redis_*`) but
 //!   not the per-request families of the embedded runtime.
 
+use gyro_telemetry::Histogram;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
@@ -142,63 +143,36 @@ impl Default for RedisServing {
     }
 }
 
-/// Round-trip buckets (seconds) of [`RedisTelemetry::round_trip`].
-pub const ROUND_TRIP_BOUNDS: [f64; 12] = [
-    0.000_25, 0.000_5, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
+/// Round-trip buckets (nanoseconds) of [`RedisTelemetry::round_trip`]
+/// (the last is `+Inf`).
+pub const ROUND_TRIP_BOUNDS_NS: [u64; 13] = [
+    250_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    u64::MAX,
 ];
 
-/// Steps-per-batch buckets of [`RedisTelemetry::batch_steps`].
-pub const BATCH_STEPS_BOUNDS: [f64; 10] =
-    [1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0];
-
-/// A histogram with fixed bounds, updated without locks.
-#[derive(Debug)]
-pub struct Histogram<const N: usize> {
-    bounds: [f64; N],
-    /// Per bound (the last slot: above every bound).
-    counts: Vec<AtomicU64>,
-    /// Sum of the observed values, in millionths.
-    sum_micro: AtomicU64,
-}
-
-impl<const N: usize> Histogram<N> {
-    fn new(bounds: [f64; N]) -> Self {
-        Histogram {
-            bounds,
-            counts: (0..=N).map(|_| AtomicU64::new(0)).collect(),
-            sum_micro: AtomicU64::new(0),
-        }
-    }
-
-    fn observe(&self, v: f64) {
-        let i = self.bounds.iter().position(|&b| v <= b).unwrap_or(N);
-        self.counts[i].fetch_add(1, Relaxed);
-        self.sum_micro.fetch_add((v * 1e6) as u64, Relaxed);
-    }
-
-    /// The sum of observed values, the observations, and per bucket its
-    /// upper bound (`f64::MAX` for the last, +Inf) and count (not
-    /// cumulative).
-    pub fn snapshot(&self) -> (f64, u64, Vec<(f64, u64)>) {
-        let mut total = 0;
-        let mut buckets = Vec::with_capacity(N + 1);
-        for (i, c) in self.counts.iter().enumerate() {
-            let n = c.load(Relaxed);
-            total += n;
-            buckets.push((self.bounds.get(i).copied().unwrap_or(f64::MAX), n));
-        }
-        (self.sum_micro.load(Relaxed) as f64 / 1e6, total, buckets)
-    }
-}
+/// Steps-per-batch buckets of [`RedisTelemetry::batch_steps`] (the last
+/// is `+Inf`).
+pub const BATCH_STEPS_BOUNDS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, u64::MAX];
 
 /// What the Redis ledger of a node has done, for `/metrics`.
 #[derive(Debug)]
 pub struct RedisTelemetry {
     /// Wall time of each batch's pipelines (one per master, concurrently),
-    /// seconds.
-    pub round_trip: Histogram<12>,
+    /// nanoseconds.
+    pub round_trip: Histogram<13>,
     /// Steps per batch.
-    pub batch_steps: Histogram<10>,
+    pub batch_steps: Histogram<11>,
     /// Steps that failed because the cluster was unreachable or timed out.
     pub errors_unavailable: AtomicU64,
     /// Steps not confirmed by a replica in time (`replicas_ack = 1`).
@@ -228,8 +202,8 @@ pub struct RedisTelemetry {
 impl RedisTelemetry {
     fn new(ledger: Arc<RedisLedger>) -> Self {
         RedisTelemetry {
-            round_trip: Histogram::new(ROUND_TRIP_BOUNDS),
-            batch_steps: Histogram::new(BATCH_STEPS_BOUNDS),
+            round_trip: Histogram::new(&ROUND_TRIP_BOUNDS_NS),
+            batch_steps: Histogram::new(&BATCH_STEPS_BOUNDS),
             errors_unavailable: AtomicU64::new(0),
             errors_not_replicated: AtomicU64::new(0),
             errors_refused: AtomicU64::new(0),
@@ -1389,8 +1363,8 @@ impl Shard for RedisShard {
                         .collect()
                 });
             let t = &ctx.telemetry;
-            t.round_trip.observe(started.elapsed().as_secs_f64());
-            t.batch_steps.observe(steps.len() as f64);
+            t.round_trip.record(started.elapsed().as_nanos() as u64);
+            t.batch_steps.record(steps.len() as u64);
             let unreachable = results
                 .iter()
                 .any(|r| matches!(r, Err(e) if e.kind() == ErrorKind::Unavailable));
