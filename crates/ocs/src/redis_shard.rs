@@ -518,32 +518,7 @@ impl RedisShard {
     /// An error answer to `req` (Failed-AVP: the request's AVP with code
     /// `avp_code`, when not 0).
     fn reject(&self, req: &Message<'_>, code: u32, avp_code: u32, out: &mut BytesMut) {
-        let protocol_error = (3000..4000).contains(&code);
-        let mut e = Encoder::answer(out, req, protocol_error);
-        e.u32(avp::RESULT_CODE, code)
-            .str(avp::ORIGIN_HOST, &self.ctx.identity.origin_host)
-            .str(avp::ORIGIN_REALM, &self.ctx.identity.origin_realm);
-        if req.command_code() == cmd::CREDIT_CONTROL {
-            for id in [
-                avp::AUTH_APPLICATION_ID,
-                avp::CC_REQUEST_TYPE,
-                avp::CC_REQUEST_NUMBER,
-            ] {
-                if let Some(a) = req.find(id) {
-                    e.raw_avp(&a);
-                }
-            }
-        }
-        if avp_code != 0 {
-            if let Some(a) = req.avps().flatten().find(|a| a.code() == avp_code) {
-                let g = e.begin_group(avp::FAILED_AVP);
-                e.raw_avp(&a);
-                e.end_group(g);
-            }
-        }
-        if e.finish().is_err() {
-            warn!("error answer too large");
-        }
+        crate::shard::reject(&self.ctx.identity, req, code, avp_code, out);
     }
 
     /// The account a request charges: a CCR-Initial's or -Event's, its

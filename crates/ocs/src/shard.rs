@@ -188,24 +188,7 @@ impl CreditShard {
     /// Answers a request the engine cannot take with `code`, echoing what a
     /// CCA must echo and naming the offending AVP.
     fn reject(&self, req: &Message<'_>, code: u32, avp_code: u32, out: &mut BytesMut) {
-        let protocol_error = (3000..4000).contains(&code);
-        let mut e = Encoder::answer(out, req, protocol_error);
-        e.u32(avp::RESULT_CODE, code)
-            .str(avp::ORIGIN_HOST, &self.identity.origin_host)
-            .str(avp::ORIGIN_REALM, &self.identity.origin_realm);
-        if req.command_code() == cmd::CREDIT_CONTROL {
-            echo_ids(&mut e, req);
-        }
-        if avp_code != 0 {
-            if let Some(a) = req.avps().flatten().find(|a| a.code() == avp_code) {
-                let g = e.begin_group(avp::FAILED_AVP);
-                e.raw_avp(&a);
-                e.end_group(g);
-            }
-        }
-        if e.finish().is_err() {
-            warn!("error answer too large");
-        }
+        reject(&self.identity, req, code, avp_code, out);
     }
 
     /// Builds a snapshot off the event loop when the store says one is
@@ -386,6 +369,36 @@ impl CreditShard {
         if e.finish().is_err() {
             warn!("3004 answer too large");
         }
+    }
+}
+
+/// An error answer to `req` from `identity` with Result-Code `code` (the
+/// E bit for a 3xxx protocol error), echoing what a CCA must echo, with a
+/// Failed-AVP holding the request's AVP of code `avp_code` when not 0.
+pub(crate) fn reject(
+    identity: &LocalIdentity,
+    req: &Message<'_>,
+    code: u32,
+    avp_code: u32,
+    out: &mut BytesMut,
+) {
+    let protocol_error = (3000..4000).contains(&code);
+    let mut e = Encoder::answer(out, req, protocol_error);
+    e.u32(avp::RESULT_CODE, code)
+        .str(avp::ORIGIN_HOST, &identity.origin_host)
+        .str(avp::ORIGIN_REALM, &identity.origin_realm);
+    if req.command_code() == cmd::CREDIT_CONTROL {
+        echo_ids(&mut e, req);
+    }
+    if avp_code != 0 {
+        if let Some(a) = req.avps().flatten().find(|a| a.code() == avp_code) {
+            let g = e.begin_group(avp::FAILED_AVP);
+            e.raw_avp(&a);
+            e.end_group(g);
+        }
+    }
+    if e.finish().is_err() {
+        warn!("error answer too large");
     }
 }
 
