@@ -173,15 +173,21 @@ impl AdminServer {
 
     /// The server is serving on the Redis Cluster ledger: `/metrics`
     /// shows the ledger's families (`gyro_redis_*`) and the answers by
-    /// Result-Code (`gyro_diameter_requests_total`). The account and
-    /// session operations stay unavailable (503): they work on the
-    /// embedded store only.
+    /// Result-Code (`gyro_diameter_requests_total`); `GET
+    /// /v1/accounts/{subscriber}` and its `top-ups` work through
+    /// `accounts`. The other account, session, peer, rate and TLS
+    /// operations answer 501: they need the embedded store's runtime.
     pub fn ready_redis(
         &self,
         telemetry: std::sync::Arc<gyro_ocs::RedisTelemetry>,
         totals: std::sync::Arc<[gyro_ocs::ShardTotals]>,
+        accounts: std::sync::Arc<gyro_ocs::RedisAccounts>,
     ) {
-        let _ = self.inner.redis.set((telemetry, totals));
+        let _ = self.inner.redis.set(state::Redis {
+            telemetry,
+            totals,
+            accounts,
+        });
     }
 }
 
