@@ -150,6 +150,9 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
     assert_eq!(report["backend"], "redis-cluster", "{report}");
     assert_eq!(report["violations"], 0, "{report}");
     assert_eq!(report["topped_up"], 750, "{report}");
+    // (A peer still connected would be sent a Disconnect-Peer-Request and
+    // waited for.)
+    drop(c);
     server.stop();
     let _ = std::fs::remove_dir_all(&root);
 }
