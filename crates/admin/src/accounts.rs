@@ -121,6 +121,7 @@ fn redis_view(v: gyro_ocs::RedisAccountView, replayed: Option<bool>) -> AccountV
 #[utoipa::path(post, path = "/v1/accounts", tag = "accounts",
     request_body = CreateAccount,
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 201, description = "Created (and durable)", body = AccountView),
         (status = 409, description = "The id or a subscriber identity has an account", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
@@ -168,12 +169,14 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Respo
         .into_response())
 }
 
-/// Reads an account.
+/// Reads an account (on the Redis Cluster ledger: the cluster's figures,
+/// without bundles or currency).
 #[utoipa::path(get, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     responses(
         (status = 200, description = "The account", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Starting, or (Redis Cluster ledger) Redis did not answer", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn show(
     State(state): State<AppState>,
@@ -201,6 +204,7 @@ pub async fn show(
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     request_body = UpdateAccount,
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The changed account (durable)", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
@@ -239,6 +243,7 @@ pub async fn update(
 #[utoipa::path(delete, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "Deleted (durable)"),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It has open sessions", body = Problem, content_type = "application/problem+json"),
@@ -261,15 +266,17 @@ pub async fn delete(
     }
 }
 
-/// Adds money, once per idempotency key.
+/// Adds money, once per idempotency key (on the Redis Cluster ledger: a
+/// `gyro_topup` step whose request key is the idempotency key).
 #[utoipa::path(post, path = "/v1/accounts/{subscriber}/top-ups", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     request_body = TopUpRequest,
     responses(
         (status = 200, description = "The account with its new balance (durable); `replayed` when the key was used before", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The key was used with another amount", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key was used with another amount (embedded store; the Redis Cluster ledger replays the first top-up)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Not durable, or (Redis Cluster ledger) not confirmed by Redis: retry with the same key", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn top_up(
     State(state): State<AppState>,
@@ -324,7 +331,10 @@ pub struct AccountQuery {
 /// Lists accounts in id order.
 #[utoipa::path(get, path = "/v1/accounts", tag = "accounts",
     params(AccountQuery),
-    responses((status = 200, description = "Accounts", body = AccountList)))]
+    responses(
+        (status = 200, description = "Accounts", body = AccountList),
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<AccountQuery>,
@@ -361,6 +371,7 @@ pub struct SessionQuery {
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
     params(SessionQuery),
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "Open sessions", body = SessionList),
         (status = 404, description = "No such subscriber", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -20,6 +20,12 @@
 //! are `application/problem+json` ([`Problem`]). Configured by `[admin]`
 //! ([`gyro_server::config::AdminSection`]); with a token file every
 //! request but the probes needs `Authorization: Bearer <token>`.
+//!
+//! On a node serving on the Redis Cluster ledger
+//! ([`AdminServer::ready_redis`]) an account is shown and topped up
+//! through [`gyro_ocs::RedisAccounts`] (the top-up's idempotency key is
+//! the ledger step's request key); every other account, session, peer,
+//! rate and TLS operation answers 501 Not Implemented.
 
 mod accounts;
 mod error;

@@ -137,6 +137,9 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
     is_problem(&http(&url(&account), "DELETE", None, None).unwrap(), 501);
     is_problem(&http(&url("/v1/accounts"), "GET", None, None).unwrap(), 501);
     is_problem(&http(&url("/v1/sessions"), "GET", None, None).unwrap(), 501);
+    let abort = url("/v1/sessions/pgw.gyro.test;admin;1");
+    is_problem(&http(&abort, "DELETE", None, None).unwrap(), 501);
+    assert_eq!(http(&url("/readyz"), "GET", None, None).unwrap().0, 200);
     let patch = json!({ "status": "blocked" });
     is_problem(
         &http(&url(&account), "PATCH", Some(patch), None).unwrap(),

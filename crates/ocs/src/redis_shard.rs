@@ -81,9 +81,13 @@
 //!   remembers a session as open charges a late CCR-Update for it even
 //!   if another node has since ended it (the money rules hold either way;
 //!   the new reservation goes at the Tcc deadline).
-//! * The operator API (accounts, sessions, top-ups) works on the embedded
-//!   store only; `/metrics` shows the Redis families (`gyro_redis_*`) but
-//!   not the per-request families of the embedded runtime.
+//! * The operator API shows accounts and tops them up ([`RedisAccounts`])
+//!   but does not create, change, delete or list them, nor list or abort
+//!   sessions (it answers 501); a top-up's key used again with another
+//!   amount replays the first top-up (no conflict is detected), and a
+//!   top-up sends no Re-Auth-Request. `/metrics` shows the Redis families
+//!   (`gyro_redis_*`) but not the per-request families of the embedded
+//!   runtime.
 
 use gyro_telemetry::Histogram;
 use std::collections::HashMap;
