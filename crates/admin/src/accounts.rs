@@ -6,17 +6,18 @@ use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use gyro_charging::AccountId;
+use gyro_charging::{AccountId, SubscriptionType};
 use gyro_ocs::operations::{AccountOp, Outcome};
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::model::{
-    AccountList, AccountView, CreateAccount, SessionList, SessionView, TopUpRequest, UpdateAccount,
+    AccountList, AccountView, CreateAccount, SessionList, SessionView, Status, TopUpRequest,
+    UpdateAccount,
 };
 use crate::problem::Problem;
-use crate::state::{AppState, Backend};
+use crate::state::{AppState, Backend, Redis};
 
 /// Parses a JSON body: 400 when it is not JSON, 422 when it is JSON of
 /// the wrong shape.
@@ -54,10 +55,73 @@ fn account(outcome: Outcome) -> Result<AccountView, Problem> {
     }
 }
 
+/// The account of a subscriber on the Redis Cluster ledger (the charging
+/// configuration's directory).
+fn redis_account_of(r: &Redis, subscriber: &str) -> Result<AccountId, Problem> {
+    r.accounts
+        .lookup_digits(subscriber)
+        .ok_or_else(|| Problem::not_found(format!("no account for subscriber {subscriber}")))
+}
+
+fn no_account_in_cluster(subscriber: &str) -> Problem {
+    Problem::not_found(format!(
+        "subscriber {subscriber} has no account in the Redis Cluster"
+    ))
+}
+
+/// A ledger error: 503 when Redis could not be reached or did not confirm
+/// (retry; a top-up with the same key is applied once), 500 otherwise.
+fn redis_problem(e: gyro_ocs::RedisAccountsError) -> Problem {
+    if e.is_unavailable() {
+        Problem::unavailable(format!("{e}; retry (with the same idempotency key)"))
+    } else {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "ledger",
+            "Ledger error",
+            e.to_string(),
+        )
+    }
+}
+
+/// The API's view of an account on the Redis Cluster ledger: no bundles
+/// (the ledger holds money only), the currency of the configuration.
+fn redis_view(v: gyro_ocs::RedisAccountView, replayed: Option<bool>) -> AccountView {
+    let find = |kind| {
+        v.subscribers
+            .iter()
+            .find(|id| id.kind == kind)
+            .map(|id| id.data.clone())
+    };
+    let s = &v.state;
+    AccountView {
+        id: s.account.0,
+        msisdn: find(SubscriptionType::E164),
+        imsi: find(SubscriptionType::Imsi),
+        balance: s.balance,
+        reserved: s.reserved,
+        credit_limit: s.credit_limit,
+        status: if s.blocked {
+            Status::Blocked
+        } else {
+            Status::Active
+        },
+        bundles: Vec::new(),
+        debited: s.debited,
+        initial_balance: s.initial,
+        topped_up: s.topped_up,
+        plan: v.plan.clone(),
+        currency: None,
+        open_sessions: v.open_sessions,
+        replayed,
+    }
+}
+
 /// Creates an account.
 #[utoipa::path(post, path = "/v1/accounts", tag = "accounts",
     request_body = CreateAccount,
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 201, description = "Created (and durable)", body = AccountView),
         (status = 409, description = "The id or a subscriber identity has an account", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
@@ -105,17 +169,25 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Respo
         .into_response())
 }
 
-/// Reads an account.
+/// Reads an account (on the Redis Cluster ledger: the cluster's figures,
+/// without bundles or currency).
 #[utoipa::path(get, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     responses(
         (status = 200, description = "The account", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Starting, or (Redis Cluster ledger) Redis did not answer", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn show(
     State(state): State<AppState>,
     Path(subscriber): Path<String>,
 ) -> Result<Json<AccountView>, Problem> {
+    if let Some(r) = state.redis.get() {
+        let id = redis_account_of(r, &subscriber)?;
+        let view = r.accounts.show(id).await.map_err(redis_problem)?;
+        let view = view.ok_or_else(|| no_account_in_cluster(&subscriber))?;
+        return Ok(Json(redis_view(view, None)));
+    }
     let backend = state.backend()?;
     let id = account_of(backend, &subscriber)?;
     let mut view = account(
@@ -132,6 +204,7 @@ pub async fn show(
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     request_body = UpdateAccount,
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The changed account (durable)", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
@@ -170,6 +243,7 @@ pub async fn update(
 #[utoipa::path(delete, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "Deleted (durable)"),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It has open sessions", body = Problem, content_type = "application/problem+json"),
@@ -192,22 +266,23 @@ pub async fn delete(
     }
 }
 
-/// Adds money, once per idempotency key.
+/// Adds money, once per idempotency key (on the Redis Cluster ledger: a
+/// `gyro_topup` step whose request key is the idempotency key).
 #[utoipa::path(post, path = "/v1/accounts/{subscriber}/top-ups", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     request_body = TopUpRequest,
     responses(
         (status = 200, description = "The account with its new balance (durable); `replayed` when the key was used before", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The key was used with another amount", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key was used with another amount (embedded store; the Redis Cluster ledger replays the first top-up)", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Not durable, or (Redis Cluster ledger) not confirmed by Redis: retry with the same key", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn top_up(
     State(state): State<AppState>,
     Path(subscriber): Path<String>,
     bytes: Bytes,
 ) -> Result<Json<AccountView>, Problem> {
-    let backend = state.backend()?;
     let request: TopUpRequest = body(&bytes)?;
     if request.amount <= 0 {
         return Err(Problem::invalid("amount must be positive"));
@@ -220,6 +295,18 @@ pub async fn top_up(
             gyro_charging::MAX_IDEMPOTENCY_KEY
         )));
     }
+    if let Some(r) = state.redis.get() {
+        let id = redis_account_of(r, &subscriber)?;
+        let view = r
+            .accounts
+            .top_up(id, &request.idempotency_key, request.amount)
+            .await
+            .map_err(redis_problem)?
+            .ok_or_else(|| no_account_in_cluster(&subscriber))?;
+        let replayed = view.replayed;
+        return Ok(Json(redis_view(view, Some(replayed))));
+    }
+    let backend = state.backend()?;
     let id = account_of(backend, &subscriber)?;
     let op = AccountOp::TopUp {
         account: id,
@@ -244,7 +331,10 @@ pub struct AccountQuery {
 /// Lists accounts in id order.
 #[utoipa::path(get, path = "/v1/accounts", tag = "accounts",
     params(AccountQuery),
-    responses((status = 200, description = "Accounts", body = AccountList)))]
+    responses(
+        (status = 200, description = "Accounts", body = AccountList),
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
+    ))]
 pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<AccountQuery>,
@@ -281,6 +371,7 @@ pub struct SessionQuery {
 #[utoipa::path(get, path = "/v1/sessions", tag = "sessions",
     params(SessionQuery),
     responses(
+        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "Open sessions", body = SessionList),
         (status = 404, description = "No such subscriber", body = Problem, content_type = "application/problem+json"),
     ))]

@@ -20,6 +20,12 @@
 //! are `application/problem+json` ([`Problem`]). Configured by `[admin]`
 //! ([`gyro_server::config::AdminSection`]); with a token file every
 //! request but the probes needs `Authorization: Bearer <token>`.
+//!
+//! On a node serving on the Redis Cluster ledger
+//! ([`AdminServer::ready_redis`]) an account is shown and topped up
+//! through [`gyro_ocs::RedisAccounts`] (the top-up's idempotency key is
+//! the ledger step's request key); every other account, session, peer,
+//! rate and TLS operation answers 501 Not Implemented.
 
 mod accounts;
 mod error;
@@ -173,15 +179,21 @@ impl AdminServer {
 
     /// The server is serving on the Redis Cluster ledger: `/metrics`
     /// shows the ledger's families (`gyro_redis_*`) and the answers by
-    /// Result-Code (`gyro_diameter_requests_total`). The account and
-    /// session operations stay unavailable (503): they work on the
-    /// embedded store only.
+    /// Result-Code (`gyro_diameter_requests_total`); `GET
+    /// /v1/accounts/{subscriber}` and its `top-ups` work through
+    /// `accounts`. The other account, session, peer, rate and TLS
+    /// operations answer 501: they need the embedded store's runtime.
     pub fn ready_redis(
         &self,
         telemetry: std::sync::Arc<gyro_ocs::RedisTelemetry>,
         totals: std::sync::Arc<[gyro_ocs::ShardTotals]>,
+        accounts: std::sync::Arc<gyro_ocs::RedisAccounts>,
     ) {
-        let _ = self.inner.redis.set((telemetry, totals));
+        let _ = self.inner.redis.set(state::Redis {
+            telemetry,
+            totals,
+            accounts,
+        });
     }
 }
 

@@ -202,7 +202,12 @@ impl Collector for Families {
             "1 once every shard has recovered and the Diameter listeners are open",
             ConstGauge::new(i64::from(backend.is_some() || redis.is_some())),
         )?;
-        if let Some((r, totals)) = redis {
+        if let Some(crate::state::Redis {
+            telemetry: r,
+            totals,
+            ..
+        }) = redis
+        {
             requests_by_code(&mut e, totals)?;
             redis_families(&mut e, r)?;
         }

@@ -51,6 +51,17 @@ impl Problem {
         Problem::new(StatusCode::CONFLICT, "conflict", "Conflict", detail)
     }
 
+    /// 501: the operation is not available on this node's storage
+    /// backend; nothing changed.
+    pub fn not_implemented(detail: impl Into<String>) -> Self {
+        Problem::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not-implemented",
+            "Not implemented",
+            detail,
+        )
+    }
+
     /// 503: not now; nothing changed.
     pub fn unavailable(detail: impl Into<String>) -> Self {
         Problem::new(

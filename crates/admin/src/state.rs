@@ -31,19 +31,38 @@ pub(crate) struct Inner {
     /// Set once every shard has recovered and the Diameter listeners are
     /// open.
     pub backend: OnceLock<Backend>,
-    /// With the Redis Cluster ledger: its counters (the operator API's
-    /// account and session operations need the embedded store).
-    pub redis: OnceLock<(Arc<gyro_ocs::RedisTelemetry>, Arc<[ShardTotals]>)>,
+    /// With the Redis Cluster ledger: its counters and its accounts (show
+    /// and top-up; the other account and session operations need the
+    /// embedded store).
+    pub redis: OnceLock<Redis>,
     /// The bearer token, when one is asked.
     pub token: Option<String>,
+}
+
+/// A node serving on the Redis Cluster ledger, as the admin API reaches
+/// it.
+pub(crate) struct Redis {
+    /// The ledger's counters.
+    pub telemetry: Arc<gyro_ocs::RedisTelemetry>,
+    /// Answers by Result-Code.
+    pub totals: Arc<[ShardTotals]>,
+    /// Reads and tops up accounts.
+    pub accounts: Arc<gyro_ocs::RedisAccounts>,
 }
 
 /// The handlers' state.
 pub(crate) type AppState = Arc<Inner>;
 
 impl Inner {
-    /// The backend, or 503 while the server starts.
+    /// The backend, 503 while the server starts, or 501 on the Redis
+    /// Cluster ledger (whose node has no embedded shards).
     pub fn backend(&self) -> Result<&Backend, Problem> {
+        if self.redis.get().is_some() {
+            return Err(Problem::not_implemented(
+                "not implemented with storage.backend = \"redis-cluster\": on this backend \
+                 the operator API shows accounts and tops them up only",
+            ));
+        }
         self.backend.get().ok_or_else(|| {
             Problem::unavailable("gyro is starting: the shards are still recovering")
         })

@@ -100,10 +100,11 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
     let runtime = app.runtime();
     let telemetry = app.telemetry();
     let totals = app.totals();
+    let accounts = app.accounts();
     let cdr_dir = data_dir.join("cdr");
     let (handle, _control) = gyro_server::start_controlled(config.clone(), app)?;
     if let Some(a) = &admin {
-        a.ready_redis(telemetry.clone(), totals.clone());
+        a.ready_redis(telemetry.clone(), totals.clone(), accounts);
     }
     let stop = Arc::new(AtomicBool::new(false));
     let background = Background {

@@ -55,7 +55,10 @@ pub mod telemetry;
 
 pub use app::CreditControl;
 pub use error::{Error, Result};
-pub use redis_shard::{RedisCreditControl, RedisServing, RedisShard, RedisTelemetry};
+pub use redis_shard::{
+    RedisAccountView, RedisAccounts, RedisAccountsError, RedisCreditControl, RedisServing,
+    RedisShard, RedisTelemetry,
+};
 pub use shard::CreditShard;
 pub use storage::{ShardTotals, Storage};
 pub use subscribers::Subscribers;

@@ -81,9 +81,13 @@
 //!   remembers a session as open charges a late CCR-Update for it even
 //!   if another node has since ended it (the money rules hold either way;
 //!   the new reservation goes at the Tcc deadline).
-//! * The operator API (accounts, sessions, top-ups) works on the embedded
-//!   store only; `/metrics` shows the Redis families (`gyro_redis_*`) but
-//!   not the per-request families of the embedded runtime.
+//! * The operator API shows accounts and tops them up ([`RedisAccounts`])
+//!   but does not create, change, delete or list them, nor list or abort
+//!   sessions (it answers 501); a top-up's key used again with another
+//!   amount replays the first top-up (no conflict is detected), and a
+//!   top-up sends no Re-Auth-Request. `/metrics` shows the Redis families
+//!   (`gyro_redis_*`) but not the per-request families of the embedded
+//!   runtime.
 
 use gyro_telemetry::Histogram;
 use std::collections::HashMap;
@@ -369,6 +373,157 @@ impl RedisCreditControl {
     /// Per-shard answer counters.
     pub fn totals(&self) -> Arc<[ShardTotals]> {
         self.ctx.totals.clone()
+    }
+
+    /// What the operator API reads and tops up accounts through.
+    pub fn accounts(&self) -> Arc<RedisAccounts> {
+        Arc::new(RedisAccounts {
+            ctx: self.ctx.clone(),
+        })
+    }
+}
+
+/// The operator API's way to the accounts on the Redis Cluster ledger:
+/// subscribers are found in the charging configuration's directory, the
+/// figures are read from the cluster, and a top-up is a `gyro_topup`
+/// step. Each call runs on the ledger client's runtime, so it may be
+/// awaited from any tokio runtime.
+pub struct RedisAccounts {
+    ctx: Arc<Ctx>,
+}
+
+/// An account as [`RedisAccounts`] shows it.
+#[derive(Clone, Debug)]
+pub struct RedisAccountView {
+    /// The cluster's figures.
+    pub state: gyro_store::redis::AccountState,
+    /// Its identities in the charging configuration.
+    pub subscribers: Vec<gyro_charging::SubscriptionId>,
+    /// Its price plan's name.
+    pub plan: String,
+    /// Sessions holding a reservation on it.
+    pub open_sessions: usize,
+    /// For a top-up: the idempotency key was used before; nothing was
+    /// added this time.
+    pub replayed: bool,
+}
+
+/// The prefix of a top-up's request key: an operator's idempotency key
+/// never meets a CCR's request key (`<Session-Id>;<n>;<step>`).
+const TOP_UP_PREFIX: &str = "top-up:";
+
+impl RedisAccounts {
+    /// The account of an MSISDN or IMSI (digits), as the charging
+    /// configuration maps it.
+    pub fn lookup_digits(&self, subscriber: &str) -> Option<AccountId> {
+        use gyro_charging::SubscriptionType;
+        let d = &self.ctx.directory;
+        d.lookup(SubscriptionType::E164, subscriber)
+            .or_else(|| d.lookup(SubscriptionType::Imsi, subscriber))
+    }
+
+    /// An account with its figures as the cluster holds them; `None` when
+    /// the cluster has no such account.
+    pub async fn show(
+        &self,
+        account: AccountId,
+    ) -> std::result::Result<Option<RedisAccountView>, RedisAccountsError> {
+        let ledger = self.ctx.ledger.clone();
+        let read = self.ctx.rt.spawn(async move {
+            let state = ledger.account(account).await?;
+            let reservations = match &state {
+                Some(_) => ledger.reservations(account).await?,
+                None => Vec::new(),
+            };
+            Ok::<_, gyro_store::Error>((state, reservations))
+        });
+        let (state, reservations) = read
+            .await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError)?;
+        Ok(state.map(|state| self.view(state, &reservations, false)))
+    }
+
+    /// Adds `amount` (positive) to the account once per idempotency
+    /// `key`: the same key again answers what the first top-up answered
+    /// (for as long as the ledger remembers answers), whatever the
+    /// amount. `None` when the cluster has no such account.
+    pub async fn top_up(
+        &self,
+        account: AccountId,
+        key: &str,
+        amount: i64,
+    ) -> std::result::Result<Option<RedisAccountView>, RedisAccountsError> {
+        let ledger = self.ctx.ledger.clone();
+        let step = Step::TopUp(gyro_store::redis::TopUp {
+            account,
+            request: format!("{TOP_UP_PREFIX}{key}"),
+            amount,
+        });
+        let run = self.ctx.rt.spawn(async move {
+            let answer = ledger.step(&step, unix_now()).await?;
+            if answer.code != rc::SUCCESS {
+                return Ok(None);
+            }
+            let state = ledger.account(account).await?;
+            let reservations = ledger.reservations(account).await?;
+            Ok::<_, gyro_store::Error>(state.map(|s| (s, reservations, answer.replayed)))
+        });
+        let read = run
+            .await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError)?;
+        Ok(read.map(|(state, reservations, replayed)| self.view(state, &reservations, replayed)))
+    }
+
+    fn view(
+        &self,
+        state: gyro_store::redis::AccountState,
+        reservations: &[gyro_store::redis::ReservationState],
+        replayed: bool,
+    ) -> RedisAccountView {
+        let plan = self
+            .ctx
+            .plans
+            .get(&state.account)
+            .copied()
+            .or(self.ctx.default_plan)
+            .and_then(|i| self.ctx.catalog.plan(i))
+            .map_or_else(
+                || gyro_charging::DEFAULT_PLAN.to_string(),
+                |p| p.name.to_string(),
+            );
+        let mut sessions: Vec<&str> = reservations.iter().map(|r| r.session.as_str()).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        RedisAccountView {
+            subscribers: self.ctx.directory.identities_of(state.account),
+            plan,
+            open_sessions: sessions.len(),
+            replayed,
+            state,
+        }
+    }
+}
+
+/// The ledger's runtime dropped a task: the server is stopping.
+fn stopped(e: &tokio::task::JoinError) -> RedisAccountsError {
+    RedisAccountsError(gyro_store::Error::Unavailable {
+        op: "operator API",
+        reason: format!("the Redis client stopped: {e}"),
+    })
+}
+
+/// Why [`RedisAccounts`] could not answer.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct RedisAccountsError(gyro_store::Error);
+
+impl RedisAccountsError {
+    /// Redis could not be reached or did not confirm (not replicated):
+    /// the operation may or may not have run; retrying it is safe.
+    pub fn is_unavailable(&self) -> bool {
+        self.0.kind() == ErrorKind::Unavailable
     }
 }
 

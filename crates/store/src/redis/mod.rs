@@ -147,6 +147,10 @@
 //! answered; a background thread calls
 //! [`RedisLedger::expire_due`] and [`RedisLedger::export_all`]
 //! periodically. `gyro ledger --config FILE` reads [`RedisLedger::books`].
+//! The operator API's top-up is a [`Step::TopUp`] whose request key is
+//! the HTTP request's idempotency key (prefixed with `top-up:`), and its
+//! account view reads [`RedisLedger::account`] and
+//! [`RedisLedger::reservations`].
 //!
 //! # Not yet
 //!
@@ -157,6 +161,12 @@
 //!   other node can take them) and leaving what the holds do not cover to
 //!   the caller to rate as money in the same step.
 //! * CDR files are closed by record count only (not by size or age).
+//! * Accounts are created only from the charging configuration (at
+//!   start); there is no step to change (block, credit limit), delete or
+//!   list them, so the operator API offers only show and top-up.
+//! * A top-up's remembered answer does not hold its amount: the same
+//!   request key with another amount replays the first top-up rather
+//!   than being refused.
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).

@@ -1,0 +1,161 @@
+//! The operator API of a `gyro serve` node on a real Redis Cluster (the
+//! one the Redis ledger tests use; see `redis_support`), over real HTTP:
+//! an account is shown with the cluster's figures, a top-up retried with
+//! its idempotency key is applied once, another key tops up again, the
+//! command line (`gyro account show|top-up`) works against the node
+//! unchanged, `gyro ledger --config` finds the books balanced, and an
+//! operation the Redis backend does not offer answers 501 with a problem
+//! body.
+
+mod redis_serve_support;
+#[path = "../../store/tests/redis_support/mod.rs"]
+mod redis_support;
+mod support;
+
+use gyro_charging::RequestType;
+use redis_serve_support::Node;
+use redis_support::{cluster_nodes, options};
+use serde_json::{json, Value};
+use support::common::result_code;
+use support::gateway::{exchange, Gateway};
+use support::server::http;
+use support::{data_ccr, gyro, scratch};
+
+/// A subscriber of the load account range (its account has 10 000 000).
+const MSISDN: &str = "46700000007";
+
+fn is_problem(r: &(u16, String, Value), status: u16) {
+    let (s, content_type, body) = r;
+    assert_eq!(*s, status, "{body}");
+    assert_eq!(content_type, "application/problem+json", "{body}");
+    assert_eq!(body["status"], status, "{body}");
+    for field in ["type", "title", "detail"] {
+        assert!(
+            body[field].as_str().is_some_and(|s| !s.is_empty()),
+            "problem without {field}: {body}"
+        );
+    }
+}
+
+#[test]
+fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
+    let Some(seeds) = cluster_nodes() else {
+        return;
+    };
+    let namespace = options(&seeds, "serve-admin", "checker").namespace;
+    let root = scratch("redis-serve-admin");
+    let node = Node::new(&root, "node-admin", &seeds, &namespace);
+    let server = node.start();
+    let url = |p: &str| format!("http://127.0.0.1:{}{p}", node.admin_port);
+    let account = format!("/v1/accounts/{MSISDN}");
+
+    // A session holds a reservation, so reserved and open_sessions show.
+    let gw = Gateway {
+        host: "pgw.gyro.test",
+        realm: "gyro.test",
+        ids: 0x5200_0000,
+    };
+    let mut c = gw.connect(node.diameter);
+    let ccr = data_ccr(
+        gw.host,
+        gw.ids,
+        "pgw.gyro.test;admin;1",
+        MSISDN,
+        RequestType::Initial,
+        0,
+        0,
+    );
+    assert_eq!(
+        result_code(&exchange(&mut c, &gw.encode(&ccr, 0))),
+        Some(2001)
+    );
+
+    let (status, _, before) = http(&url(&account), "GET", None, None).unwrap();
+    assert_eq!(status, 200, "{before}");
+    assert_eq!(before["msisdn"], MSISDN, "{before}");
+    assert_eq!(before["initial_balance"], 10_000_000, "{before}");
+    assert_eq!(before["topped_up"], 0, "{before}");
+    assert_eq!(before["status"], "active", "{before}");
+    assert_eq!(before["plan"], "default", "{before}");
+    assert_eq!(before["open_sessions"], 1, "{before}");
+    let reserved = before["reserved"].as_i64().unwrap();
+    assert!(reserved > 0, "{before}");
+    assert_eq!(
+        before["balance"].as_i64().unwrap() + reserved,
+        10_000_000,
+        "{before}"
+    );
+    let balance = before["balance"].as_i64().unwrap();
+
+    // The same key twice: one top-up, the second answer says so.
+    let top_up = |amount: i64, key: &str| {
+        let body = json!({ "amount": amount, "idempotency_key": key });
+        http(
+            &url(&format!("{account}/top-ups")),
+            "POST",
+            Some(body),
+            None,
+        )
+        .unwrap()
+    };
+    let (status, _, first) = top_up(500, "refill-1");
+    assert_eq!(status, 200, "{first}");
+    assert_eq!(first["replayed"], false, "{first}");
+    assert_eq!(first["balance"], balance + 500, "{first}");
+    let (status, _, again) = top_up(500, "refill-1");
+    assert_eq!(status, 200, "{again}");
+    assert_eq!(again["replayed"], true, "{again}");
+    assert_eq!(again["balance"], balance + 500, "{again}");
+    // Another key, through the command line.
+    let config = node.config.to_str().unwrap();
+    let (code, out, err) = gyro(&[
+        "account", "top-up", MSISDN, "250", "--key", "refill-2", "-c", config,
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("topped up 250"), "{out}");
+    let (code, out, err) = gyro(&["account", "show", MSISDN, "--json", "-c", config]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let after: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(after["balance"], balance + 750, "{after}");
+    assert_eq!(after["topped_up"], 750, "{after}");
+    assert_eq!(after["reserved"], reserved, "{after}");
+
+    // Unknown subscriber, bad amount, unsupported operations.
+    is_problem(
+        &http(&url("/v1/accounts/46799999999"), "GET", None, None).unwrap(),
+        404,
+    );
+    is_problem(&top_up(0, "refill-3"), 422);
+    let created = json!({ "msisdn": "46709990001", "balance": 1 });
+    let r = http(&url("/v1/accounts"), "POST", Some(created), None).unwrap();
+    is_problem(&r, 501);
+    assert!(
+        r.2["detail"].as_str().unwrap().contains("redis-cluster"),
+        "{}",
+        r.2
+    );
+    is_problem(&http(&url(&account), "DELETE", None, None).unwrap(), 501);
+    is_problem(&http(&url("/v1/accounts"), "GET", None, None).unwrap(), 501);
+    is_problem(&http(&url("/v1/sessions"), "GET", None, None).unwrap(), 501);
+    let abort = url("/v1/sessions/pgw.gyro.test;admin;1");
+    is_problem(&http(&abort, "DELETE", None, None).unwrap(), 501);
+    assert_eq!(http(&url("/readyz"), "GET", None, None).unwrap().0, 200);
+    let patch = json!({ "status": "blocked" });
+    is_problem(
+        &http(&url(&account), "PATCH", Some(patch), None).unwrap(),
+        501,
+    );
+
+    // The books: initial + top-ups = balance + reserved + debited.
+    let (code, out, err) = gyro(&["ledger", "--config", config, "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["backend"], "redis-cluster", "{report}");
+    assert_eq!(report["violations"], 0, "{report}");
+    assert_eq!(report["topped_up"], 750, "{report}");
+    // (A peer still connected would be sent a Disconnect-Peer-Request and
+    // waited for.)
+    drop(c);
+    server.stop();
+    let _ = std::fs::remove_dir_all(&root);
+}
