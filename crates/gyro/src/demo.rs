@@ -90,8 +90,32 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     if errors > 0 {
         println!("  commits that failed (answered 3004): {errors}");
     }
+    if running.cdr_dir.is_some() {
+        let dir = &config.server.data_dir;
+        println!(
+            "  data directory {} now holds {:.1} MB (ledger and CDR files, kept across \
+             runs; remove it to start over)",
+            dir.display(),
+            bytes_under(dir) as f64 / 1e6
+        );
+    }
     println!(
         "\nNext: `gyro serve` runs the server alone; `gyro load --help` shows the load options."
     );
     Ok(gyro_load::exit_code(&report, 0.01))
+}
+
+/// Bytes in the regular files under `dir` (0 for what cannot be read).
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    entries
+        .flatten()
+        .map(|e| match e.file_type() {
+            Ok(t) if t.is_dir() => bytes_under(&e.path()),
+            Ok(t) if t.is_file() => e.metadata().map_or(0, |m| m.len()),
+            _ => 0,
+        })
+        .sum()
 }
