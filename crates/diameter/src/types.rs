@@ -193,7 +193,8 @@ fn decode_ascii<'a>(data: &'a [u8], kind: &'static str) -> Result<&'a str> {
 /// Compare identities with [`identity_eq`] (case-insensitive).
 pub fn decode_identity(data: &[u8]) -> Result<&str> {
     check_identity(data)?;
-    decode_ascii(data, "DiameterIdentity")
+    // Visible ASCII, checked above, is valid UTF-8.
+    std::str::from_utf8(data).map_err(|_| Error::value("DiameterIdentity", "not ASCII"))
 }
 
 /// The checks of [`decode_identity`], without making a `str`.
