@@ -44,6 +44,7 @@ use crate::error::Error;
 pub use avp::{min_data_len, AvpDef, FlagRule};
 pub use command::{CommandDef, CommandLookup};
 pub use grammar::{Exclusive, Grammar, Rule, RuleKind, MAX_RULES, UNBOUNDED};
+pub(crate) use grammar::Fast;
 
 use schema::GrammarSrc;
 

@@ -88,7 +88,7 @@ use bytes::BytesMut;
 use crate::avp::{self, flags as avp_flags, Avp, AvpIter, AVP_HEADER_LEN};
 use crate::codes::{self, app, cmd, result, AvpId};
 use crate::dict::{
-    min_data_len, CommandLookup, Dictionary, Exclusive, FlagRule, Grammar, MAX_RULES,
+    min_data_len, CommandLookup, Dictionary, Exclusive, Fast, FlagRule, Grammar, MAX_RULES,
 };
 use crate::encode::Encoder;
 use crate::error::{Error, Result};
@@ -407,6 +407,9 @@ impl<'a> Validator<'_, 'a, '_> {
                 Ok(a) => a,
                 Err(e) => return Err(self.length_problem(e, parents, top)),
             };
+            if !strict && self.fast(&a, g, &mut counts, parents)? {
+                continue;
+            }
             // One probe finds the grammar's rule and the definition of an
             // AVP the grammar names; any other is looked up by itself.
             let (rule_idx, def) = match g.lookup(a.code(), a.vendor_id()) {
@@ -571,6 +574,65 @@ impl<'a> Validator<'_, 'a, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The lenient fast path for an AVP the grammar names (see
+    /// [`Fast`]): true when the AVP passed every check it takes, with its
+    /// occurrence counted (and a Grouped AVP's children checked). False,
+    /// with nothing counted, leaves the AVP to the full path, which checks
+    /// it again from the start and reports the first problem in order.
+    #[inline(always)]
+    #[allow(clippy::result_large_err)]
+    fn fast(
+        &self,
+        a: &Avp<'a>,
+        g: &Grammar,
+        counts: &mut [u16; MAX_RULES],
+        parents: Parents,
+    ) -> Result<bool, Problem<'a>> {
+        let Some(f) = g.fast(a.code(), a.vendor_id()) else {
+            return Ok(false);
+        };
+        // A V bit with Vendor-Id 0 is 3009; the occurrence limit is
+        // checked by the full path when this one would exceed it.
+        let v_bad = a.flags() & avp_flags::VENDOR != 0 && a.vendor_id() == 0;
+        let Some(count) = counts.get_mut(f.rule) else {
+            return Ok(false);
+        };
+        if v_bad || *count >= f.max {
+            return Ok(false);
+        }
+        let data = a.data();
+        let ok = match f.fast {
+            Fast::Fixed4 => data.len() == 4,
+            Fast::Fixed8 => data.len() == 8,
+            Fast::Octets => true,
+            Fast::Ascii => data.is_ascii(),
+            Fast::Identity => types::check_identity(data).is_ok(),
+            Fast::Enumerated => match <[u8; 4]>::try_from(data) {
+                Ok(b) => self
+                    .dict
+                    .avp_at(f.def)
+                    .enum_name(i32::from_be_bytes(b))
+                    .is_some(),
+                Err(_) => false,
+            },
+            Fast::Grouped => parents.depth() < MAX_DEPTH,
+            Fast::Slow => false,
+        };
+        if !ok {
+            return Ok(false);
+        }
+        *count += 1;
+        if f.fast == Fast::Grouped {
+            let def = self.dict.avp_at(f.def);
+            if !def.opaque {
+                if let Some(cg) = &def.grammar {
+                    self.check(a.grouped(), cg, parents.push(a.offset()), false)?;
+                }
+            }
+        }
+        Ok(true)
     }
 
     fn missing(&self, code: u32, vendor: u32, parents: Parents) -> Problem<'a> {
