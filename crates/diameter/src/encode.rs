@@ -156,10 +156,14 @@ impl<'b> Encoder<'b> {
         self
     }
 
+    /// Pads data of `data_len` bytes to a multiple of four: four zero bytes
+    /// are appended (a copy of a constant size, where one of 0 to 3 bytes
+    /// cost a call) and the buffer cut back to the padded length.
     #[inline]
     fn pad(&mut self, data_len: usize) {
-        let pad = padded(data_len) - data_len;
-        self.buf.extend_from_slice(&[0; 3][..pad]);
+        let end = self.buf.len() + padded(data_len) - data_len;
+        self.buf.extend_from_slice(&[0; 4]);
+        self.buf.truncate(end);
     }
 
     /// Writes an AVP whose data are these bytes (OctetString, UTF8String,
