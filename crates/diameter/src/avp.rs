@@ -220,6 +220,39 @@ impl<'a> AvpIter<'a> {
         self.rest
     }
 
+    /// The next AVP with this code and vendor, passing over the others
+    /// reading only their headers; `None` at the end of the run or at a
+    /// malformed AVP, as `self.flatten().find(..)` would give, and with the
+    /// iterator left where that would leave it.
+    pub fn next_matching(&mut self, code: u32, vendor_id: u32) -> Option<Avp<'a>> {
+        loop {
+            let buf = self.rest;
+            let Some(h) = buf.get(..AVP_HEADER_LEN) else {
+                // The end, or a cut header: `next` reports it.
+                return self.next().and_then(|x| x.ok());
+            };
+            let c = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+            let len = u32::from_be_bytes([0, h[5], h[6], h[7]]) as usize;
+            let vendor = h[4] & flags::VENDOR != 0;
+            let header_len = if vendor {
+                AVP_VENDOR_HEADER_LEN
+            } else {
+                AVP_HEADER_LEN
+            };
+            let total = padded(len);
+            if len < header_len || total > buf.len() || c == code {
+                // Malformed (`next` reports it) or a candidate.
+                match self.next() {
+                    Some(Ok(a)) if a.code == code && a.vendor_id == vendor_id => return Some(a),
+                    Some(Ok(_)) => continue,
+                    _ => return None,
+                }
+            }
+            self.rest = &buf[total..];
+            self.offset += total;
+        }
+    }
+
     fn fail(&mut self, err: Error) -> Option<Result<Avp<'a>>> {
         self.rest = &[];
         Some(Err(err))
@@ -306,6 +339,53 @@ pub fn find<'a>(iter: AvpIter<'a>, code: u32, vendor_id: u32) -> Option<Avp<'a>>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn next_matching_finds_what_flatten_and_filter_find_and_stops_where_they_stop() {
+        let avp = |code: u32, flags: u8, vendor: Option<u32>, data: &[u8]| {
+            let hl = if vendor.is_some() { 12 } else { 8 };
+            let mut b = code.to_be_bytes().to_vec();
+            b.push(flags);
+            b.extend_from_slice(&((hl + data.len()) as u32).to_be_bytes()[1..]);
+            if let Some(v) = vendor {
+                b.extend_from_slice(&v.to_be_bytes());
+            }
+            b.extend_from_slice(data);
+            b.resize(padded(b.len()), 0);
+            b
+        };
+        let mut good = Vec::new();
+        good.extend(avp(263, 0x40, None, b"sid"));
+        good.extend(avp(284, 0x40, None, &avp(280, 0x40, None, b"h")));
+        good.extend(avp(284, 0xc0, Some(10415), b"x"));
+        good.extend(avp(284, 0x80, Some(0), b"v0"));
+        good.extend(avp(1, 0, None, b""));
+        good.extend(avp(284, 0x00, None, b"second"));
+        let mut cut = good.clone();
+        cut.extend_from_slice(&[0, 0, 1, 28, 0x40, 0, 0]);
+        let mut bad_len = good[..good.len() - 16].to_vec();
+        bad_len.extend(avp(284, 0x40, None, b"x"));
+        bad_len.extend_from_slice(&[0, 0, 1, 28, 0x40, 0, 0, 4]);
+        bad_len.extend(avp(284, 0x40, None, b"after"));
+        let mut short_vendor = good.clone();
+        short_vendor.extend_from_slice(&[0, 0, 1, 28, 0xc0, 0, 0, 12]);
+        for buf in [&good, &cut, &bad_len, &short_vendor] {
+            for (code, vendor) in [(284, 0), (284, 10415), (263, 0), (1, 0), (9, 0)] {
+                let want: Vec<_> = AvpIter::new(buf, 20)
+                    .flatten()
+                    .filter(|a| a.code() == code && a.vendor_id() == vendor)
+                    .map(|a| (a.offset(), a.raw()))
+                    .collect();
+                let mut it = AvpIter::new(buf, 20);
+                let mut got = Vec::new();
+                while let Some(a) = it.next_matching(code, vendor) {
+                    got.push((a.offset(), a.raw()));
+                }
+                assert_eq!(got, want, "code {code} vendor {vendor}");
+                assert!(it.next().is_none());
+            }
+        }
+    }
 
     fn avps(buf: &[u8]) -> Vec<Result<Avp<'_>>> {
         AvpIter::new(buf, 20).collect()

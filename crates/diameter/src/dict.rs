@@ -43,6 +43,7 @@ use crate::error::Error;
 
 pub use avp::{min_data_len, AvpDef, FlagRule};
 pub use command::{CommandDef, CommandLookup};
+pub(crate) use grammar::Fast;
 pub use grammar::{Exclusive, Grammar, Rule, RuleKind, MAX_RULES, UNBOUNDED};
 
 use schema::GrammarSrc;

@@ -136,19 +136,34 @@ impl<'b> Encoder<'b> {
         }
     }
 
-    /// Writes an AVP of fixed-size data (no padding needed).
+    /// Writes an AVP of fixed-size data (no padding needed): header and
+    /// data are put together on the stack and appended with one copy of a
+    /// length known at compile time (two copies and their capacity checks
+    /// cost about twice as much per AVP, measured with callgrind).
     #[inline]
     fn fixed<const N: usize>(&mut self, id: AvpId, data: [u8; N]) -> &mut Self {
-        self.buf.reserve(12 + N);
-        self.avp_header(id, N);
-        self.buf.extend_from_slice(&data);
+        const { assert!(N <= 8) };
+        let (h, n) = self.header_bytes(id, N);
+        let mut out = [0u8; 20];
+        out[..12].copy_from_slice(&h);
+        if n == 12 {
+            out[12..12 + N].copy_from_slice(&data);
+            self.buf.extend_from_slice(&out[..12 + N]);
+        } else {
+            out[8..8 + N].copy_from_slice(&data);
+            self.buf.extend_from_slice(&out[..8 + N]);
+        }
         self
     }
 
+    /// Pads data of `data_len` bytes to a multiple of four: four zero bytes
+    /// are appended (a copy of a constant size, where one of 0 to 3 bytes
+    /// cost a call) and the buffer cut back to the padded length.
     #[inline]
     fn pad(&mut self, data_len: usize) {
-        let pad = padded(data_len) - data_len;
-        self.buf.extend_from_slice(&[0; 3][..pad]);
+        let end = self.buf.len() + padded(data_len) - data_len;
+        self.buf.extend_from_slice(&[0; 4]);
+        self.buf.truncate(end);
     }
 
     /// Writes an AVP whose data are these bytes (OctetString, UTF8String,

@@ -88,7 +88,7 @@ use bytes::BytesMut;
 use crate::avp::{self, flags as avp_flags, Avp, AvpIter, AVP_HEADER_LEN};
 use crate::codes::{self, app, cmd, result, AvpId};
 use crate::dict::{
-    min_data_len, CommandLookup, Dictionary, Exclusive, FlagRule, Grammar, MAX_RULES,
+    min_data_len, CommandLookup, Dictionary, Exclusive, Fast, FlagRule, Grammar, MAX_RULES,
 };
 use crate::encode::Encoder;
 use crate::error::{Error, Result};
@@ -407,155 +407,10 @@ impl<'a> Validator<'_, 'a, '_> {
                 Ok(a) => a,
                 Err(e) => return Err(self.length_problem(e, parents, top)),
             };
-            // One probe finds the grammar's rule and the definition of an
-            // AVP the grammar names; any other is looked up by itself.
-            let (rule_idx, def) = match g.lookup(a.code(), a.vendor_id()) {
-                Some((i, d)) => (Some(i), Some(self.dict.avp_at(d))),
-                None => (None, self.dict.avp(a.code(), a.vendor_id())),
-            };
-            let Some(def) = def else {
-                if a.is_mandatory() {
-                    return Err(Problem::avp(
-                        result::AVP_UNSUPPORTED,
-                        "unknown AVP with the M bit set",
-                        a,
-                        parents,
-                    ));
-                }
-                continue;
-            };
-            // Flag bits.
-            let f = a.flags();
-            let v_bad = f & avp_flags::VENDOR != 0 && a.vendor_id() == 0;
-            let m_bad = || !def.m_bit.allows(f & avp_flags::MANDATORY != 0);
-            let p_bad = || !def.p_bit.allows(f & avp_flags::PROTECTED != 0);
-            if v_bad || (strict && (m_bad() || p_bad())) {
-                return Err(Problem::avp(
-                    result::INVALID_AVP_BITS,
-                    "AVP flag bits contradict the AVP definition",
-                    a,
-                    parents,
-                ));
-            }
-            // Grammar.
-            match rule_idx {
-                Some(i) => {
-                    let rule = &g.rules[i];
-                    if rule.max == 0 {
-                        return Err(Problem::avp(
-                            result::AVP_NOT_ALLOWED,
-                            "AVP not allowed here",
-                            a,
-                            parents,
-                        ));
-                    }
-                    if strict && rule.position.is_some_and(|p| p != this_pos) {
-                        return Err(Problem::avp(
-                            result::AVP_NOT_ALLOWED,
-                            "AVP not in its fixed position",
-                            a,
-                            parents,
-                        ));
-                    }
-                    counts[i] = counts[i].saturating_add(1);
-                    if u32::from(counts[i]) > rule.max {
-                        return Err(Problem::avp(
-                            result::AVP_OCCURS_TOO_MANY_TIMES,
-                            "AVP occurs too many times",
-                            a,
-                            parents,
-                        ));
-                    }
-                    // A rule in no exclusion group (most) skips the search.
-                    let in_group = |x: &&Exclusive| g.is_exclusive(i) && x.rules.contains(&i);
-                    for x in g.exclusive.iter().filter(in_group) {
-                        let other = x.rules.iter().copied().find(|&j| j != i && counts[j] > 0);
-                        if let Some(j) = other {
-                            return Err(self.conflict(
-                                start.clone(),
-                                g,
-                                j,
-                                a,
-                                x.conflict_code,
-                                parents,
-                            ));
-                        }
-                    }
-                }
-                None if g.any_avp => {}
-                None => {
-                    if strict || a.is_mandatory() {
-                        return Err(Problem::avp(
-                            result::AVP_NOT_ALLOWED,
-                            "AVP not allowed here",
-                            a,
-                            parents,
-                        ));
-                    }
-                    continue;
-                }
-            }
-            // Value.
-            if def.ty == AvpType::Grouped {
-                if def.opaque {
-                    continue;
-                }
-                if parents.depth() >= MAX_DEPTH {
-                    return Err(Problem::avp(
-                        result::INVALID_AVP_VALUE,
-                        "Grouped AVPs nested too deep",
-                        a,
-                        parents,
-                    ));
-                }
-                // A Grouped AVP whose children the dictionary does not
-                // describe is accepted as it is, like an opaque one.
-                if let Some(cg) = &def.grammar {
-                    self.check(a.grouped(), cg, parents.push(a.offset()), false)?;
-                }
+            if !strict && self.fast(&a, g, &mut counts, parents)? {
                 continue;
             }
-            let value = match check_value(def.ty, a.data()) {
-                Ok(v) => v,
-                Err(Error::InvalidValue { length: true, .. }) => {
-                    return Err(Problem::avp(
-                        result::INVALID_AVP_LENGTH,
-                        "AVP data length wrong for its format",
-                        a,
-                        parents,
-                    ))
-                }
-                Err(_) => {
-                    return Err(Problem::avp(
-                        result::INVALID_AVP_VALUE,
-                        "AVP value invalid for its format",
-                        a,
-                        parents,
-                    ))
-                }
-            };
-            if def.ty == AvpType::Enumerated
-                && def.has_enum_values()
-                && value.and_then(|n| def.enum_name(n as i32)).is_none()
-                && (strict || def.vendor == 0)
-            {
-                return Err(Problem::avp(
-                    result::INVALID_AVP_VALUE,
-                    "unknown enumerated value",
-                    a,
-                    parents,
-                ));
-            }
-            if let Some(want) = rule_idx.and_then(|i| g.rules[i].value) {
-                if value != Some(want) {
-                    return Err(Problem::avp(
-                        result::INVALID_AVP_VALUE,
-                        "AVP value not the one the command requires",
-                        a,
-                        parents,
-                    ));
-                }
-            }
+            self.full(a, g, &mut counts, this_pos, &start, parents, strict)?;
         }
         // Minimum occurrences, in grammar order.
         for i in g.required() {
@@ -571,6 +426,233 @@ impl<'a> Validator<'_, 'a, '_> {
             }
         }
         Ok(())
+    }
+
+    /// The full checks of one AVP, in the order RFC 6733 section 7 asks,
+    /// for what the fast path does not settle. Out of line: the fast loop
+    /// stays small (and its registers free) without the code that builds
+    /// problems.
+    #[inline(never)]
+    #[allow(clippy::result_large_err, clippy::too_many_arguments)]
+    fn full(
+        &self,
+        a: Avp<'a>,
+        g: &Grammar,
+        counts: &mut [u16; MAX_RULES],
+        this_pos: u32,
+        start: &AvpIter<'a>,
+        parents: Parents,
+        strict: bool,
+    ) -> Result<(), Problem<'a>> {
+        // One probe finds the grammar's rule and the definition of an
+        // AVP the grammar names; any other is looked up by itself.
+        let (rule_idx, def) = match g.lookup(a.code(), a.vendor_id()) {
+            Some((i, d)) => (Some(i), Some(self.dict.avp_at(d))),
+            None => (None, self.dict.avp(a.code(), a.vendor_id())),
+        };
+        let Some(def) = def else {
+            if a.is_mandatory() {
+                return Err(Problem::avp(
+                    result::AVP_UNSUPPORTED,
+                    "unknown AVP with the M bit set",
+                    a,
+                    parents,
+                ));
+            }
+            return Ok(());
+        };
+        // Flag bits.
+        let f = a.flags();
+        let v_bad = f & avp_flags::VENDOR != 0 && a.vendor_id() == 0;
+        let m_bad = || !def.m_bit.allows(f & avp_flags::MANDATORY != 0);
+        let p_bad = || !def.p_bit.allows(f & avp_flags::PROTECTED != 0);
+        if v_bad || (strict && (m_bad() || p_bad())) {
+            return Err(Problem::avp(
+                result::INVALID_AVP_BITS,
+                "AVP flag bits contradict the AVP definition",
+                a,
+                parents,
+            ));
+        }
+        // Grammar.
+        match rule_idx {
+            Some(i) => {
+                let rule = &g.rules[i];
+                if rule.max == 0 {
+                    return Err(Problem::avp(
+                        result::AVP_NOT_ALLOWED,
+                        "AVP not allowed here",
+                        a,
+                        parents,
+                    ));
+                }
+                if strict && rule.position.is_some_and(|p| p != this_pos) {
+                    return Err(Problem::avp(
+                        result::AVP_NOT_ALLOWED,
+                        "AVP not in its fixed position",
+                        a,
+                        parents,
+                    ));
+                }
+                counts[i] = counts[i].saturating_add(1);
+                if u32::from(counts[i]) > rule.max {
+                    return Err(Problem::avp(
+                        result::AVP_OCCURS_TOO_MANY_TIMES,
+                        "AVP occurs too many times",
+                        a,
+                        parents,
+                    ));
+                }
+                // A rule in no exclusion group (most) skips the search.
+                let in_group = |x: &&Exclusive| g.is_exclusive(i) && x.rules.contains(&i);
+                for x in g.exclusive.iter().filter(in_group) {
+                    let other = x.rules.iter().copied().find(|&j| j != i && counts[j] > 0);
+                    if let Some(j) = other {
+                        return Err(self.conflict(
+                            start.clone(),
+                            g,
+                            j,
+                            a,
+                            x.conflict_code,
+                            parents,
+                        ));
+                    }
+                }
+            }
+            None if g.any_avp => {}
+            None => {
+                if strict || a.is_mandatory() {
+                    return Err(Problem::avp(
+                        result::AVP_NOT_ALLOWED,
+                        "AVP not allowed here",
+                        a,
+                        parents,
+                    ));
+                }
+                return Ok(());
+            }
+        }
+        // Value.
+        if def.ty == AvpType::Grouped {
+            if def.opaque {
+                return Ok(());
+            }
+            if parents.depth() >= MAX_DEPTH {
+                return Err(Problem::avp(
+                    result::INVALID_AVP_VALUE,
+                    "Grouped AVPs nested too deep",
+                    a,
+                    parents,
+                ));
+            }
+            // A Grouped AVP whose children the dictionary does not
+            // describe is accepted as it is, like an opaque one.
+            if let Some(cg) = &def.grammar {
+                self.check(a.grouped(), cg, parents.push(a.offset()), false)?;
+            }
+            return Ok(());
+        }
+        let value = match check_value(def.ty, a.data()) {
+            Ok(v) => v,
+            Err(Error::InvalidValue { length: true, .. }) => {
+                return Err(Problem::avp(
+                    result::INVALID_AVP_LENGTH,
+                    "AVP data length wrong for its format",
+                    a,
+                    parents,
+                ))
+            }
+            Err(_) => {
+                return Err(Problem::avp(
+                    result::INVALID_AVP_VALUE,
+                    "AVP value invalid for its format",
+                    a,
+                    parents,
+                ))
+            }
+        };
+        if def.ty == AvpType::Enumerated
+            && def.has_enum_values()
+            && value.and_then(|n| def.enum_name(n as i32)).is_none()
+            && (strict || def.vendor == 0)
+        {
+            return Err(Problem::avp(
+                result::INVALID_AVP_VALUE,
+                "unknown enumerated value",
+                a,
+                parents,
+            ));
+        }
+        if let Some(want) = rule_idx.and_then(|i| g.rules[i].value) {
+            if value != Some(want) {
+                return Err(Problem::avp(
+                    result::INVALID_AVP_VALUE,
+                    "AVP value not the one the command requires",
+                    a,
+                    parents,
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The lenient fast path for an AVP the grammar names (see
+    /// [`Fast`]): true when the AVP passed every check it takes, with its
+    /// occurrence counted (and a Grouped AVP's children checked). False,
+    /// with nothing counted, leaves the AVP to the full path, which checks
+    /// it again from the start and reports the first problem in order.
+    #[inline(always)]
+    #[allow(clippy::result_large_err)]
+    fn fast(
+        &self,
+        a: &Avp<'a>,
+        g: &Grammar,
+        counts: &mut [u16; MAX_RULES],
+        parents: Parents,
+    ) -> Result<bool, Problem<'a>> {
+        let Some(f) = g.fast(a.code(), a.vendor_id()) else {
+            return Ok(false);
+        };
+        // A V bit with Vendor-Id 0 is 3009; the occurrence limit is
+        // checked by the full path when this one would exceed it.
+        let v_bad = a.flags() & avp_flags::VENDOR != 0 && a.vendor_id() == 0;
+        let Some(count) = counts.get_mut(f.rule) else {
+            return Ok(false);
+        };
+        if v_bad || *count >= f.max {
+            return Ok(false);
+        }
+        let data = a.data();
+        let ok = match f.fast {
+            Fast::Fixed4 => data.len() == 4,
+            Fast::Fixed8 => data.len() == 8,
+            Fast::Octets => true,
+            Fast::Ascii => data.is_ascii(),
+            Fast::Identity => types::check_identity(data).is_ok(),
+            Fast::Enumerated => match <[u8; 4]>::try_from(data) {
+                Ok(b) => self
+                    .dict
+                    .avp_at(f.def)
+                    .enum_name(i32::from_be_bytes(b))
+                    .is_some(),
+                Err(_) => false,
+            },
+            Fast::Grouped => parents.depth() < MAX_DEPTH,
+            Fast::Slow => false,
+        };
+        if !ok {
+            return Ok(false);
+        }
+        *count += 1;
+        if f.fast == Fast::Grouped {
+            let def = self.dict.avp_at(f.def);
+            if !def.opaque {
+                if let Some(cg) = &def.grammar {
+                    self.check(a.grouped(), cg, parents.push(a.offset()), false)?;
+                }
+            }
+        }
+        Ok(true)
     }
 
     fn missing(&self, code: u32, vendor: u32, parents: Parents) -> Problem<'a> {

@@ -564,10 +564,9 @@ pub fn encode_cca(
     if let Some(v) = answer.validity_time {
         e.u32(avp::VALIDITY_TIME, v);
     }
-    for a in request.avps().flatten() {
-        if is(&a, avp::PROXY_INFO) {
-            e.raw_avp(&a);
-        }
+    let mut avps = request.avps();
+    while let Some(a) = avps.next_matching(avp::PROXY_INFO.code, avp::PROXY_INFO.vendor) {
+        e.raw_avp(&a);
     }
     if let Some(f) = answer.failed_avp {
         put_failed(&mut e, request, f);

@@ -233,18 +233,27 @@ impl AnswerIndex {
         origin_host: &str,
         end_to_end: u32,
     ) -> (u64, u64) {
+        // The Session-Id, the longest part of both keys, is hashed once.
+        let sid = self.hasher.hash_one(session_id.as_bytes());
         let mut h = self.hasher.build_hasher();
-        h.write(session_id.as_bytes());
+        h.write_u64(sid);
         h.write_u32(request_number);
         // 0 marks a gap in the ring.
         let number = h.finish().max(1);
         let mut h = self.hasher.build_hasher();
-        // DiameterIdentity compares case-insensitively.
-        for b in origin_host.bytes() {
-            h.write_u8(b.to_ascii_lowercase());
+        // DiameterIdentity compares case-insensitively: the host is hashed
+        // lowercased, a chunk at a time (one write per byte cost ten times
+        // as much).
+        h.write_usize(origin_host.len());
+        let mut chunk = [0u8; 64];
+        for part in origin_host.as_bytes().chunks(chunk.len()) {
+            let lower = &mut chunk[..part.len()];
+            lower.copy_from_slice(part);
+            lower.make_ascii_lowercase();
+            h.write(lower);
         }
         h.write_u32(end_to_end);
-        h.write(session_id.as_bytes());
+        h.write_u64(sid);
         let e2e = h.finish();
         (number, (e2e >> 32 ^ e2e) & u64::from(u32::MAX))
     }

@@ -4,6 +4,7 @@
 
 use super::schema::GrammarSrc;
 use super::{key, Dictionary};
+use crate::types::AvpType;
 
 /// Most rules one grammar may have: the validator keeps one occurrence
 /// counter per rule on the stack.
@@ -90,13 +91,60 @@ struct RuleIndex {
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Slot {
     key: u64,
-    /// [`EMPTY`] marks a free slot.
-    rule: u16,
     /// The AVP's definition: its index in the dictionary.
     def: u32,
+    /// [`EMPTY`] marks a free slot.
+    rule: u8,
+    /// The rule's maximum, at most 255 (a lower bound of the real one).
+    max: u8,
+    /// How the validator's fast path checks the AVP.
+    fast: Fast,
 }
 
-const EMPTY: u16 = u16::MAX;
+const EMPTY: u8 = u8::MAX;
+
+/// How the validator's lenient fast path checks an AVP a grammar names:
+/// the checks of its definition and rule that remain once the M and P bits
+/// (lenient), the fixed position (lenient) and the value a rule fixes
+/// (none here) are out of the question. Anything else ([`Fast::Slow`],
+/// or a check that fails) goes through the full path, which finds and
+/// reports the problem as before.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum Fast {
+    /// Only the full path: a rule that fixes a value, belongs to an
+    /// exclusion group or allows no occurrence, or a format whose check is
+    /// not simple (Address, DiameterURI, IPFilterRule).
+    Slow,
+    /// Exactly 4 bytes (Integer32, Unsigned32, Float32, Time, and
+    /// Enumerated without listed values or, lenient, of a vendor).
+    Fixed4,
+    /// Exactly 8 bytes (Integer64, Unsigned64, Float64).
+    Fixed8,
+    /// Any bytes (OctetString).
+    Octets,
+    /// ASCII text (UTF8String; other text takes the full path).
+    Ascii,
+    /// DiameterIdentity.
+    Identity,
+    /// An IETF Enumerated with listed values: 4 bytes and a listed value.
+    Enumerated,
+    /// Grouped: its children are checked by its own grammar.
+    Grouped,
+}
+
+/// A rule's fast-path facts, from [`Grammar::fast`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FastRule {
+    /// Index of the rule.
+    pub rule: usize,
+    /// Index of the AVP's definition in the dictionary.
+    pub def: u32,
+    /// The rule's maximum occurrences, at most 255.
+    pub max: u16,
+    /// How to check it.
+    pub fast: Fast,
+}
 
 impl RuleIndex {
     /// `entries`: each rule's (key, definition index), in rule order.
@@ -104,8 +152,10 @@ impl RuleIndex {
         let size = (entries.len() * 2).next_power_of_two().max(8);
         let free = Slot {
             key: 0,
-            rule: EMPTY,
             def: 0,
+            rule: EMPTY,
+            max: 0,
+            fast: Fast::Slow,
         };
         let mut slots = vec![free; size];
         for (rule, (k, def)) in entries.enumerate() {
@@ -116,8 +166,10 @@ impl RuleIndex {
             if slots[i].rule == EMPTY {
                 slots[i] = Slot {
                     key: k,
-                    rule: rule as u16,
                     def,
+                    rule: rule as u8,
+                    max: 0,
+                    fast: Fast::Slow,
                 };
             }
         }
@@ -154,6 +206,21 @@ impl Grammar {
     #[inline]
     pub fn rule_index(&self, code: u32, vendor: u32) -> Option<usize> {
         self.index.get(key(code, vendor)).map(|s| s.rule as usize)
+    }
+
+    /// The fast-path facts of the rule for this AVP, if the grammar names
+    /// it and it has a fast path (see [`Fast`]): one probe.
+    #[inline]
+    pub(crate) fn fast(&self, code: u32, vendor: u32) -> Option<FastRule> {
+        self.index
+            .get(key(code, vendor))
+            .filter(|s| s.fast != Fast::Slow)
+            .map(|s| FastRule {
+                rule: s.rule as usize,
+                def: s.def,
+                max: u16::from(s.max),
+                fast: s.fast,
+            })
     }
 
     /// The index of the rule for this AVP and the index of the AVP's
@@ -252,6 +319,7 @@ impl Dictionary {
             .filter(|&i| g.rules[i as usize].min > 0)
             .collect();
         for x in &src.exclusive {
+            // (the fast path facts are set below, once the groups are known)
             let mut rules = Vec::new();
             for name in &x.avps {
                 let def = self
@@ -273,6 +341,31 @@ impl Dictionary {
                 required: x.required,
                 conflict_code: x.code.unwrap_or(crate::codes::result::CONTRADICTING_AVPS),
             });
+        }
+        for slot in g.index.slots.iter_mut().filter(|s| s.rule != EMPTY) {
+            let i = slot.rule as usize;
+            let rule = &g.rules[i];
+            let def = self.avp_at(slot.def);
+            slot.max = rule.max.min(255) as u8;
+            slot.fast = if rule.value.is_some() || g.exclusive_rules & (1u128 << i) != 0 {
+                Fast::Slow
+            } else {
+                match def.ty {
+                    AvpType::Integer32 | AvpType::Unsigned32 | AvpType::Float32 | AvpType::Time => {
+                        Fast::Fixed4
+                    }
+                    AvpType::Enumerated if def.has_enum_values() && def.vendor == 0 => {
+                        Fast::Enumerated
+                    }
+                    AvpType::Enumerated => Fast::Fixed4,
+                    AvpType::Integer64 | AvpType::Unsigned64 | AvpType::Float64 => Fast::Fixed8,
+                    AvpType::OctetString => Fast::Octets,
+                    AvpType::UTF8String => Fast::Ascii,
+                    AvpType::DiameterIdentity => Fast::Identity,
+                    AvpType::Grouped => Fast::Grouped,
+                    AvpType::Address | AvpType::DiameterURI | AvpType::IPFilterRule => Fast::Slow,
+                }
+            };
         }
         Ok(g)
     }
