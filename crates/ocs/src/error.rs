@@ -21,5 +21,20 @@ pub enum Error {
     Config(String),
 }
 
+impl Error {
+    /// The Result-Code and the Failed-AVP code (0: none) of the answer to a
+    /// CCR that failed with this error: its own for
+    /// [`Error::InvalidCcr`], DIAMETER_UNABLE_TO_COMPLY otherwise.
+    pub fn answer_codes(&self) -> (u32, u32) {
+        match *self {
+            Error::InvalidCcr {
+                result_code,
+                avp_code,
+            } => (result_code, avp_code),
+            _ => (gyro_diameter::codes::result::UNABLE_TO_COMPLY, 0),
+        }
+    }
+}
+
 /// Result with the application's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1359,13 +1359,7 @@ impl Shard for RedisShard {
             return;
         }
         if let Err(e) = gy::decode_ccr(req, &mut self.planner.request) {
-            let (code, avp_code) = match e {
-                Error::InvalidCcr {
-                    result_code,
-                    avp_code,
-                } => (result_code, avp_code),
-                _ => (result::UNABLE_TO_COMPLY, 0),
-            };
+            let (code, avp_code) = e.answer_codes();
             self.reject(req, code, avp_code, out);
             let kind =
                 telemetry::kind_of_code(req.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()));

@@ -27,7 +27,6 @@ use crate::gy::{self, LocalIdentity};
 use crate::recovery::{self, open_ledger, Ledger};
 use crate::storage::{ShardTotals, Storage};
 use crate::telemetry;
-use crate::Error;
 
 /// How long a failed shard waits between attempts to reload from disk.
 const REOPEN_EVERY_MS: u64 = 5_000;
@@ -286,13 +285,7 @@ impl CreditShard {
             return (telemetry::OTHER_COMMAND, result::COMMAND_UNSUPPORTED);
         }
         if let Err(e) = gy::decode_ccr(req, &mut self.request) {
-            let (code, avp_code) = match e {
-                Error::InvalidCcr {
-                    result_code,
-                    avp_code,
-                } => (result_code, avp_code),
-                _ => (result::UNABLE_TO_COMPLY, 0),
-            };
+            let (code, avp_code) = e.answer_codes();
             self.reject(req, code, avp_code, out);
             return (request_kind(req), code);
         }
