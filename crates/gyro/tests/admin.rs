@@ -15,7 +15,7 @@ use gyro_charging::RequestType;
 use serde_json::{json, Value};
 use support::gateway::{answer, Gateway};
 use support::prometheus::{promtool_check, sum};
-use support::server::{config, http, ledger, Server};
+use support::server::{config, http, is_problem, ledger, Server};
 use support::{free_port, scratch};
 
 /// 100 MiB: 1.00 (100 minor units) on the demo tariff of rating group 10.
@@ -31,19 +31,6 @@ const PGW: Gateway = Gateway {
 /// (none on an Initial) and asking for more (not on a Terminate).
 fn ccr(session: &str, msisdn: &str, kind: RequestType, number: u32, used: u64) -> Vec<u8> {
     PGW.encode(&PGW.data_ccr(session, msisdn, kind, number, used), number)
-}
-
-fn is_problem(r: &(u16, String, Value), status: u16) {
-    let (s, content_type, body) = r;
-    assert_eq!(*s, status, "{body}");
-    assert_eq!(content_type, "application/problem+json", "{body}");
-    assert_eq!(body["status"], status, "{body}");
-    for field in ["type", "title", "detail"] {
-        assert!(
-            body[field].as_str().is_some_and(|s| !s.is_empty()),
-            "problem without {field}: {body}"
-        );
-    }
 }
 
 #[test]

@@ -18,24 +18,11 @@ use redis_support::{cluster_nodes, options};
 use serde_json::{json, Value};
 use support::common::result_code;
 use support::gateway::{exchange, Gateway};
-use support::server::http;
+use support::server::{http, is_problem};
 use support::{data_ccr, gyro, scratch};
 
 /// A subscriber of the load account range (its account has 10 000 000).
 const MSISDN: &str = "46700000007";
-
-fn is_problem(r: &(u16, String, Value), status: u16) {
-    let (s, content_type, body) = r;
-    assert_eq!(*s, status, "{body}");
-    assert_eq!(content_type, "application/problem+json", "{body}");
-    assert_eq!(body["status"], status, "{body}");
-    for field in ["type", "title", "detail"] {
-        assert!(
-            body[field].as_str().is_some_and(|s| !s.is_empty()),
-            "problem without {field}: {body}"
-        );
-    }
-}
 
 #[test]
 fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {

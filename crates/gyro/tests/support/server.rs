@@ -205,6 +205,21 @@ impl Drop for Server {
     }
 }
 
+/// Asserts that `r` (an [`http`] answer) is an RFC 9457 problem with
+/// `status`: the problem media type and a non-empty type, title and detail.
+pub fn is_problem(r: &(u16, String, Value), status: u16) {
+    let (s, content_type, body) = r;
+    assert_eq!(*s, status, "{body}");
+    assert_eq!(content_type, "application/problem+json", "{body}");
+    assert_eq!(body["status"], status, "{body}");
+    for field in ["type", "title", "detail"] {
+        assert!(
+            body[field].as_str().is_some_and(|s| !s.is_empty()),
+            "problem without {field}: {body}"
+        );
+    }
+}
+
 /// One HTTP request (GET, DELETE, PATCH, otherwise POST) with a 30 s
 /// limit, with `token` as bearer token when given. Any status is an
 /// answer; an error is a request that got none.
