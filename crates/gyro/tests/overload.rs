@@ -159,8 +159,13 @@ fn try_cer(addr: SocketAddr, host: &str) -> (Client, Option<Vec<u8>>) {
 /// A data session's CCR-Initial from `host` for a demo subscriber, asking
 /// for quota on rating group 10.
 fn ccr_initial(host: &str) -> Vec<u8> {
+    ccr_initial_of(host, 1)
+}
+
+/// [`ccr_initial`] of session number `n` of `host`.
+fn ccr_initial_of(host: &str, n: u32) -> Vec<u8> {
     let req = CcRequest {
-        session_id: format!("{host};1700000000;1"),
+        session_id: format!("{host};1700000000;{n}"),
         origin_host: host.into(),
         end_to_end: 1,
         request_type: RequestType::Initial,
@@ -351,6 +356,81 @@ fn ten_times_overload_gets_fast_3004s_and_a_normal_client_is_served_right_after(
         "rate-limited 3004 WARNs: {lines:?}"
     );
     assert!(lines[0].contains("count="), "{}", lines[0]);
+}
+
+#[test]
+fn a_light_peer_is_served_while_a_heavy_one_on_the_same_loop_is_shed() {
+    let dir = scratch("overload-fair");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let _server = Server::start(
+        &dir,
+        addr,
+        "[server]\nworkers = 1\n[limits]\nmax_queue_wait_ms = 200\n",
+        None,
+    );
+    let calibration = load(
+        addr,
+        &[
+            "--scenario",
+            "sms",
+            "-c",
+            "4",
+            "-w",
+            "16",
+            "--duration",
+            "1s",
+        ],
+    );
+    let capacity = calibration["rate"].as_f64().unwrap().max(100.0);
+    let rate = (capacity * 10.0).to_string();
+    let heavy = std::thread::spawn(move || {
+        load(
+            addr,
+            &[
+                "--scenario",
+                "sms",
+                "-c",
+                "8",
+                "-w",
+                "512",
+                "--rate",
+                &rate,
+                "--duration",
+                "4s",
+                "--timeout",
+                "5s",
+            ],
+        )
+    });
+    // The light peer: one connection of its own, one CCR every 20 ms,
+    // from a second into the heavy load until a second before its end.
+    std::thread::sleep(Duration::from_secs(1));
+    let (mut c, cea) = try_cer(addr, "light.test");
+    assert_eq!(cea.as_deref().and_then(result_code), Some(2001), "CEA");
+    let mut codes = std::collections::BTreeMap::<Option<u32>, u32>::new();
+    let mut slowest = Duration::ZERO;
+    for n in 1..=100 {
+        let sent = Instant::now();
+        c.send(&ccr_initial_of("light.test", n));
+        let code = c.recv().as_deref().and_then(result_code);
+        slowest = slowest.max(sent.elapsed());
+        *codes.entry(code).or_default() += 1;
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let report = heavy.join().unwrap();
+    let ok = codes.get(&Some(2001)).copied().unwrap_or(0);
+    eprintln!(
+        "heavy: 2001 {}, 3004 {}; light: {codes:?}, slowest answer {slowest:?}",
+        result_count(&report, 2001),
+        result_count(&report, 3004)
+    );
+    assert!(
+        result_count(&report, 3004) > 0,
+        "the heavy peer was shed: {report}"
+    );
+    // The light peer's requests never wait behind the heavy peer's
+    // backlog, so overload control has no reason to refuse them.
+    assert!(ok >= 95, "the light peer served: {codes:?}");
 }
 
 #[test]

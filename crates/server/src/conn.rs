@@ -119,11 +119,21 @@ struct Conn<F: Application> {
     peer_refused: bool,
     /// When the bytes of the received stream arrived.
     arrivals: overload::Arrivals,
+    /// Until when every request this connection reads is shed: it fell
+    /// behind its peer (see `drain`).
+    behind_until: u64,
     /// Where requests the server starts come from, once open.
     outbound: Option<Registration>,
     /// Those requests sent and not answered, by Hop-by-Hop Identifier.
     pending: FxHashMap<u32, OutboundJob>,
 }
+
+/// While its event loop sheds, a connection with more than
+/// 1/`LIGHT_SHARE` of `max_inflight_per_connection` unanswered (64 of the
+/// default 1,024), or bytes left in its socket, has what it reads shed
+/// too; any other is light and keeps every request that has not waited
+/// too long.
+const LIGHT_SHARE: usize = 16;
 
 /// Serves one accepted connection until it closes; `_slot` is its place
 /// among the server's connections, given back when it ends. `remote` is
@@ -166,6 +176,7 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         peer_slot: None,
         peer_refused: false,
         arrivals: overload::Arrivals::new(now),
+        behind_until: 0,
         outbound: None,
         pending: FxHashMap::default(),
     };
@@ -322,11 +333,21 @@ impl<F: Application> Conn<F> {
         // per read's worth (a drain), not per request.
         let now = shared.now_ms();
         let backlog = admission.backlog_ms();
-        let shedding = &self.worker.shedding_until;
+        // A connection that fell behind its peer has requests queued where
+        // they cannot be dated: it sheds everything it reads until it has
+        // kept up for the backlog bound, and so, meanwhile, does every
+        // other heavy connection of its loop: one with bytes left in its
+        // socket after its last read, or more than a light share of its
+        // window unanswered (the loop reads past the window meanwhile, see
+        // `serve`). A light peer keeps what has not waited too long: it is
+        // not refused for a heavy peer's backlog.
         if self.arrivals.behind(now, backlog) {
-            shedding.set(now + backlog);
+            self.behind_until = now + backlog;
+            self.worker.shedding_until.set(now + backlog);
         }
-        let until = if now < shedding.get() {
+        let heavy = self.arrivals.backlogged() || self.unanswered() > window / LIGHT_SHARE;
+        let until = if now < self.behind_until || (heavy && now < self.worker.shedding_until.get())
+        {
             u64::MAX
         } else {
             admission

@@ -208,6 +208,12 @@ impl Arrivals {
             .is_some_and(|since| now_ms.saturating_sub(since) > bound_ms)
     }
 
+    /// Whether the last look found bytes waiting in the socket after a
+    /// read: the peer sends faster than the connection reads.
+    pub(crate) fn backlogged(&self) -> bool {
+        self.backlog_since.is_some()
+    }
+
     /// Forgets what is no longer needed once the stream is consumed up to
     /// `consumed`: the samples before the last one at or below it.
     pub(crate) fn consumed(&mut self, consumed: u64) {
