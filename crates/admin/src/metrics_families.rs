@@ -552,9 +552,9 @@ fn requests_by_code(e: &mut DescriptorEncoder, totals: &[ShardTotals]) -> Result
     family(
         e,
         "gyro_diameter_requests",
-        "Application requests answered by the credit-control application, by command, \
-         CC-Request-Type and the Result-Code of the answer (requests refused by validation \
-         are in gyro_requests_rejected_total)",
+        "Application requests answered, by command, CC-Request-Type and the Result-Code of \
+         the answer, including the DIAMETER_TOO_BUSY answers of overload control (requests \
+         refused by validation are in gyro_requests_rejected_total)",
         by_code.into_iter().map(|((kind, code), n)| {
             let (command, request_type) = REQUEST_KINDS[kind];
             let code = code.map_or_else(|| "other".to_string(), |c| c.to_string());

@@ -18,6 +18,7 @@
 
 use bytes::BytesMut;
 
+use crate::connection::ShedKind;
 use crate::Message;
 
 /// Work that makes a batch durable, run off the event loop (on the
@@ -110,6 +111,12 @@ pub trait Shard {
     /// under overload (any shard's, never handled): the same answer, built
     /// from the request's header, Session-Id and identifying AVPs.
     fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut);
+
+    /// `count` requests of `kind` were refused by their connection under
+    /// overload (DIAMETER_TOO_BUSY built from the request's header, see
+    /// `Connection::shed_until`): they reached no shard; count them where
+    /// the shard counts its answers. The default counts nothing.
+    fn shed(&mut self, _kind: ShedKind, _count: u64) {}
 
     /// Called about every [`Application::tick_interval_ms`] with the Unix
     /// time in milliseconds (session supervision and the like). Sessions

@@ -199,12 +199,13 @@ fn ten_times_overload_gets_fast_3004s_and_a_normal_client_is_served_right_after(
     let dir = scratch("overload");
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let wait_ms: u64 = 200;
+    let admin = SocketAddr::from(([127, 0, 0, 1], free_port()));
     let server = Server::start(
         &dir,
         addr,
         &format!(
             "[server]\nworkers = 2\n[limits]\nmax_queued_per_worker = 64\n\
-             max_queue_wait_ms = {wait_ms}\n"
+             max_queue_wait_ms = {wait_ms}\n[admin]\nlisten = \"{admin}\"\n"
         ),
         None,
     );
@@ -291,6 +292,25 @@ fn ten_times_overload_gets_fast_3004s_and_a_normal_client_is_served_right_after(
     assert!(
         p99_us < 20 * wait_ms * 1000,
         "p99 {p99_us} us under overload, bound {wait_ms} ms"
+    );
+
+    // Every 3004 the client got is in the server's count of answers by
+    // Result-Code, those the connections built under overload included
+    // (the server may count a few more: answers to requests the client
+    // gave up on).
+    let metrics = support::server::http(&format!("http://{admin}/metrics"), "GET", None, None)
+        .expect("GET /metrics");
+    let text = metrics.2.as_str().expect("metrics text").to_string();
+    let counted: f64 = support::prometheus::samples(&text, "gyro_diameter_requests_total")
+        .iter()
+        .filter(|(labels, _)| labels.contains("result_code=\"3004\""))
+        .map(|(_, v)| v)
+        .sum();
+    let gave_up = timeouts + count(&report, "abandoned");
+    assert!(
+        counted as u64 >= busy && counted as u64 <= busy + gave_up,
+        "3004s counted by the server: {counted}, answered to the client: {busy} \
+         (+ {gave_up} given up)"
     );
 
     // Memory stays bounded: the refused requests are not kept.

@@ -17,6 +17,7 @@ use gyro_charging::{
 };
 use gyro_diameter::app::{session_key, Flush, Shard, SyncJob};
 use gyro_diameter::codes::{avp, cmd, result};
+use gyro_diameter::connection::ShedKind;
 use gyro_diameter::header::flags;
 use gyro_diameter::{Encoder, Message};
 use gyro_store::{CommitStats, CompactionDone, Durability};
@@ -441,6 +442,17 @@ impl Shard for CreditShard {
     fn handle(&mut self, req: &Message<'_>, now_ms: u64, out: &mut BytesMut) {
         let (kind, code) = self.answer(req, now_ms, out);
         self.totals().telemetry.answered(kind, code);
+    }
+
+    fn shed(&mut self, kind: ShedKind, count: u64) {
+        let kind = if kind.command_code == cmd::CREDIT_CONTROL {
+            telemetry::kind_of_code(kind.request_type)
+        } else {
+            telemetry::OTHER_COMMAND
+        };
+        self.totals()
+            .telemetry
+            .answered_n(kind, result::TOO_BUSY, count);
     }
 
     fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {

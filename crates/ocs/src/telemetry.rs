@@ -138,7 +138,12 @@ impl ShardTelemetry {
     /// Counts an answer of kind `kind` ([`REQUEST_KINDS`]) with `code`.
     #[inline]
     pub fn answered(&self, kind: usize, code: u32) {
-        self.answers[kind.min(OTHER_COMMAND)][code_index(code)].fetch_add(1, Relaxed);
+        self.answered_n(kind, code, 1);
+    }
+
+    /// `n` answers of `kind` with Result-Code `code`.
+    pub fn answered_n(&self, kind: usize, code: u32, n: u64) {
+        self.answers[kind.min(OTHER_COMMAND)][code_index(code)].fetch_add(n, Relaxed);
     }
 
     /// An answer counted with `was` became a `now` answer (a batch that

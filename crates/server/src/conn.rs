@@ -603,6 +603,10 @@ impl<F: Application> Conn<F> {
     /// their workers, one batch per worker.
     fn flush(&mut self) {
         if let Some((bytes, answers)) = self.conn.poll_shed() {
+            // Counted with the application's answers, by request kind.
+            let mut shard = self.worker.shard.borrow_mut();
+            self.conn.take_shed_kinds(|kind, n| shard.shed(kind, n));
+            drop(shard);
             self.inflight.set(self.inflight.get() + answers);
             if self.tx.send(Outgoing { bytes, answers }).is_err() {
                 self.inflight.set(self.inflight.get() - answers);

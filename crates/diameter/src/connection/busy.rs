@@ -82,7 +82,7 @@ fn avp_at(request: &[u8], at: usize, len: usize) -> Option<(u32, bool, usize)> {
 /// its top-level AVPs cannot be walked (a length that overruns the
 /// message): such a request is left to validation, which answers it as
 /// RFC 6733 prescribes.
-pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> bool {
+pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> Option<Kind> {
     let len = request.len();
     // Session-Id, Auth-Application-Id, CC-Request-Type, CC-Request-Number.
     let mut copied: [Span; 4] = [(0, 0); 4];
@@ -91,7 +91,7 @@ pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> boo
     let mut at = HEADER_LEN;
     while at < len {
         let Some((code, vendor, end)) = avp_at(request, at, len) else {
-            return false;
+            return None;
         };
         if matches!(code, 258 | 263 | 284 | 415 | 416) && !vendor {
             let slot = match code {
@@ -141,7 +141,24 @@ pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> boo
     let h = &mut out[start..start + HEADER_LEN];
     h[1..4].copy_from_slice(&(size as u32).to_be_bytes()[1..]);
     h[4] = (h[4] & flags::PROXIABLE) | flags::ERROR;
-    true
+    // CC-Request-Type's value: the four bytes after its 8-byte header.
+    let (a, b) = copied[2];
+    let request_type = (b >= a + 12)
+        .then(|| u32::from_be_bytes(request[a + 8..a + 12].try_into().expect("four bytes")));
+    Some(Kind {
+        command_code: u32::from_be_bytes([0, request[5], request[6], request[7]]),
+        request_type,
+    })
+}
+
+/// What one refusal answered: the request's Command Code and its
+/// CC-Request-Type, if it had one, for counting refusals by request kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Kind {
+    /// The request's Command Code.
+    pub command_code: u32,
+    /// The value of its CC-Request-Type AVP.
+    pub request_type: Option<u32>,
 }
 
 #[cfg(test)]
@@ -184,7 +201,14 @@ mod tests {
     fn a_3004_cca_is_a_generic_error_answer_that_echoes_what_a_cca_must_carry() {
         let req = ccr(2);
         let mut out = BytesMut::from(&b"before"[..]);
-        assert!(answer(&mut out, &req, &template(&peer())));
+        let kind = answer(&mut out, &req, &template(&peer())).expect("answered");
+        assert_eq!(
+            kind,
+            Kind {
+                command_code: cmd::CREDIT_CONTROL,
+                request_type: Some(2)
+            }
+        );
         let m = Message::parse(&out[6..]).unwrap();
         let h = m.header();
         assert_eq!(h.flags, flags::PROXIABLE | flags::ERROR);
@@ -236,18 +260,18 @@ mod tests {
             HEADER_LEN + ((u32::from_be_bytes([0, req[25], req[26], req[27]]) as usize + 3) & !3);
         req[at + 5] = 0x7f;
         let mut out = BytesMut::new();
-        assert!(!answer(&mut out, &req, &template(&peer())));
+        assert!(answer(&mut out, &req, &template(&peer())).is_none());
         assert!(out.is_empty());
         // An AVP header cut short by the end of the message.
         let mut short = ccr(0);
         short.truncate(HEADER_LEN + 4);
         let n = short.len() as u32;
         short[1..4].copy_from_slice(&n.to_be_bytes()[1..]);
-        assert!(!answer(&mut out, &short, &template(&peer())));
+        assert!(answer(&mut out, &short, &template(&peer())).is_none());
         // A length below an AVP header.
         let mut tiny = ccr(0);
         tiny[HEADER_LEN + 7] = 4;
-        assert!(!answer(&mut out, &tiny, &template(&peer())));
+        assert!(answer(&mut out, &tiny, &template(&peer())).is_none());
         assert!(out.is_empty());
     }
 
@@ -258,7 +282,14 @@ mod tests {
         e.str(avp::ORIGIN_HOST, "x.example.net");
         e.finish().unwrap();
         let mut out = BytesMut::new();
-        assert!(answer(&mut out, &b, &template(&peer())));
+        let kind = answer(&mut out, &b, &template(&peer())).expect("answered");
+        assert_eq!(
+            kind,
+            Kind {
+                command_code: 999,
+                request_type: None
+            }
+        );
         let m = Message::parse(&out).unwrap();
         assert_eq!(m.header().flags, flags::ERROR);
         let codes: Vec<u32> = m.avps().map(|a| a.unwrap().code()).collect();

@@ -61,6 +61,8 @@ mod busy;
 #[cfg(test)]
 mod tests;
 
+pub use busy::Kind as ShedKind;
+
 /// Room made at a time for the 3004 answers of shedding, in bytes.
 const SHED_BUFFER: usize = 32 * 1024;
 
@@ -212,6 +214,8 @@ pub struct Connection {
     /// The 3004 answers of shedding not yet handed out, and how many.
     shed: BytesMut,
     shed_count: usize,
+    /// The refusals of `shed` by request kind (a few kinds at most).
+    shed_kinds: Vec<(ShedKind, u64)>,
     /// The constant AVPs of those answers, once the first is built.
     busy_template: Vec<u8>,
     /// Whether a request shed in this [`Connection::poll_event`] call has
@@ -254,6 +258,7 @@ impl Connection {
             shed_until: 0,
             shed: BytesMut::new(),
             shed_count: 0,
+            shed_kinds: Vec::new(),
             busy_template: Vec::new(),
             shed_fed_watchdog: false,
         }
@@ -357,6 +362,15 @@ impl Connection {
         }
         let n = std::mem::take(&mut self.shed_count);
         Some((self.shed.split().freeze(), n))
+    }
+
+    /// The refusals of shedding built since the last call, by request
+    /// kind: `count(kind, n)` once per kind (for metrics that count
+    /// answers by request type; the requests reached no application).
+    pub fn take_shed_kinds(&mut self, mut count: impl FnMut(ShedKind, u64)) {
+        for (kind, n) in self.shed_kinds.drain(..) {
+            count(kind, n);
+        }
     }
 
     /// Bytes were appended to [`Connection::read_buffer`] at `now`.
@@ -638,8 +652,12 @@ impl Connection {
         if self.shed.capacity() - self.shed.len() < most {
             self.shed.reserve(most.max(SHED_BUFFER));
         }
-        if !busy::answer(&mut self.shed, frame, &self.busy_template) {
+        let Some(kind) = busy::answer(&mut self.shed, frame, &self.busy_template) else {
             return false;
+        };
+        match self.shed_kinds.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, n)) => *n += 1,
+            None => self.shed_kinds.push((kind, 1)),
         }
         // Received traffic all the same: the watchdog starts again.
         if !self.shed_fed_watchdog {
