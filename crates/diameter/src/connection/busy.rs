@@ -78,10 +78,10 @@ fn avp_at(request: &[u8], at: usize, len: usize) -> Option<(u32, bool, usize)> {
 
 /// Appends to `out` the 3004 answer to `request`, a whole request whose
 /// header was checked (its length is `request.len()`), after the
-/// constant AVPs in `template`. Returns false, with `out` unchanged, when
-/// its top-level AVPs cannot be walked (a length that overruns the
-/// message): such a request is left to validation, which answers it as
-/// RFC 6733 prescribes.
+/// constant AVPs in `template`, and returns what kind of request it
+/// refused. Returns `None`, with `out` unchanged, when its top-level AVPs
+/// cannot be walked (a length that overruns the message): such a request
+/// is left to validation, which answers it as RFC 6733 prescribes.
 pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> Option<Kind> {
     let len = request.len();
     // Session-Id, Auth-Application-Id, CC-Request-Type, CC-Request-Number.
@@ -90,9 +90,7 @@ pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> Opt
     let (mut first_proxy_info, mut proxy_bytes) = (0, 0);
     let mut at = HEADER_LEN;
     while at < len {
-        let Some((code, vendor, end)) = avp_at(request, at, len) else {
-            return None;
-        };
+        let (code, vendor, end) = avp_at(request, at, len)?;
         if matches!(code, 258 | 263 | 284 | 415 | 416) && !vendor {
             let slot = match code {
                 263 => 0, // Session-Id
