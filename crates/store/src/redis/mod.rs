@@ -754,8 +754,9 @@ pub struct Books {
     /// Sum of their consumed units.
     pub bundle_consumed: u128,
     /// Bundles whose reservations' holds do not add up to their
-    /// `reserved`: account, bundle id, what the holds add up to.
-    pub holds_mismatch: Vec<(AccountId, u32, u64)>,
+    /// `reserved`: account, bundle (only its id for holds of a bundle the
+    /// account lacks), what the holds add up to.
+    pub holds_mismatch: Vec<(AccountId, BundleState, u64)>,
 }
 
 impl Books {
@@ -778,12 +779,16 @@ impl Books {
             self.bundle_consumed += u128::from(b.consumed);
             let h = holds.get(&b.id).copied().unwrap_or(0);
             if h != b.reserved {
-                self.holds_mismatch.push((s.account, b.id, h));
+                self.holds_mismatch.push((s.account, b.clone(), h));
             }
         }
         for (&id, &h) in holds {
             if h > 0 && !s.bundles.iter().any(|b| b.id == id) {
-                self.holds_mismatch.push((s.account, id, h));
+                let b = BundleState {
+                    id,
+                    ..BundleState::default()
+                };
+                self.holds_mismatch.push((s.account, b, h));
             }
         }
         self.initial += i128::from(s.initial);
