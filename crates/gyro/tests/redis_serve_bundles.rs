@@ -333,6 +333,27 @@ fn bundles_pay_before_money_on_redis_as_on_the_embedded_store() {
     assert_eq!(rg10_usage(3), vec![(5 * MIB, Some(5))]);
     assert_eq!(rg10_usage(4), vec![(0, Some(10))]);
     assert_eq!(rg10_usage(5), vec![(0, Some(3))]);
+
+    // `gyro ledger` on the node's configuration: the money and the
+    // bundle units add up; a bundle unit from nowhere is named.
+    let config = node.config.to_str().unwrap();
+    let (code, out, err) = support::gyro(&["ledger", "--config", config, "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["violations"], 0, "{report}");
+    assert_eq!(report["bundles"]["bundles"], 1, "{report}");
+    assert_eq!(report["bundles"]["consumed"], 25 * MIB, "{report}");
+    let key = ledger.keys().account(account);
+    let tampered = format!("{} 1 0 {}", 25 * MIB, 25 * MIB);
+    redis_support::redis_cli(&["HSET", &key, "b:1", &tampered]);
+    let (code, out, err) = support::gyro(&["ledger", "--config", config]);
+    assert_eq!(code, 1, "{out}\n{err}");
+    assert!(out.contains("VIOLATED for 1 bundles"), "{out}");
+    assert!(
+        err.contains(&format!("account {ACCOUNT} bundle 1")),
+        "{err}"
+    );
+
     drop(to_redis);
     drop(to_embedded);
     redis.stop();
