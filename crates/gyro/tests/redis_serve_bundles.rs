@@ -297,6 +297,14 @@ fn bundles_pay_before_money_on_redis_as_on_the_embedded_store() {
         "{e}"
     );
 
+    // The operator API shows the same bundles on both.
+    let r = redis.account(MSISDN);
+    assert_eq!(r["bundles"], e["bundles"], "{r}\n{e}");
+    assert_eq!(
+        (&r["balance"], &r["debited"]),
+        (&e["balance"], &e["debited"])
+    );
+
     // The CDRs: one per usage (the retransmission wrote none), adding up
     // to the debits, with the bundle units beside the money.
     let files = cdrs_match_debits(

@@ -22,6 +22,13 @@
 //!   service) a Reserve of the money the grant costs (all of it, or what
 //!   the account can pay down to one increment's worth, units scaled
 //!   down, with a Final-Unit-Indication); then the session's record.
+//!   When the account has bundles that cover the service now (the
+//!   configuration's unit, rating groups, service ids and validity), the
+//!   Reserve names them: they hold units first and only the rest is
+//!   bought with money, priced in the same atomic step (the engine's
+//!   order and rounding). A usage Debit names them too: the
+//!   reservation's holds pay first, free bundle units pay usage past the
+//!   grant, money the rest.
 //! * CCR-Update: per service a Debit of the used units' price from the
 //!   service's reservation, releasing what is left of it (a report
 //!   without usage: a Release), then a Reserve of the new grant; then the
@@ -31,7 +38,8 @@
 //!   still holds (the services it did not report too), and the record
 //!   marked ended.
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
-//!   nothing (4012 when the account cannot pay, 4010 when blocked);
+//!   nothing (4012 when the account cannot pay, 4010 when blocked), free
+//!   bundle units first;
 //!   REFUND_ACCOUNT a Refund; PRICE_ENQUIRY is answered locally.
 //!
 //! Any node and any worker can take any request (the state is in Redis),
@@ -64,9 +72,11 @@
 //!
 //! # Not yet
 //!
-//! * Bundles: an account's bundles are not in Redis; the Redis backend
-//!   charges money only (a configuration with bundles is served without
-//!   them, with a warning at start).
+//! * Bundles live in the cluster with their account (created at start
+//!   with the account when the cluster lacks it, never changed from the
+//!   configuration afterwards); which services a bundle covers and when
+//!   it is valid come from this node's charging configuration, so every
+//!   node must run the same one.
 //! * CHECK_BALANCE events are answered 5012 DIAMETER_UNABLE_TO_COMPLY.
 //! * Tariff changes within a grant (Tariff-Time-Change) and first
 //!   charging intervals are not applied: a grant and a usage report are
@@ -408,6 +418,10 @@ pub struct RedisAccountView {
     pub plan: String,
     /// Sessions holding a reservation on it.
     pub open_sessions: usize,
+    /// Its bundles: as the charging configuration defines them (what
+    /// they cover, when they are valid), with the cluster's counts (only
+    /// those the cluster holds).
+    pub bundles: Vec<Bundle>,
     /// For a top-up: the idempotency key was used before; nothing was
     /// added this time.
     pub replayed: bool,
@@ -501,7 +515,24 @@ impl RedisAccounts {
         let mut sessions: Vec<&str> = reservations.iter().map(|r| r.session.as_str()).collect();
         sessions.sort_unstable();
         sessions.dedup();
+        let bundles = self
+            .ctx
+            .bundles
+            .get(&state.account)
+            .map(|defs| {
+                defs.iter()
+                    .filter_map(|d| {
+                        let c = state.bundles.iter().find(|b| b.id == d.id)?;
+                        let mut b = d.clone();
+                        (b.initial, b.remaining, b.reserved, b.consumed) =
+                            (c.initial, c.remaining, c.reserved, c.consumed);
+                        Some(b)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         RedisAccountView {
+            bundles,
             subscribers: self.ctx.directory.identities_of(state.account),
             plan,
             open_sessions: sessions.len(),

@@ -173,12 +173,15 @@
 //!
 //! # Not yet
 //!
-//! * Bundles: their counters and holds are not in Redis (`gyro serve`
-//!   charges such accounts in money only, and says so at start). The
-//!   plan: a bundle hash per account, bundle holds inside the reservation,
-//!   a debit consuming the session's holds first (they are its own, so no
-//!   other node can take them) and leaving what the holds do not cover to
-//!   the caller to rate as money in the same step.
+//! * Bundles are created with their account (`gyro_open`) and never
+//!   changed from outside afterwards: a bundle added to the charging
+//!   configuration later does not reach an account the cluster already
+//!   holds, and there is no step to add, renew or remove one.
+//! * What a bundle covers and when it is valid is not in the cluster:
+//!   every node must run the same charging configuration.
+//! * A step that prices units for bundles refuses prices whose product
+//!   with the units passes 2^53 (the functions compute in doubles); the
+//!   request is answered 3004.
 //! * CDR files are closed by record count only (not by size or age).
 //! * Accounts are created only from the charging configuration (at
 //!   start); there is no step to change (block, credit limit), delete or
