@@ -930,3 +930,73 @@ async fn usage_past_the_grant_and_events_draw_on_free_bundle_units() {
     let books = ledger.books().await.unwrap();
     assert!(books.is_balanced(), "{books:?}");
 }
+
+#[tokio::test]
+async fn a_grant_bundles_cannot_fill_buys_what_the_money_pays_and_expiry_gives_the_holds_back() {
+    let Some(ledger) = ledger("bundle-partial").await else {
+        return;
+    };
+    let a = acct(13);
+    ledger
+        .open_account_with_bundles(a, 5, 0, false, &[(1, 1000)])
+        .await
+        .unwrap();
+    // 2,000 wanted: 1,000 from the bundle; the other 1,000 cost 10, the
+    // account has 5: 500 units (whole increments of 100) for 5.
+    let r = one(&ledger, reserve_units(a, "x;0;0", "x", 2000)).await;
+    assert_eq!(
+        (r.code, r.outcome),
+        (
+            2001,
+            Outcome::Reserved {
+                money: 5,
+                units: 500,
+                bundle_units: 1000,
+                balance: 0,
+                reserved: 5,
+            }
+        )
+    );
+    // Nothing heard of the session past its deadline: its money and its
+    // bundle units go back.
+    let expire = Step::Expire(Expire {
+        account: a,
+        request: "x;expire".into(),
+        session: "x".into(),
+        owner: None,
+        cdr: gyro_charging::Cdr {
+            record_type: gyro_charging::cdr::RecordType::SessionEnd,
+            ..cdr("x", 1, rg(10))
+        },
+    });
+    let e = ledger.step(&expire, NOW.plus_secs(61)).await.unwrap();
+    assert!(matches!(
+        e.outcome,
+        Outcome::Expired {
+            reservations: 1,
+            money: 5,
+            ..
+        }
+    ));
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved), (5, 0));
+    let b = &s.bundles[0];
+    assert_eq!((b.remaining, b.reserved, b.consumed), (1000, 0, 0));
+    assert!(s.is_conserved());
+
+    // Again, ended by a CCR-Terminate instead.
+    one(&ledger, reserve_units(a, "y;0;0", "y", 1500)).await;
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.bundles[0].remaining, s.bundles[0].reserved), (0, 1000));
+    let end = Step::End(EndSession {
+        account: a,
+        request: "y;1;0".into(),
+        session: "y".into(),
+    });
+    one(&ledger, end).await;
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved), (5, 0));
+    assert_eq!((s.bundles[0].remaining, s.bundles[0].reserved), (1000, 0));
+    let books = ledger.books().await.unwrap();
+    assert!(books.is_balanced(), "{books:?}");
+}
