@@ -91,8 +91,12 @@ rating_groups = [10]
 #[derive(Debug, PartialEq, Eq)]
 struct Said {
     result: Option<u32>,
-    mscc: Vec<(Option<u32>, Option<u32>, Option<u64>, bool)>,
+    mscc: Vec<Service>,
 }
+
+/// An MSCC's rating group, Result-Code, granted octets and whether it
+/// carries a Final-Unit-Indication.
+type Service = (Option<u32>, Option<u32>, Option<u64>, bool);
 
 fn said(cca: &[u8]) -> Said {
     let m = Message::parse(cca).expect("a CCA");
@@ -244,8 +248,8 @@ fn bundles_pay_before_money_on_redis_as_on_the_embedded_store() {
             None,
         ]
     );
-    assert_eq!(expected[5].mscc[0].3, true, "a Final-Unit-Indication");
-    assert_eq!(expected[4].mscc[0].3, false);
+    assert!(expected[5].mscc[0].3, "a Final-Unit-Indication");
+    assert!(!expected[4].mscc[0].3);
     assert_eq!(expected[6].result, Some(2001), "terminated");
     assert_eq!(
         rg10(&expected[7]).map(|m| m.1),
