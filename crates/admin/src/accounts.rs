@@ -13,8 +13,8 @@ use serde::Deserialize;
 use utoipa::IntoParams;
 
 use crate::model::{
-    AccountList, AccountView, CreateAccount, SessionList, SessionView, Status, TopUpRequest,
-    UpdateAccount,
+    AccountList, AccountView, BundleView, CreateAccount, SessionList, SessionView, Status,
+    TopUpRequest, UpdateAccount,
 };
 use crate::problem::Problem;
 use crate::state::{AppState, Backend, Redis};
@@ -84,8 +84,9 @@ fn redis_problem(e: gyro_ocs::RedisAccountsError) -> Problem {
     }
 }
 
-/// The API's view of an account on the Redis Cluster ledger: no bundles
-/// (the ledger holds money only), the currency of the configuration.
+/// The API's view of an account on the Redis Cluster ledger: its bundles
+/// as the charging configuration defines them with the cluster's counts,
+/// the currency of the configuration.
 fn redis_view(v: gyro_ocs::RedisAccountView, replayed: Option<bool>) -> AccountView {
     let find = |kind| {
         v.subscribers
@@ -106,7 +107,7 @@ fn redis_view(v: gyro_ocs::RedisAccountView, replayed: Option<bool>) -> AccountV
         } else {
             Status::Active
         },
-        bundles: Vec::new(),
+        bundles: v.bundles.iter().map(BundleView::from).collect(),
         debited: s.debited,
         initial_balance: s.initial,
         topped_up: s.topped_up,

@@ -171,6 +171,23 @@ pub struct BundleView {
     pub valid_until: u64,
 }
 
+impl From<&gyro_charging::Bundle> for BundleView {
+    fn from(b: &gyro_charging::Bundle) -> Self {
+        BundleView {
+            id: b.id,
+            unit: b.unit.into(),
+            initial: b.initial,
+            remaining: b.remaining,
+            reserved: b.reserved,
+            consumed: b.consumed,
+            rating_groups: b.rating_groups.clone(),
+            service_ids: b.service_ids.clone(),
+            valid_from: b.valid_from.0,
+            valid_until: b.valid_until.0,
+        }
+    }
+}
+
 /// An account as the API shows it. Money in integer minor units.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct AccountView {
@@ -230,22 +247,7 @@ impl AccountView {
             reserved: a.reserved,
             credit_limit: a.credit_limit,
             status: a.status.into(),
-            bundles: a
-                .bundles
-                .iter()
-                .map(|b| BundleView {
-                    id: b.id,
-                    unit: b.unit.into(),
-                    initial: b.initial,
-                    remaining: b.remaining,
-                    reserved: b.reserved,
-                    consumed: b.consumed,
-                    rating_groups: b.rating_groups.clone(),
-                    service_ids: b.service_ids.clone(),
-                    valid_from: b.valid_from.0,
-                    valid_until: b.valid_until.0,
-                })
-                .collect(),
+            bundles: a.bundles.iter().map(BundleView::from).collect(),
             debited: a.debited,
             initial_balance: a.initial_balance,
             topped_up: a.topped_up,

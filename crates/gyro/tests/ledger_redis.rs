@@ -23,6 +23,7 @@ fn reserve(account: AccountId, request: &str, money: i64) -> Step {
         units: money as u64 * 100,
         min_money: 1,
         expires: NOW.plus_secs(60),
+        bundles: None,
     })
 }
 
@@ -35,6 +36,7 @@ fn debit(account: AccountId, request: &str, amount: i64) -> Step {
         release: false,
         whole: false,
         cdr: cdr("s", 1, rg(10)),
+        bundles: None,
     })
 }
 

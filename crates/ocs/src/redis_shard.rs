@@ -22,6 +22,13 @@
 //!   service) a Reserve of the money the grant costs (all of it, or what
 //!   the account can pay down to one increment's worth, units scaled
 //!   down, with a Final-Unit-Indication); then the session's record.
+//!   When the account has bundles that cover the service now (the
+//!   configuration's unit, rating groups, service ids and validity), the
+//!   Reserve names them: they hold units first and only the rest is
+//!   bought with money, priced in the same atomic step (the engine's
+//!   order and rounding). A usage Debit names them too: the
+//!   reservation's holds pay first, free bundle units pay usage past the
+//!   grant, money the rest.
 //! * CCR-Update: per service a Debit of the used units' price from the
 //!   service's reservation, releasing what is left of it (a report
 //!   without usage: a Release), then a Reserve of the new grant; then the
@@ -31,7 +38,8 @@
 //!   still holds (the services it did not report too), and the record
 //!   marked ended.
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
-//!   nothing (4012 when the account cannot pay, 4010 when blocked);
+//!   nothing (4012 when the account cannot pay, 4010 when blocked), free
+//!   bundle units first;
 //!   REFUND_ACCOUNT a Refund; PRICE_ENQUIRY is answered locally.
 //!
 //! Any node and any worker can take any request (the state is in Redis),
@@ -64,9 +72,11 @@
 //!
 //! # Not yet
 //!
-//! * Bundles: an account's bundles are not in Redis; the Redis backend
-//!   charges money only (a configuration with bundles is served without
-//!   them, with a warning at start).
+//! * Bundles live in the cluster with their account (created at start
+//!   with the account when the cluster lacks it, never changed from the
+//!   configuration afterwards); which services a bundle covers and when
+//!   it is valid come from this node's charging configuration, so every
+//!   node must run the same one.
 //! * CHECK_BALANCE events are answered 5012 DIAMETER_UNABLE_TO_COMPLY.
 //! * Tariff changes within a grant (Tariff-Time-Change) and first
 //!   charging intervals are not applied: a grant and a usage report are
@@ -99,16 +109,16 @@ use bytes::BytesMut;
 use gyro_charging::rating::Catalog;
 use gyro_charging::tariff::affordable;
 use gyro_charging::{
-    result_code as rc, AccountId, CcAnswer, CcRequest, Cdr, ChargingConfig, CostInformation,
-    FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType, RequestType, RequestedAction,
-    ServiceUnits, SubscriberDirectory, Tariff, Timestamp, UnitKind, ZeroRated,
+    result_code as rc, AccountId, Bundle, CcAnswer, CcRequest, Cdr, ChargingConfig,
+    CostInformation, FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType, RequestType,
+    RequestedAction, ServiceUnits, SubscriberDirectory, Tariff, Timestamp, UnitKind, ZeroRated,
 };
 use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::{Encoder, Message};
 use gyro_store::redis::{
-    request_key, Answer, Debit, EndSession, Outcome, PutSession, RedisLedger, RedisOptions, Refund,
-    Release, Reserve, SessionRecord, Step,
+    request_key, Answer, BundleUse, Debit, EndSession, Outcome, Pricing, PutSession, RedisLedger,
+    RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
 };
 use gyro_store::ErrorKind;
 use tracing::{info, warn};
@@ -246,6 +256,11 @@ struct Ctx {
     directory: SubscriberDirectory,
     /// Plan index per account whose plan is not the default one.
     plans: HashMap<AccountId, u16>,
+    /// The bundles of each account that has any, as the charging
+    /// configuration defines them (which services they cover, when they
+    /// are valid; their counts are in the cluster). Accounts of one
+    /// range share one list.
+    bundles: HashMap<AccountId, Arc<[Bundle]>>,
     default_plan: Option<u16>,
     identity: LocalIdentity,
     serving: RedisServing,
@@ -303,11 +318,17 @@ impl RedisCreditControl {
             .map_err(|e| Error::Config(format!("connecting to the Redis Cluster: {e}")))?;
         let ledger = Arc::new(ledger);
         let mut plans = HashMap::new();
+        let mut bundles: HashMap<AccountId, Arc<[Bundle]>> = HashMap::new();
+        let mut last: Option<Arc<[Bundle]>> = None;
         let default_plan = catalog.plan_index(None);
-        let mut with_bundles = 0;
         for (a, _) in &accounts {
             if !a.bundles.is_empty() {
-                with_bundles += 1;
+                let shared = match &last {
+                    Some(l) if **l == *a.bundles => l.clone(),
+                    _ => Arc::from(a.bundles.as_slice()),
+                };
+                last = Some(shared.clone());
+                bundles.insert(a.id, shared);
             }
             let p = catalog.plan_index(a.plan.as_deref());
             if p != default_plan {
@@ -315,13 +336,6 @@ impl RedisCreditControl {
                     plans.insert(a.id, p);
                 }
             }
-        }
-        if with_bundles > 0 {
-            warn!(
-                accounts = with_bundles,
-                "the Redis Cluster ledger has no bundles yet: these accounts are charged in \
-                 money only"
-            );
         }
         let started = Instant::now();
         let opened = runtime.block_on(open_accounts(&ledger, &accounts))?;
@@ -339,6 +353,7 @@ impl RedisCreditControl {
             catalog,
             directory,
             plans,
+            bundles,
             default_plan,
             identity: LocalIdentity {
                 origin_host: origin_host.to_string(),
@@ -403,6 +418,10 @@ pub struct RedisAccountView {
     pub plan: String,
     /// Sessions holding a reservation on it.
     pub open_sessions: usize,
+    /// Its bundles: as the charging configuration defines them (what
+    /// they cover, when they are valid), with the cluster's counts (only
+    /// those the cluster holds).
+    pub bundles: Vec<Bundle>,
     /// For a top-up: the idempotency key was used before; nothing was
     /// added this time.
     pub replayed: bool,
@@ -496,7 +515,24 @@ impl RedisAccounts {
         let mut sessions: Vec<&str> = reservations.iter().map(|r| r.session.as_str()).collect();
         sessions.sort_unstable();
         sessions.dedup();
+        let bundles = self
+            .ctx
+            .bundles
+            .get(&state.account)
+            .map(|defs| {
+                defs.iter()
+                    .filter_map(|d| {
+                        let c = state.bundles.iter().find(|b| b.id == d.id)?;
+                        let mut b = d.clone();
+                        (b.initial, b.remaining, b.reserved, b.consumed) =
+                            (c.initial, c.remaining, c.reserved, c.consumed);
+                        Some(b)
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         RedisAccountView {
+            bundles,
             subscribers: self.ctx.directory.identities_of(state.account),
             plan,
             open_sessions: sessions.len(),
@@ -539,7 +575,12 @@ async fn open_accounts(
         for (a, _) in chunk {
             let (ledger, id, balance, limit) = (ledger.clone(), a.id, a.balance, a.credit_limit);
             let blocked = a.status == gyro_charging::AccountStatus::Blocked;
-            set.spawn(async move { ledger.open_account(id, balance, limit, blocked).await });
+            let bundles: Vec<(u32, u64)> = a.bundles.iter().map(|b| (b.id, b.remaining)).collect();
+            set.spawn(async move {
+                ledger
+                    .open_account_with_bundles(id, balance, limit, blocked, &bundles)
+                    .await
+            });
         }
         while let Some(r) = set.join_next().await {
             match r {
@@ -853,6 +894,39 @@ impl Planner {
         Ok(((pi, choice.rate), p, t))
     }
 
+    /// The bundles of `account` that may pay for `key` in `t`'s unit now,
+    /// in the account's order, with `t`'s prices (`first`: its first
+    /// interval applies, as to an event); none when the tariff is free
+    /// or the account has no bundles (`all`: also when none of them
+    /// applies now, so that a usage report still draws on the bundle
+    /// units its reservation holds).
+    fn bundle_use(
+        ctx: &Ctx,
+        account: AccountId,
+        key: RatingKey,
+        t: &Tariff,
+        now: Timestamp,
+        first: bool,
+        all: bool,
+    ) -> Option<BundleUse> {
+        if t.is_free() {
+            return None;
+        }
+        let defs = ctx.bundles.get(&account)?;
+        let bundles: Vec<u32> = defs
+            .iter()
+            .filter(|b| b.applies(key, t.unit, now))
+            .map(|b| b.id)
+            .collect();
+        if bundles.is_empty() && !all {
+            return None;
+        }
+        Some(BundleUse {
+            bundles,
+            pricing: Pricing::of(t, first),
+        })
+    }
+
     /// The CDR of a usage or event of `key`.
     fn cdr(
         &self,
@@ -963,6 +1037,8 @@ impl Planner {
                             release: true,
                             whole: false,
                             cdr,
+                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, true)
+                                .map(|b| (units, b)),
                         }));
                         p.parts.push(Part::Usage {
                             step: self.steps.len() - 1,
@@ -1008,6 +1084,7 @@ impl Planner {
                             units: want,
                             min_money,
                             expires: Timestamp(now.as_millis().saturating_add(tcc_ms)),
+                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, false),
                         }));
                         p.parts.push(Part::Grant {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
@@ -1132,6 +1209,8 @@ impl Planner {
                     release: false,
                     whole: true,
                     cdr,
+                    bundles: Self::bundle_use(&ctx, account, key, t, now, true, false)
+                        .map(|b| (units, b)),
                 }));
                 p.answer.cost = Some(cost_info);
                 p.parts.push(Part::Event {
@@ -1200,6 +1279,13 @@ impl RedisShard {
                         return false;
                     };
                     let (code, units) = match a.outcome {
+                        // Bundles gave units: the ledger bought the rest
+                        // as the engine does (all, or whole increments).
+                        Outcome::Reserved {
+                            units,
+                            bundle_units,
+                            ..
+                        } if bundle_units > 0 => (a.code, bundle_units.saturating_add(units)),
                         // A partial grant: what the money reserved pays
                         // for in whole increments, as the engine grants
                         // (what it reserved beyond is released at the
@@ -1265,6 +1351,12 @@ impl RedisShard {
                         return false;
                     };
                     set_code(&mut p.answer, *mscc, a.code);
+                    if let (Outcome::Debited { charged, .. }, Some(cost)) =
+                        (&a.outcome, p.answer.cost.as_mut())
+                    {
+                        // What money paid (bundles may have paid the rest).
+                        cost.value_digits = *charged;
+                    }
                     if a.code == rc::SUCCESS {
                         let g = Some(ServiceUnits::of(*unit, *units));
                         match mscc.and_then(|i| p.answer.mscc.get_mut(i)) {

@@ -90,6 +90,7 @@ impl Model {
                             units: 0,
                             balance: self.balance,
                             reserved: self.reserved,
+                            bundle_units: 0,
                         },
                     };
                 };
@@ -105,6 +106,7 @@ impl Model {
                     units,
                     balance: self.balance,
                     reserved: self.reserved,
+                    bundle_units: 0,
                 })
             }
             Step::Debit(s) => {
@@ -137,6 +139,7 @@ impl Model {
                     balance_after: self.balance + self.reserved,
                     sequence: *seq,
                     released,
+                    bundle_units: 0,
                 })
             }
             Step::Release(s) => {
@@ -247,6 +250,7 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
                 units: money as u64 * 1000,
                 min_money: if rng.chance(30) { money } else { 1 },
                 expires: now.plus_secs(rng.below(4)),
+                bundles: None,
             })
         }
         35..=64 => Step::Debit(Debit {
@@ -261,6 +265,7 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
             release: rng.chance(40),
             whole: false,
             cdr: cdr(&session, n as u32, key),
+            bundles: None,
         }),
         65..=74 => Step::Release(Release {
             account,
@@ -463,6 +468,7 @@ async fn a_step_abandoned_on_a_client_timeout_and_sent_again_is_charged_once() {
             release: false,
             whole: false,
             cdr: cdr("ev", i, rg(1)),
+            bundles: None,
         });
         // Abandon the first attempt after a few microseconds (it went out,
         // so it runs, but its answer is never read); every fourth request
@@ -542,6 +548,7 @@ async fn two_nodes_charging_the_same_accounts_keep_the_books() {
                             units: 1000,
                             min_money: 1,
                             expires: NOW.plus_secs(60),
+                            bundles: None,
                         })
                     })
                     .collect();
@@ -559,6 +566,7 @@ async fn two_nodes_charging_the_same_accounts_keep_the_books() {
                             release: true,
                             whole: false,
                             cdr: cdr(s, 1, rg(10)),
+                            bundles: None,
                         })
                     })
                     .collect();

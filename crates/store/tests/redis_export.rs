@@ -24,6 +24,7 @@ fn event(account: AccountId, n: u32) -> Step {
         release: false,
         whole: false,
         cdr: cdr(&format!("ev-{}", account.0), n, rg(1)),
+        bundles: None,
     })
 }
 

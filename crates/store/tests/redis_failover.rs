@@ -27,6 +27,7 @@ fn event_debit(account: AccountId, n: u32, amount: i64) -> Step {
         release: false,
         whole: false,
         cdr: cdr(&format!("ev-{}", account.0), n, rg(1)),
+        bundles: None,
     })
 }
 

@@ -23,6 +23,7 @@ fn reserve(account: AccountId, request: &str, session: &str, money: i64) -> Step
         units: money as u64 * 100,
         min_money: 1,
         expires: NOW.plus_secs(60),
+        bundles: None,
     })
 }
 
@@ -35,6 +36,7 @@ fn debit(account: AccountId, request: &str, session: &str, amount: i64, release:
         release,
         whole: false,
         cdr: cdr(session, 1, rg(10)),
+        bundles: None,
     })
 }
 
@@ -73,6 +75,7 @@ async fn a_debit_retried_after_a_client_timeout_is_charged_once() {
             balance_after: 880,
             sequence: 1,
             released: 0,
+            bundle_units: 0,
         }
     );
     // Also when the retry rides in a batch with the original (a
@@ -169,7 +172,8 @@ async fn reservations_follow_the_engines_money_rules() {
             money: 60,
             units: 6000,
             balance: 40,
-            reserved: 60
+            reserved: 60,
+            bundle_units: 0,
         }
     );
     let r = one(&ledger, reserve(a, "2", "s", 80)).await;
@@ -179,7 +183,8 @@ async fn reservations_follow_the_engines_money_rules() {
             money: 40,
             units: 4000,
             balance: 0,
-            reserved: 100
+            reserved: 100,
+            bundle_units: 0,
         }
     );
     let r = one(&ledger, reserve(a, "3", "s", 10)).await;
@@ -198,7 +203,8 @@ async fn reservations_follow_the_engines_money_rules() {
             money: 30,
             units: 3000,
             balance: -30,
-            reserved: 30
+            reserved: 30,
+            bundle_units: 0,
         }
     );
     assert_eq!(one(&ledger, reserve(blocked, "6", "u", 1)).await.code, 4010);
@@ -218,6 +224,7 @@ async fn reservations_follow_the_engines_money_rules() {
             balance_after: 0,
             sequence: d_seq(&d),
             released: 0,
+            bundle_units: 0,
         }
     );
     // Release, refund, top-up.
@@ -685,4 +692,311 @@ async fn a_session_record_is_found_from_its_session_id_until_it_expires() {
     let found = ledger.sessions(&["a;1", "b{x};2"]).await;
     assert_eq!(found[0].as_ref().unwrap(), &Some(record));
     assert_eq!(found[1].as_ref().unwrap(), &None, "expired with its ttl");
+}
+
+/// 1 money per 100 units, in increments of 100.
+fn per_hundred() -> gyro_store::redis::Pricing {
+    gyro_store::redis::Pricing {
+        increment: 100,
+        price: 1,
+        per: 100,
+        rounding: gyro_charging::Rounding::Up,
+        first_interval: 0,
+    }
+}
+
+fn bundles(ids: &[u32]) -> gyro_store::redis::BundleUse {
+    gyro_store::redis::BundleUse {
+        bundles: ids.to_vec(),
+        pricing: per_hundred(),
+    }
+}
+
+fn reserve_units(account: AccountId, request: &str, session: &str, units: u64) -> Step {
+    let p = per_hundred();
+    Step::Reserve(Reserve {
+        account,
+        request: request.into(),
+        session: session.into(),
+        key: rg(10),
+        money: p.cost(units),
+        units,
+        min_money: p.cost(100),
+        expires: NOW.plus_secs(60),
+        bundles: Some(bundles(&[1, 2])),
+    })
+}
+
+fn debit_units(
+    account: AccountId,
+    request: &str,
+    session: Option<&str>,
+    used: u64,
+    whole: bool,
+) -> Step {
+    Step::Debit(Debit {
+        account,
+        request: request.into(),
+        reservation: session.map(|s| (s.to_string(), rg(10))),
+        amount: per_hundred().cost(used),
+        release: true,
+        whole,
+        cdr: cdr(session.unwrap_or("event"), 1, rg(10)),
+        bundles: Some((used, bundles(&[1, 2]))),
+    })
+}
+
+#[tokio::test]
+async fn bundles_pay_before_money_and_their_holds_go_back() {
+    let Some(ledger) = ledger("bundles").await else {
+        return;
+    };
+    let a = acct(11);
+    assert!(ledger
+        .open_account_with_bundles(a, 1000, 0, false, &[(1, 5000), (2, 5000)])
+        .await
+        .unwrap());
+    // Opening it again changes nothing, bundles included.
+    assert!(!ledger
+        .open_account_with_bundles(a, 1, 0, false, &[(1, 1), (3, 7)])
+        .await
+        .unwrap());
+    let bundle = |s: &gyro_store::redis::AccountState, id: u32| {
+        let b = s.bundles.iter().find(|b| b.id == id).expect("bundle");
+        (b.remaining, b.reserved, b.consumed)
+    };
+
+    // A grant bundle 1 pays for whole; released, its units go back.
+    let r = one(&ledger, reserve_units(a, "s1;0;0", "s1", 3000)).await;
+    assert_eq!(
+        (r.code, r.outcome),
+        (
+            2001,
+            Outcome::Reserved {
+                money: 0,
+                units: 0,
+                bundle_units: 3000,
+                balance: 1000,
+                reserved: 0,
+            }
+        )
+    );
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!(s.bundles.len(), 2, "bundle 3 was not added: {s:?}");
+    assert_eq!(bundle(&s, 1), (2000, 3000, 0));
+    let held = ledger.reservations(a).await.unwrap();
+    assert_eq!(held[0].bundle_holds, vec![(1, 3000)]);
+    let step = Step::Release(Release {
+        account: a,
+        request: "s1;1;0".into(),
+        session: "s1".into(),
+        key: rg(10),
+    });
+    one(&ledger, step).await;
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!(bundle(&s, 1), (5000, 0, 0));
+
+    // 11,000 units: 5,000 from bundle 1, 5,000 from bundle 2, 1,000 with
+    // money (10).
+    let r = one(&ledger, reserve_units(a, "s2;0;0", "s2", 11_000)).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Reserved {
+            money: 10,
+            units: 1000,
+            bundle_units: 10_000,
+            balance: 990,
+            reserved: 10,
+        }
+    );
+    // 10,500 used: the holds pay 10,000, the money 500 (5); the rest of
+    // the reservation (5) goes back. Sent twice: charged once.
+    let step = debit_units(a, "s2;1;0", Some("s2"), 10_500, false);
+    let first = one(&ledger, step.clone()).await;
+    let again = one(&ledger, step).await;
+    assert!(again.replayed);
+    assert_eq!(first.outcome, again.outcome);
+    assert_eq!(
+        first.outcome,
+        Outcome::Debited {
+            charged: 5,
+            from_reserved: 5,
+            from_balance: 0,
+            unbilled: 0,
+            balance_after: 995,
+            sequence: 1,
+            released: 5,
+            bundle_units: 10_000,
+        }
+    );
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved, s.debited), (995, 0, 5));
+    assert_eq!((bundle(&s, 1), bundle(&s, 2)), ((0, 0, 5000), (0, 0, 5000)));
+    assert!(s.is_conserved());
+    let cdrs = ledger.account_cdrs(a).await.unwrap();
+    assert_eq!(cdrs.len(), 1);
+    assert_eq!((cdrs[0].cdr.amount, cdrs[0].cdr.bundle_units), (5, 10_000));
+
+    // Bundles empty: money only, priced as without bundles.
+    let r = one(&ledger, reserve_units(a, "s3;0;0", "s3", 2000)).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Reserved {
+            money: 20,
+            units: 2000,
+            bundle_units: 0,
+            balance: 975,
+            reserved: 20,
+        }
+    );
+    let d = one(&ledger, debit_units(a, "s3;1;0", Some("s3"), 2000, false)).await;
+    assert!(matches!(
+        d.outcome,
+        Outcome::Debited {
+            charged: 20,
+            bundle_units: 0,
+            ..
+        }
+    ));
+
+    let books = ledger.books().await.unwrap();
+    assert!(books.is_balanced(), "{books:?}");
+    assert_eq!(
+        (books.bundles, books.bundle_initial, books.bundle_consumed),
+        (2, 10_000, 10_000)
+    );
+}
+
+#[tokio::test]
+async fn usage_past_the_grant_and_events_draw_on_free_bundle_units() {
+    let Some(ledger) = ledger("bundle-events").await else {
+        return;
+    };
+    let a = acct(12);
+    ledger
+        .open_account_with_bundles(a, 50, 0, false, &[(1, 1000), (2, 3000)])
+        .await
+        .unwrap();
+    let bundle = |s: &gyro_store::redis::AccountState, id: u32| {
+        let b = s.bundles.iter().find(|b| b.id == id).expect("bundle");
+        (b.remaining, b.reserved, b.consumed)
+    };
+    // 2,000 granted: bundle 1's 1,000 and 1,000 of bundle 2.
+    let r = one(&ledger, reserve_units(a, "s;0;0", "s", 2000)).await;
+    assert!(matches!(
+        r.outcome,
+        Outcome::Reserved {
+            money: 0,
+            bundle_units: 2000,
+            ..
+        }
+    ));
+    // 2,600 used: the holds pay 2,000; the 600 beyond the grant come from
+    // bundle 2's free units.
+    let d = one(&ledger, debit_units(a, "s;1;0", Some("s"), 2600, false)).await;
+    assert!(matches!(
+        d.outcome,
+        Outcome::Debited {
+            charged: 0,
+            bundle_units: 2600,
+            ..
+        }
+    ));
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!(
+        (bundle(&s, 1), bundle(&s, 2)),
+        ((0, 0, 1000), (1400, 0, 1600))
+    );
+
+    // An event of 2,000 units: 1,400 from bundle 2, 600 with money (6).
+    let e = one(&ledger, debit_units(a, "e;0;0", None, 2000, true)).await;
+    assert_eq!(e.code, 2001);
+    assert!(matches!(
+        e.outcome,
+        Outcome::Debited {
+            charged: 6,
+            bundle_units: 1400,
+            ..
+        }
+    ));
+    // An event the money cannot pay (bundles empty, 44 left, 100 asked):
+    // refused, and nothing changes.
+    let e = one(&ledger, debit_units(a, "e2;0;0", None, 10_000, true)).await;
+    assert_eq!(e.code, 4012);
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.debited), (44, 6));
+    assert_eq!(bundle(&s, 2), (0, 0, 3000));
+    assert!(s.is_conserved());
+    let books = ledger.books().await.unwrap();
+    assert!(books.is_balanced(), "{books:?}");
+}
+
+#[tokio::test]
+async fn a_grant_bundles_cannot_fill_buys_what_the_money_pays_and_expiry_gives_the_holds_back() {
+    let Some(ledger) = ledger("bundle-partial").await else {
+        return;
+    };
+    let a = acct(13);
+    ledger
+        .open_account_with_bundles(a, 5, 0, false, &[(1, 1000)])
+        .await
+        .unwrap();
+    // 2,000 wanted: 1,000 from the bundle; the other 1,000 cost 10, the
+    // account has 5: 500 units (whole increments of 100) for 5.
+    let r = one(&ledger, reserve_units(a, "x;0;0", "x", 2000)).await;
+    assert_eq!(
+        (r.code, r.outcome),
+        (
+            2001,
+            Outcome::Reserved {
+                money: 5,
+                units: 500,
+                bundle_units: 1000,
+                balance: 0,
+                reserved: 5,
+            }
+        )
+    );
+    // Nothing heard of the session past its deadline: its money and its
+    // bundle units go back.
+    let expire = Step::Expire(Expire {
+        account: a,
+        request: "x;expire".into(),
+        session: "x".into(),
+        owner: None,
+        cdr: gyro_charging::Cdr {
+            record_type: gyro_charging::cdr::RecordType::SessionEnd,
+            ..cdr("x", 1, rg(10))
+        },
+    });
+    let e = ledger.step(&expire, NOW.plus_secs(61)).await.unwrap();
+    assert!(matches!(
+        e.outcome,
+        Outcome::Expired {
+            reservations: 1,
+            money: 5,
+            ..
+        }
+    ));
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved), (5, 0));
+    let b = &s.bundles[0];
+    assert_eq!((b.remaining, b.reserved, b.consumed), (1000, 0, 0));
+    assert!(s.is_conserved());
+
+    // Again, ended by a CCR-Terminate instead.
+    one(&ledger, reserve_units(a, "y;0;0", "y", 1500)).await;
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.bundles[0].remaining, s.bundles[0].reserved), (0, 1000));
+    let end = Step::End(EndSession {
+        account: a,
+        request: "y;1;0".into(),
+        session: "y".into(),
+    });
+    one(&ledger, end).await;
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved), (5, 0));
+    assert_eq!((s.bundles[0].remaining, s.bundles[0].reserved), (1000, 0));
+    let books = ledger.books().await.unwrap();
+    assert!(books.is_balanced(), "{books:?}");
 }

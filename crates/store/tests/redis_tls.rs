@@ -193,6 +193,7 @@ async fn the_ledger_charges_over_tls_with_a_password() {
             units: 10,
             min_money: 1,
             expires: NOW.plus_secs(30),
+            bundles: None,
         }),
         Step::Debit(Debit {
             account: a,
@@ -202,6 +203,7 @@ async fn the_ledger_charges_over_tls_with_a_password() {
             release: true,
             whole: false,
             cdr: cdr("t", 1, rg(1)),
+            bundles: None,
         }),
     ];
     let answers = ledger.run(&steps, NOW).await;

@@ -54,6 +54,31 @@ struct Violation {
     reservations_hold: i64,
 }
 
+/// One bundle that does not add up: `initial != remaining + reserved +
+/// consumed`, or its `reserved` is not what its account's reservations
+/// hold of it.
+#[derive(Debug, Serialize)]
+struct BundleViolation {
+    account: u64,
+    bundle: u32,
+    initial: u64,
+    remaining: u64,
+    reserved: u64,
+    consumed: u64,
+    /// What the account's reservations hold of it.
+    reservations_hold: u64,
+}
+
+/// The bundles' units, summed over the namespace.
+#[derive(Debug, Serialize)]
+struct BundleTotals {
+    bundles: u64,
+    initial: u128,
+    remaining: u128,
+    reserved: u128,
+    consumed: u128,
+}
+
 /// The report (`--json`).
 #[derive(Debug, Serialize)]
 struct Report {
@@ -67,6 +92,8 @@ struct Report {
     debited: i128,
     violations: usize,
     unbalanced: Vec<Violation>,
+    bundles: BundleTotals,
+    bundle_violations: Vec<BundleViolation>,
 }
 
 fn report(namespace: &str, books: &Books) -> Report {
@@ -79,9 +106,38 @@ fn report(namespace: &str, books: &Books) -> Report {
         debited: s.debited,
         reservations_hold: held,
     };
+    let mut bundle_violations = Vec::new();
+    for s in &books.unbalanced {
+        for b in s.bundles.iter().filter(|b| !b.is_conserved()) {
+            bundle_violations.push(BundleViolation {
+                account: s.account.0,
+                bundle: b.id,
+                initial: b.initial,
+                remaining: b.remaining,
+                reserved: b.reserved,
+                consumed: b.consumed,
+                reservations_hold: b.reserved,
+            });
+        }
+    }
+    for (account, b, held) in &books.holds_mismatch {
+        bundle_violations.push(BundleViolation {
+            account: account.0,
+            bundle: b.id,
+            initial: b.initial,
+            remaining: b.remaining,
+            reserved: b.reserved,
+            consumed: b.consumed,
+            reservations_hold: *held,
+        });
+    }
     let unbalanced: Vec<Violation> = books
         .unbalanced
         .iter()
+        .filter(|s| {
+            i128::from(s.initial) + i128::from(s.topped_up)
+                != i128::from(s.balance) + i128::from(s.reserved) + i128::from(s.debited)
+        })
         .map(|s| violation(s, s.reserved))
         .chain(
             books
@@ -99,8 +155,16 @@ fn report(namespace: &str, books: &Books) -> Report {
         balance: books.balance,
         reserved: books.reserved,
         debited: books.debited,
-        violations: unbalanced.len(),
+        violations: unbalanced.len() + bundle_violations.len(),
         unbalanced,
+        bundles: BundleTotals {
+            bundles: books.bundles,
+            initial: books.bundle_initial,
+            remaining: books.bundle_remaining,
+            reserved: books.bundle_reserved,
+            consumed: books.bundle_consumed,
+        },
+        bundle_violations,
     }
 }
 
@@ -143,14 +207,48 @@ pub fn run(section: &RedisClusterSection, json: bool) -> anyhow::Result<ExitCode
              debited {} (minor units); a live snapshot of a shared ledger",
             r.namespace, r.accounts, r.balance, r.reserved, r.debited
         );
+        for v in &r.bundle_violations {
+            eprintln!(
+                "account {} bundle {}: initial {} vs remaining {} + reserved {} + consumed {} \
+                 (its account's reservations hold {})",
+                v.account,
+                v.bundle,
+                v.initial,
+                v.remaining,
+                v.reserved,
+                v.consumed,
+                v.reservations_hold
+            );
+        }
+        if r.bundles.bundles > 0 {
+            println!(
+                "{} bundles: remaining {}, reserved {}, consumed {} of {} units",
+                r.bundles.bundles,
+                r.bundles.remaining,
+                r.bundles.reserved,
+                r.bundles.consumed,
+                r.bundles.initial
+            );
+        }
         println!(
             "initial + top-ups = balance + reserved + debited: {}",
-            if r.violations == 0 {
+            if r.unbalanced.is_empty() {
                 "holds for every account".to_string()
             } else {
-                format!("VIOLATED for {} accounts", r.violations)
+                format!("VIOLATED for {} accounts", r.unbalanced.len())
             }
         );
+        if r.bundles.bundles > 0 || !r.bundle_violations.is_empty() {
+            println!(
+                "bundles: initial = remaining + reserved + consumed, reserved = what \
+                 reservations hold: {}",
+                if r.bundle_violations.is_empty() {
+                    "holds for every bundle".to_string()
+                } else {
+                    format!("VIOLATED for {} bundles", r.bundle_violations.len())
+                }
+            );
+        }
     }
     Ok(if books.is_balanced() {
         ExitCode::SUCCESS

@@ -2,11 +2,11 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Books, ExpiryReport, LedgerStats, Outcome, RedisOptions,
-    ReservationState, SessionRecord, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
+    AccountState, Answer, Books, BundleState, ExpiryReport, LedgerStats, Outcome, Pricing,
+    RedisOptions, ReservationState, SessionRecord, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
-use gyro_charging::{AccountId, Cdr, Timestamp};
+use gyro_charging::{AccountId, Cdr, Rounding, Timestamp};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
@@ -117,6 +117,39 @@ fn non_negative(what: &'static str, v: i64) -> Result<()> {
     Ok(())
 }
 
+/// Bundle ids as the functions take them: `1,2,3`.
+fn bundle_list(ids: &[u32]) -> String {
+    let mut s = String::with_capacity(ids.len() * 3);
+    for (i, id) in ids.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&id.to_string());
+    }
+    s
+}
+
+/// A tariff as the functions take it: `increment price per rounding
+/// first_interval`.
+fn pricing(p: &Pricing) -> Result<String> {
+    non_negative("price", p.price)?;
+    exact_u("increment", p.increment)?;
+    exact_u("per", p.per)?;
+    exact_u("first interval", p.first_interval)?;
+    let rounding = match p.rounding {
+        Rounding::Up => 0,
+        Rounding::Down => 1,
+        Rounding::Nearest => 2,
+    };
+    Ok(format!(
+        "{} {} {} {rounding} {}",
+        p.increment.max(1),
+        p.price,
+        p.per.max(1),
+        p.first_interval
+    ))
+}
+
 fn cdr_json(cdr: &Cdr) -> Result<String> {
     serde_json::to_string(cdr).map_err(|e| encode_err("CDR", e.to_string()))
 }
@@ -179,9 +212,14 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         .map(int)
         .collect::<Option<_>>()
         .ok_or_else(bad)?;
+    // A remembered answer of library version 4 lacks the last figure of
+    // a Reserve and a Debit (its bundle units: 0).
     let need = match step {
-        Step::Reserve(_) | Step::Release(_) => 6,
-        Step::Debit(_) => 9,
+        Step::Reserve(_) if n.len() == 6 => 6,
+        Step::Reserve(_) => 7,
+        Step::Release(_) => 6,
+        Step::Debit(_) if n.len() == 9 => 9,
+        Step::Debit(_) => 10,
         Step::Refund(_) | Step::Expire(_) => 5,
         Step::TopUp(_) | Step::End(_) => 4,
         Step::Session(_) => return Err(bad()),
@@ -189,11 +227,12 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
     if n.len() != need {
         return Err(bad());
     }
-    let u = |i: usize| u64::try_from(n[i]).unwrap_or(0);
+    let u = |i: usize| n.get(i).and_then(|&v| u64::try_from(v).ok()).unwrap_or(0);
     let outcome = match step {
         Step::Reserve(_) => Outcome::Reserved {
             money: n[2],
             units: u(3),
+            bundle_units: u(6),
             balance: n[4],
             reserved: n[5],
         },
@@ -205,6 +244,7 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
             balance_after: n[6],
             sequence: u(7),
             released: n[8],
+            bundle_units: u(9),
         },
         Step::Release(_) => Outcome::Released {
             found: n[2] != 0,
@@ -552,15 +592,20 @@ impl RedisLedger {
                         let Some(state) = account_state(*id, &pair[0]) else {
                             continue;
                         };
-                        let held: i64 = match pair.get(1) {
-                            Some(Value::Array(vals)) => vals
-                                .iter()
-                                .filter_map(text)
-                                .filter_map(|v| v.split(' ').next()?.parse::<i64>().ok())
-                                .sum(),
-                            _ => 0,
-                        };
-                        books.add(state, held);
+                        let mut held: i64 = 0;
+                        let mut holds: HashMap<u32, u64> = HashMap::new();
+                        if let Some(Value::Array(vals)) = pair.get(1) {
+                            for v in vals.iter().filter_map(text) {
+                                let Some(r) = parse_reservation(&v) else {
+                                    continue;
+                                };
+                                held += r.money;
+                                for (id, units) in r.holds {
+                                    *holds.entry(id).or_default() += units;
+                                }
+                            }
+                        }
+                        books.add(state, held, &holds);
                     }
                 }
                 if cursor == "0" {
@@ -590,15 +635,38 @@ impl RedisLedger {
         credit_limit: i64,
         blocked: bool,
     ) -> Result<bool> {
+        self.open_account_with_bundles(account, balance, credit_limit, blocked, &[])
+            .await
+    }
+
+    /// [`RedisLedger::open_account`] with bundles: `(id, units)`, each
+    /// full (an account that exists keeps the bundles it has).
+    pub async fn open_account_with_bundles(
+        &self,
+        account: AccountId,
+        balance: i64,
+        credit_limit: i64,
+        blocked: bool,
+        bundles: &[(u32, u64)],
+    ) -> Result<bool> {
         exact("balance", balance)?;
         non_negative("credit limit", credit_limit)?;
+        let mut list = String::new();
+        for &(id, units) in bundles {
+            exact_u("bundle units", units)?;
+            if !list.is_empty() {
+                list.push(',');
+            }
+            list.push_str(&format!("{id}:{units}"));
+        }
         let mut c = redis::cmd("FCALL");
         c.arg("gyro_open")
             .arg(1)
             .arg(self.keys.account(account))
             .arg(balance)
             .arg(credit_limit)
-            .arg(if blocked { "1" } else { "0" });
+            .arg(if blocked { "1" } else { "0" })
+            .arg(list);
         let slot = self.keys.account_slot(account);
         let v = self.call(c, slot, "gyro_open").await?;
         let created = match &v {
@@ -688,6 +756,9 @@ impl RedisLedger {
                     .arg(s.min_money)
                     .arg(node)
                     .arg(s.expires.as_millis());
+                if let Some(b) = &s.bundles {
+                    c.arg(bundle_list(&b.bundles)).arg(pricing(&b.pricing)?);
+                }
             }
             Step::Debit(s) => {
                 non_negative("amount", s.amount)?;
@@ -702,6 +773,12 @@ impl RedisLedger {
                     .arg(node)
                     .arg(cdr_json(&s.cdr)?)
                     .arg(if s.whole { "1" } else { "0" });
+                if let Some((used, b)) = &s.bundles {
+                    exact_u("used units", *used)?;
+                    c.arg(*used)
+                        .arg(bundle_list(&b.bundles))
+                        .arg(pricing(&b.pricing)?);
+                }
             }
             Step::Release(s) => {
                 c.arg(reservation_field(&s.session, s.key));
@@ -1039,21 +1116,18 @@ impl RedisLedger {
             let Some(key) = parse_rating_key(key) else {
                 continue;
             };
-            let mut parts = value.splitn(5, ' ');
-            let mut num = || parts.next().and_then(|p| p.parse::<i64>().ok());
-            let (Some(money), Some(units), Some(expires), Some(since)) =
-                (num(), num(), num(), num())
-            else {
+            let Some(r) = parse_reservation(value.as_str()) else {
                 continue;
             };
             out.push(ReservationState {
                 session: session.to_string(),
                 key,
-                money,
-                units: u64::try_from(units).unwrap_or(0),
-                expires: Timestamp(u64::try_from(expires).unwrap_or(0)),
-                since: Timestamp(u64::try_from(since).unwrap_or(0)),
-                owner: parts.next().unwrap_or("").to_string(),
+                money: r.money,
+                units: r.units,
+                expires: Timestamp(r.expires),
+                since: Timestamp(r.since),
+                owner: r.owner.to_string(),
+                bundle_holds: r.holds,
             });
         }
         Ok(out)
@@ -1110,6 +1184,9 @@ impl RedisLedger {
             cdr.amount = num("amount");
             cdr.unbilled = num("unbilled");
             cdr.balance_after = num("balance_after");
+            if get("bundle_units").is_some() {
+                cdr.bundle_units = u64::try_from(num("bundle_units")).unwrap_or(0);
+            }
             out.push(StreamCdr { slot, id, cdr });
         }
         Ok(out)
@@ -1280,7 +1357,74 @@ fn account_state(account: AccountId, v: &Value) -> Option<AccountState> {
         debited: get("debited"),
         initial: get("initial"),
         topped_up: get("topped_up"),
+        bundles: {
+            let mut b: Vec<BundleState> = fields
+                .iter()
+                .filter_map(|(k, v)| {
+                    let id = k.strip_prefix("b:")?.parse().ok()?;
+                    let mut n = v.split(' ').map(|x| x.parse::<u64>().ok());
+                    Some(BundleState {
+                        id,
+                        initial: n.next()??,
+                        remaining: n.next()??,
+                        reserved: n.next()??,
+                        consumed: n.next()??,
+                    })
+                })
+                .collect();
+            b.sort_by_key(|b| b.id);
+            b
+        },
     })
+}
+
+/// A reservation's value, parsed.
+struct ParsedReservation<'a> {
+    money: i64,
+    units: u64,
+    expires: u64,
+    since: u64,
+    holds: Vec<(u32, u64)>,
+    owner: &'a str,
+}
+
+/// `"money units expires since b<holds> owner"` (or, as library version
+/// 4 wrote it, without the holds).
+fn parse_reservation(value: &str) -> Option<ParsedReservation<'_>> {
+    let mut parts = value.splitn(5, ' ');
+    let money = parts.next()?.parse::<i64>().ok()?;
+    let mut num = || parts.next().and_then(|p| p.parse::<u64>().ok());
+    let (units, expires, since) = (num()?, num()?, num()?);
+    let rest = parts.next().unwrap_or("");
+    let (holds, owner) = match rest.split_once(' ') {
+        Some((h, owner))
+            if h.starts_with('b')
+                && h[1..]
+                    .bytes()
+                    .all(|c| c.is_ascii_digit() || c == b':' || c == b',') =>
+        {
+            (parse_holds(&h[1..]), owner)
+        }
+        _ => (Vec::new(), rest),
+    };
+    Some(ParsedReservation {
+        money,
+        units,
+        expires,
+        since,
+        holds,
+        owner,
+    })
+}
+
+/// `"<id>:<units>,<id>:<units>"`.
+fn parse_holds(s: &str) -> Vec<(u32, u64)> {
+    s.split(',')
+        .filter_map(|h| {
+            let (id, units) = h.split_once(':')?;
+            Some((id.parse().ok()?, units.parse().ok()?))
+        })
+        .collect()
 }
 
 /// A flat `[k1, v1, k2, v2, ...]` (or RESP3 map) answer as string pairs.

@@ -28,6 +28,18 @@
 --
 -- Money rule, the engine's: initial + topped_up = balance + reserved +
 -- debited, for every account, after every step.
+--
+-- Bundles (allowances of units used before money) live in the account
+-- hash, one field per bundle: b:<id> = "initial remaining reserved
+-- consumed"; for every bundle initial = remaining + reserved + consumed,
+-- and its reserved units are the sum of the holds the account's
+-- reservations carry for it. Which bundles may pay for a service (unit,
+-- rating groups, service ids, validity) is the charging configuration's
+-- business: the caller names them, in the engine's order; the functions
+-- keep the counts. A step that draws on bundles prices the units left
+-- for money itself, with the tariff the caller passes
+-- ("increment price per rounding first_interval", rounding 0 up, 1 down,
+-- 2 nearest), as the engine does (Tariff::cost_of).
 
 local SUCCESS, BLOCKED, NO_CREDIT, UNKNOWN = 2001, 4010, 4012, 5030
 
@@ -92,25 +104,206 @@ local function account(keys)
   }
 end
 
--- A reservation: "money units expires_at since owner".
+-- Bundle holds "b<id>:<units>,<id>:<units>" as a list of { id, units }.
+local function parse_holds(text)
+  local holds = {}
+  for id, units in string.gmatch(text or '', '(%d+):(%d+)') do
+    table.insert(holds, { id = id, units = tonumber(units) })
+  end
+  return holds
+end
+
+local function format_holds(holds)
+  local parts = {}
+  for _, h in ipairs(holds) do
+    if h.units > 0 then
+      table.insert(parts, h.id .. ':' .. fmt(h.units))
+    end
+  end
+  return 'b' .. table.concat(parts, ',')
+end
+
+-- A reservation: "money units expires_at since b<holds> owner" (units:
+-- those its money pays for; holds: the bundle units it holds, by bundle).
+-- A reservation written by library version 4 has no holds.
 local function reservation(keys, field)
   local v = redis.call('HGET', keys[2], field)
   if not v then
     return nil
   end
-  local money, units, expires, since, owner = string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) (.*)$')
+  local money, units, expires, since, holds, owner =
+    string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) b([%d:,]*) (.*)$')
+  if not money then
+    money, units, expires, since, owner = string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) (.*)$')
+    holds = ''
+  end
   return {
     money = tonumber(money),
     units = tonumber(units),
     expires = tonumber(expires),
     since = tonumber(since),
+    holds = parse_holds(holds),
     owner = owner,
   }
 end
 
 local function save_reservation(keys, field, r)
   redis.call('HSET', keys[2], field,
-    fmt(r.money) .. ' ' .. fmt(r.units) .. ' ' .. fmt(r.expires) .. ' ' .. fmt(r.since) .. ' ' .. r.owner)
+    fmt(r.money) .. ' ' .. fmt(r.units) .. ' ' .. fmt(r.expires) .. ' ' .. fmt(r.since) .. ' '
+    .. format_holds(r.holds or {}) .. ' ' .. r.owner)
+end
+
+-- A bundle of the account: { initial, remaining, reserved, consumed }, or
+-- nil when the account has no bundle of that id.
+local function bundle(keys, id)
+  local v = redis.call('HGET', keys[1], 'b:' .. id)
+  if not v then
+    return nil
+  end
+  local i, rem, res, con = string.match(v, '^(%d+) (%d+) (%d+) (%d+)$')
+  if not i then
+    error('gyro: bad bundle ' .. id .. ': ' .. v)
+  end
+  return { initial = tonumber(i), remaining = tonumber(rem), reserved = tonumber(res),
+    consumed = tonumber(con) }
+end
+
+local function save_bundle(keys, id, b)
+  redis.call('HSET', keys[1], 'b:' .. id, fmt(b.initial) .. ' ' .. fmt(b.remaining) .. ' '
+    .. fmt(b.reserved) .. ' ' .. fmt(b.consumed))
+end
+
+-- The bundle ids of a comma-separated list, in its order.
+local function ids(list)
+  local out = {}
+  for id in string.gmatch(list or '', '%d+') do
+    table.insert(out, id)
+  end
+  return out
+end
+
+-- Plans taking up to `want` units from the remaining units of bundles
+-- `candidates` (in order): returns the takes { id, units, b } (nothing
+-- changed yet) and the units they add up to.
+local function plan_takes(keys, candidates, want)
+  local takes, left, seen = {}, want, {}
+  for _, id in ipairs(candidates) do
+    if left == 0 then
+      break
+    end
+    local b = nil
+    if not seen[id] then
+      seen[id] = true
+      b = bundle(keys, id)
+    end
+    if b and b.remaining > 0 then
+      local take = math.min(b.remaining, left)
+      table.insert(takes, { id = id, units = take, b = b })
+      left = left - take
+    end
+  end
+  return takes, want - left
+end
+
+-- A tariff "increment price per rounding first_interval" (see the top).
+local function tariff(text)
+  local inc, price, per, rounding, first = string.match(text or '', '^(%d+) (%d+) (%d+) (%d) (%d+)$')
+  if not inc then
+    error('gyro: bad tariff ' .. tostring(text))
+  end
+  local t = { inc = math.max(1, tonumber(inc)), price = tonumber(price), per = tonumber(per),
+    rounding = tonumber(rounding), first = tonumber(first) }
+  if t.per < 1 then
+    error('gyro: bad tariff ' .. text)
+  end
+  return t
+end
+
+local EXACT = 9007199254740992
+
+-- a / b rounded down, exactly, for non-negative integers below 2^53.
+local function div_floor(a, b)
+  return (a - math.fmod(a, b)) / b
+end
+
+-- The price of `units` (Tariff::cost_of with first = t.first > 0).
+local function cost(t, units)
+  if units == 0 or t.price == 0 then
+    return 0
+  end
+  local function rounded(u)
+    local q = div_floor(u, t.inc)
+    if math.fmod(u, t.inc) ~= 0 then
+      q = q + 1
+    end
+    return q * t.inc
+  end
+  local charged
+  if t.first > 0 then
+    if units <= t.first then
+      charged = t.first
+    else
+      charged = t.first + rounded(units - t.first)
+    end
+  else
+    charged = rounded(units)
+  end
+  -- charged * price / per, exactly: (a * per + b) * price / per.
+  local a, b = div_floor(charged, t.per), math.fmod(charged, t.per)
+  if charged >= EXACT or a * t.price >= EXACT or b * t.price >= EXACT then
+    error('gyro: price beyond 2^53')
+  end
+  local p = b * t.price
+  local q
+  if t.rounding == 0 then
+    q = div_floor(p, t.per)
+    if math.fmod(p, t.per) ~= 0 then
+      q = q + 1
+    end
+  elseif t.rounding == 1 then
+    q = div_floor(p, t.per)
+  else
+    q = div_floor(p + div_floor(t.per, 2), t.per)
+  end
+  return a * t.price + q
+end
+
+-- The largest grant of at most `want` units whose cost fits in `money`;
+-- smaller grants are whole increments (the engine's `affordable`).
+local function affordable(t, money, want)
+  if cost(t, want) <= money then
+    return want
+  end
+  if money <= 0 then
+    return 0
+  end
+  local lo, hi = 0, div_floor(want, t.inc)
+  while lo < hi do
+    local mid = lo + div_floor(hi - lo + 1, 2)
+    if cost(t, mid * t.inc) <= money then
+      lo = mid
+    else
+      hi = mid - 1
+    end
+  end
+  return lo * t.inc
+end
+
+-- Gives a reservation's bundle holds back to their bundles' remaining
+-- units.
+local function give_back_holds(keys, r)
+  for _, h in ipairs(r.holds or {}) do
+    if h.units > 0 then
+      local b = bundle(keys, h.id)
+      if b then
+        local n = math.min(h.units, b.reserved)
+        b.reserved = b.reserved - n
+        b.remaining = b.remaining + n
+        save_bundle(keys, h.id, b)
+      end
+    end
+  end
+  r.holds = {}
 end
 
 -- The session part of a reservation field "<session-id>|<rating key>".
@@ -132,17 +325,28 @@ end
 
 -- Appends one CDR to the slot's stream with the next sequence number of
 -- the slot; returns that number.
-local function cdr(keys, args, node, json, amount, unbilled, balance_after)
+-- `bundle_units`: units the CDR's usage took from bundles (the field is
+-- written only when not 0).
+local function cdr(keys, args, node, json, amount, unbilled, balance_after, bundle_units)
   local seq = redis.call('INCR', keys[6])
-  redis.call('XADD', keys[5], '*',
-    'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
-    'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4], 'cdr', json)
+  if bundle_units and bundle_units > 0 then
+    redis.call('XADD', keys[5], '*',
+      'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
+      'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4],
+      'bundle_units', fmt(bundle_units), 'cdr', json)
+  else
+    redis.call('XADD', keys[5], '*',
+      'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
+      'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4], 'cdr', json)
+  end
   return seq
 end
 
 -- gyro_open: creates an account unless it exists (no request key needed:
--- creation is idempotent by the account's existence).
--- KEYS[1] account; ARGV: balance credit_limit blocked(0|1)
+-- creation is idempotent by the account's existence), with its bundles.
+-- An account that exists is left as it is, bundles included.
+-- KEYS[1] account; ARGV: balance credit_limit blocked(0|1) [bundles]
+-- bundles: "<id>:<units>,<id>:<units>" (each a full bundle)
 -- Answer: { created (1|0), balance, reserved }
 local function open(keys, args)
   local a = account(keys)
@@ -153,20 +357,34 @@ local function open(keys, args)
   if limit < 0 then
     error('gyro: negative credit limit')
   end
+  local bundles = parse_holds(args[4])
+  for _, b in ipairs(bundles) do
+    int(b.units, 'bundle units')
+  end
   redis.call('HSET', keys[1], 'balance', fmt(balance), 'credit_limit', fmt(limit),
     'blocked', args[3] == '1' and '1' or '0', 'reserved', '0', 'debited', '0',
     'initial', fmt(balance), 'topped_up', '0')
+  for _, b in ipairs(bundles) do
+    save_bundle(keys, b.id, { initial = b.units, remaining = b.units, reserved = 0, consumed = 0 })
+  end
   return { 1, balance, 0 }
 end
 
 -- gyro_reserve: moves money from the balance to the reservation `field`
 -- (added to what it already holds); the session's deadline (for
 -- gyro_expire) becomes `expires_at`.
--- ARGV[5..]: field money units min_money owner expires_at
+-- ARGV[5..]: field money units min_money owner expires_at [bundles tariff]
 -- Grants `money` for `units` when the account can pay it; else what it can
 -- pay if that is at least min_money (units scaled down in proportion);
 -- else nothing (4012).
--- Answer: { replayed, code, granted_money, granted_units, balance, reserved }
+-- With bundles (a comma-separated list of bundle ids, in the order they
+-- are drawn on) and the service's tariff: the units come from those
+-- bundles' remaining units first (held by the reservation); only the
+-- units they cannot give are bought with money, priced with the tariff:
+-- all of them, or the most whole increments the account can pay (the
+-- engine's grant). A grant bundles give anything of is a success.
+-- Answer: { replayed, code, granted_money, granted_units (those money
+--           pays for), balance, reserved, bundle_units }
 local function reserve(keys, args)
   local done = remembered(keys, args)
   if done then
@@ -179,36 +397,61 @@ local function reserve(keys, args)
   end
   local a = account(keys)
   if not a then
-    return remember(keys, args, { UNKNOWN, 0, 0, 0, 0 })
+    return remember(keys, args, { UNKNOWN, 0, 0, 0, 0, 0 })
   end
   if a.blocked then
-    return remember(keys, args, { BLOCKED, 0, 0, a.balance, a.reserved })
+    return remember(keys, args, { BLOCKED, 0, 0, a.balance, a.reserved, 0 })
+  end
+  local takes, from_bundles = {}, 0
+  if args[11] and args[11] ~= '' then
+    takes, from_bundles = plan_takes(keys, ids(args[11]), units)
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
   local grant, grant_units = money, units
-  if spendable < money then
+  if from_bundles > 0 then
+    -- Money for what the bundles cannot give, priced as the engine does.
+    local t = tariff(args[12])
+    grant_units = affordable(t, spendable, units - from_bundles)
+    grant = cost(t, grant_units)
+  elseif spendable < money then
     if spendable > 0 and spendable >= min_money then
       grant = spendable
       grant_units = math.floor(units * (spendable / money))
     else
-      return remember(keys, args, { NO_CREDIT, 0, 0, a.balance, a.reserved })
+      return remember(keys, args, { NO_CREDIT, 0, 0, a.balance, a.reserved, 0 })
     end
   end
-  local r = reservation(keys, field) or { money = 0, units = 0, since = int(args[4], 'now') }
+  local r = reservation(keys, field) or { money = 0, units = 0, since = int(args[4], 'now'), holds = {} }
   r.money = r.money + grant
   r.units = r.units + grant_units
   r.expires = expires
   r.owner = owner
+  for _, take in ipairs(takes) do
+    take.b.remaining = take.b.remaining - take.units
+    take.b.reserved = take.b.reserved + take.units
+    save_bundle(keys, take.id, take.b)
+    local held = false
+    for _, h in ipairs(r.holds) do
+      if h.id == take.id then
+        h.units = h.units + take.units
+        held = true
+      end
+    end
+    if not held then
+      table.insert(r.holds, { id = take.id, units = take.units })
+    end
+  end
   save_reservation(keys, field, r)
   local balance = redis.call('HINCRBY', keys[1], 'balance', fmt(-grant))
   local reserved = redis.call('HINCRBY', keys[1], 'reserved', fmt(grant))
   redis.call('ZADD', keys[4], fmt(expires), args[3] .. '|' .. session_of(field))
-  return remember(keys, args, { SUCCESS, grant, grant_units, balance, reserved })
+  return remember(keys, args, { SUCCESS, grant, grant_units, balance, reserved, from_bundles })
 end
 
 -- Gives what is left of reservation `field` back to the balance; returns
 -- the money it held.
 local function give_back(keys, args, field, r)
+  give_back_holds(keys, r)
   redis.call('HINCRBY', keys[1], 'balance', fmt(r.money))
   redis.call('HINCRBY', keys[1], 'reserved', fmt(-r.money))
   redis.call('HDEL', keys[2], field)
@@ -222,13 +465,21 @@ end
 -- is left of the reservation then goes back to the balance. Appends the
 -- CDR (the engine's record as JSON, completed by the ledger fields) to the
 -- slot's stream in the same step.
--- ARGV[5..]: field amount release(0|1) node cdr_json [whole(0|1)]
+-- ARGV[5..]: field amount release(0|1) node cdr_json [whole(0|1)
+--            [used bundles tariff]]
 -- With whole = 1 (a direct debit: the service is rendered only if paid)
 -- the debit is all or nothing: refused with 4010 on a blocked account and
 -- with 4012 when the reservation and the balance cannot pay all of it;
 -- nothing changes and no CDR is written.
+-- With `used` (the units reported) and the service's tariff, bundles pay
+-- first, as the engine charges usage: the reservation's bundle holds (in
+-- the order they were taken), then, for the units beyond what the
+-- reservation granted (bundle holds and the units its money pays for),
+-- the remaining units of bundles `bundles` (comma-separated ids, in
+-- order); the units left are priced with the tariff and charged as
+-- above. When no bundle gives anything, `amount` is charged as it is.
 -- Answer: { replayed, code, charged, from_reserved, from_balance, unbilled,
---           balance_after, sequence, released }
+--           balance_after, sequence, released, bundle_units }
 local function debit(keys, args)
   local done = remembered(keys, args)
   if done then
@@ -240,11 +491,43 @@ local function debit(keys, args)
   end
   local a = account(keys)
   if not a then
-    return remember(keys, args, { UNKNOWN, 0, 0, 0, 0, 0, 0, 0 })
+    return remember(keys, args, { UNKNOWN, 0, 0, 0, 0, 0, 0, 0, 0 })
   end
   local r = nil
   if field ~= '' then
     r = reservation(keys, field)
+  end
+  -- Bundles first (nothing changed until the debit is known to go ahead).
+  local from_holds, takes, bundle_units = {}, {}, 0
+  if args[11] and args[11] ~= '' then
+    local used = int(args[11], 'used units')
+    if used < 0 then
+      error('gyro: negative usage')
+    end
+    local t = tariff(args[13])
+    local left = used
+    if r then
+      for _, h in ipairs(r.holds) do
+        if left == 0 then
+          break
+        end
+        local take = math.min(h.units, left)
+        if take > 0 then
+          table.insert(from_holds, { hold = h, units = take })
+          left = left - take
+        end
+      end
+    end
+    local within = math.min(left, r and r.units or 0)
+    local over = left - within
+    local from_free = 0
+    if over > 0 then
+      takes, from_free = plan_takes(keys, ids(args[12]), over)
+    end
+    bundle_units = used - left + from_free
+    if bundle_units > 0 then
+      amount = cost(t, left - from_free)
+    end
   end
   local from_reserved = 0
   if r then
@@ -253,11 +536,28 @@ local function debit(keys, args)
   local spendable = math.max(0, a.balance + a.credit_limit)
   if args[10] == '1' then
     if a.blocked then
-      return remember(keys, args, { BLOCKED, 0, 0, 0, 0, 0, 0, 0 })
+      return remember(keys, args, { BLOCKED, 0, 0, 0, 0, 0, 0, 0, 0 })
     end
     if amount - from_reserved > spendable then
-      return remember(keys, args, { NO_CREDIT, 0, 0, 0, 0, 0, 0, 0 })
+      return remember(keys, args, { NO_CREDIT, 0, 0, 0, 0, 0, 0, 0, 0 })
     end
+  end
+  for _, f in ipairs(from_holds) do
+    local b = bundle(keys, f.hold.id)
+    if b then
+      local n = math.min(f.units, b.reserved)
+      b.reserved = b.reserved - n
+      b.consumed = b.consumed + n
+      save_bundle(keys, f.hold.id, b)
+    end
+    f.hold.units = f.hold.units - f.units
+  end
+  for _, take in ipairs(takes) do
+    -- Read again: the holds above may have changed the same bundle.
+    local b = bundle(keys, take.id)
+    b.remaining = b.remaining - take.units
+    b.consumed = b.consumed + take.units
+    save_bundle(keys, take.id, b)
   end
   local from_balance = math.min(amount - from_reserved, spendable)
   local unbilled = amount - from_reserved - from_balance
@@ -276,9 +576,10 @@ local function debit(keys, args)
   end
   local v = redis.call('HMGET', keys[1], 'balance', 'reserved')
   local balance_after = tonumber(v[1]) + tonumber(v[2])
-  local seq = cdr(keys, args, args[8], args[9], charged, unbilled, balance_after)
+  local seq = cdr(keys, args, args[8], args[9], charged, unbilled, balance_after, bundle_units)
   return remember(keys, args,
-    { SUCCESS, charged, from_reserved, from_balance, unbilled, balance_after, seq, released })
+    { SUCCESS, charged, from_reserved, from_balance, unbilled, balance_after, seq, released,
+      bundle_units })
 end
 
 -- gyro_release: what is left of reservation `field` goes back to the
@@ -372,6 +673,7 @@ local function expire(keys, args)
     if string.sub(f, 1, #prefix) == prefix and not string.find(f, '|', #prefix + 1, true) then
       local r = reservation(keys, f)
       if owner == '' or r.owner == owner then
+        give_back_holds(keys, r)
         redis.call('HINCRBY', keys[1], 'balance', fmt(r.money))
         redis.call('HINCRBY', keys[1], 'reserved', fmt(-r.money))
         redis.call('HDEL', keys[2], f)
@@ -412,6 +714,7 @@ local function end_session(keys, args)
   for _, f in ipairs(redis.call('HKEYS', keys[2])) do
     if string.sub(f, 1, #prefix) == prefix and not string.find(f, '|', #prefix + 1, true) then
       local r = reservation(keys, f)
+      give_back_holds(keys, r)
       redis.call('HINCRBY', keys[1], 'balance', fmt(r.money))
       redis.call('HINCRBY', keys[1], 'reserved', fmt(-r.money))
       redis.call('HDEL', keys[2], f)
@@ -526,7 +829,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 4
+    return 5
   end,
   flags = { 'no-writes' },
 }

@@ -40,9 +40,11 @@
 //!
 //! ```text
 //! <ns>:{acct:<id>}              hash    balance credit_limit blocked reserved
-//!                                       debited initial topped_up
+//!                                       debited initial topped_up, and per bundle
+//!                                       b:<id> -> "initial remaining reserved consumed"
 //! <ns>:{acct:<id>}:res          hash    <session-id>|<rg>:<sid> ->
-//!                                       "money units expires_at since owner"
+//!                                       "money units expires_at since b<holds> owner"
+//!                                       (holds: "<bundle id>:<units>,...")
 //! <ns>:{acct:<id>}:req:<rk>     string  remembered answer of request rk (PX ttl)
 //! <ns>:{<tag>}:exp              zset    "<id>|<session-id>" by the session's deadline
 //!                                       (Tcc: the expiry of its latest reservation)
@@ -74,10 +76,10 @@
 //!
 //! | function       | step                                                       |
 //! |----------------|------------------------------------------------------------|
-//! | `gyro_open`    | create an account unless it exists                         |
-//! | `gyro_reserve` | balance -> reservation (all, what the account can pay, or 4012) |
-//! | `gyro_debit`   | charge from the reservation, then the balance; optionally release the rest; CDR |
-//! | `gyro_release` | reservation -> balance                                     |
+//! | `gyro_open`    | create an account (with its bundles) unless it exists      |
+//! | `gyro_reserve` | bundles' remaining units, then balance -> reservation (all, what the account can pay, or 4012) |
+//! | `gyro_debit`   | charge from the reservation's bundle holds, free bundle units past the grant, the reservation's money, then the balance; optionally release the rest; CDR |
+//! | `gyro_release` | reservation -> balance and bundles                         |
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
@@ -93,7 +95,24 @@
 //!
 //! [`RedisLedger::books`] checks the money rule for every account of a
 //! namespace over the whole cluster (and that each account's reservations
-//! add up to its `reserved`), naming the accounts that do not add up.
+//! add up to its `reserved`), and the bundle rule for every bundle
+//! (`initial = remaining + reserved + consumed`, its `reserved` the sum of
+//! the holds of the account's reservations), naming what does not add up.
+//!
+//! # Bundles
+//!
+//! An account's bundles (units used before money) are counted in its
+//! hash, so that a step changes bundles, money and the CDR atomically.
+//! Which bundles may pay for a service (their unit, rating groups and
+//! service ids, validity) is decided by the caller from the charging
+//! configuration, which names them in the account's order
+//! ([`BundleUse`]); the functions keep the counts and, when bundles pay
+//! part of a grant or a usage, price the rest with the tariff the caller
+//! passes ([`Pricing`]), as the engine does. The engine's order is kept:
+//! a grant holds bundle units first and buys the rest with money; a
+//! usage report is paid by the reservation's holds, then (past the
+//! grant) by free bundle units, then with money; a release gives the
+//! holds back.
 //!
 //! # Group commit and `replicas_ack`
 //!
@@ -154,12 +173,15 @@
 //!
 //! # Not yet
 //!
-//! * Bundles: their counters and holds are not in Redis (`gyro serve`
-//!   charges such accounts in money only, and says so at start). The
-//!   plan: a bundle hash per account, bundle holds inside the reservation,
-//!   a debit consuming the session's holds first (they are its own, so no
-//!   other node can take them) and leaving what the holds do not cover to
-//!   the caller to rate as money in the same step.
+//! * Bundles are created with their account (`gyro_open`) and never
+//!   changed from outside afterwards: a bundle added to the charging
+//!   configuration later does not reach an account the cluster already
+//!   holds, and there is no step to add, renew or remove one.
+//! * What a bundle covers and when it is valid is not in the cluster:
+//!   every node must run the same charging configuration.
+//! * A step that prices units for bundles refuses prices whose product
+//!   with the units passes 2^53 (the functions compute in doubles); the
+//!   request is answered 3004.
 //! * CDR files are closed by record count only (not by size or age).
 //! * Accounts are created only from the charging configuration (at
 //!   start); there is no step to change (block, credit limit), delete or
@@ -183,6 +205,7 @@ pub use client::RedisLedger;
 pub use export::{Export, ExportReport, ExportedFile};
 
 use gyro_charging::{AccountId, Cdr, RatingKey, Timestamp};
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -190,7 +213,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 4;
+pub const LIBRARY_VERSION: i64 = 5;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -252,6 +275,63 @@ impl Default for RedisOptions {
     }
 }
 
+/// How a step prices the units bundles leave to money: the tariff's
+/// figures, as [`gyro_charging::Tariff::cost_of`] uses them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Pricing {
+    /// Charging increment (at least 1).
+    pub increment: u64,
+    /// Price in minor units for each `per` units.
+    pub price: i64,
+    /// Units `price` pays for (at least 1).
+    pub per: u64,
+    /// Rounding of money.
+    pub rounding: gyro_charging::tariff::Rounding,
+    /// First charging interval applied to the units (0: none; the
+    /// engine's `first` usage).
+    pub first_interval: u64,
+}
+
+impl Pricing {
+    /// The figures of `tariff` (a free tariff prices everything at 0);
+    /// with `first`, its first interval applies (an event's price).
+    pub fn of(tariff: &gyro_charging::Tariff, first: bool) -> Pricing {
+        Pricing {
+            increment: tariff.increment.max(1),
+            price: if tariff.is_free() { 0 } else { tariff.price },
+            per: tariff.per.max(1),
+            rounding: tariff.rounding,
+            first_interval: if first { tariff.first_interval } else { 0 },
+        }
+    }
+
+    /// The price of `units`, as the ledger functions compute it (the same
+    /// as the tariff's).
+    pub fn cost(&self, units: u64) -> i64 {
+        let t = gyro_charging::Tariff {
+            increment: self.increment,
+            price: self.price,
+            per: self.per,
+            rounding: self.rounding,
+            first_interval: self.first_interval,
+            ..gyro_charging::Tariff::default()
+        };
+        t.cost_of(units, self.first_interval > 0)
+    }
+}
+
+/// The bundles a step may draw on, and how it prices what they leave to
+/// money.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BundleUse {
+    /// Ids of the account's bundles that may pay for the service now
+    /// (unit, rating group or service id, validity), in the order the
+    /// engine draws on them (the account's order).
+    pub bundles: Vec<u32>,
+    /// The service's tariff.
+    pub pricing: Pricing,
+}
+
 /// Moves money from an account's balance to a reservation of a session
 /// (added to what that reservation already holds).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -276,6 +356,12 @@ pub struct Reserve {
     /// nothing more is heard of it (the Tcc deadline): the session's
     /// deadline from now on, for all its reservations on this account.
     pub expires: Timestamp,
+    /// Bundles to hold units of first (none: money only). When they give
+    /// anything, the units they cannot give are priced with the bundle
+    /// use's tariff (`money` and `min_money` are not used) and bought
+    /// as the engine buys them: all, or the most whole increments the
+    /// account can pay.
+    pub bundles: Option<BundleUse>,
 }
 
 /// Charges money: from a session's reservation first, then from the
@@ -300,11 +386,20 @@ pub struct Debit {
     /// recorded as unbilled (usage already rendered).
     pub whole: bool,
     /// The engine's CDR; the ledger fills in `sequence`, `node_id`,
-    /// `account`, `amount`, `unbilled` and `balance_after`.
+    /// `account`, `amount`, `unbilled` and `balance_after` (and
+    /// `bundle_units` when bundles paid).
     pub cdr: Cdr,
+    /// The units used and the bundles that may pay for them (none: money
+    /// only). Bundles pay first, as the engine charges usage: the
+    /// reservation's bundle holds, then (for units beyond what the
+    /// reservation granted) the remaining units of these bundles; when
+    /// they pay anything, `amount` is replaced by the price of the units
+    /// left.
+    pub bundles: Option<(u64, BundleUse)>,
 }
 
-/// Gives what is left of a reservation back to the balance.
+/// Gives what is left of a reservation (its money and its bundle holds)
+/// back to the balance and the bundles.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Release {
     /// The account.
@@ -500,6 +595,9 @@ pub enum Outcome {
         money: i64,
         /// Units it pays for.
         units: u64,
+        /// Units bundles hold for the reservation (granted besides
+        /// `units`).
+        bundle_units: u64,
         /// Balance afterwards.
         balance: i64,
         /// The account's reserved money afterwards.
@@ -521,6 +619,8 @@ pub enum Outcome {
         sequence: u64,
         /// Money released from the reservation afterwards.
         released: i64,
+        /// Units bundles paid for.
+        bundle_units: u64,
     },
     /// [`Step::Release`].
     Released {
@@ -588,13 +688,40 @@ pub struct AccountState {
     pub initial: i64,
     /// Sum of top-ups.
     pub topped_up: i64,
+    /// Its bundles, by id.
+    pub bundles: Vec<BundleState>,
+}
+
+/// A bundle's counts as the cluster holds them (in its account's hash).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct BundleState {
+    /// Bundle id within its account.
+    pub id: u32,
+    /// Units it started with.
+    pub initial: u64,
+    /// Units still free.
+    pub remaining: u64,
+    /// Units held by reservations.
+    pub reserved: u64,
+    /// Units consumed.
+    pub consumed: u64,
+}
+
+impl BundleState {
+    /// `initial == remaining + reserved + consumed`.
+    pub fn is_conserved(&self) -> bool {
+        u128::from(self.initial)
+            == u128::from(self.remaining) + u128::from(self.reserved) + u128::from(self.consumed)
+    }
 }
 
 impl AccountState {
-    /// `initial + topped_up == balance + reserved + debited`.
+    /// `initial + topped_up == balance + reserved + debited`, and every
+    /// bundle's `initial == remaining + reserved + consumed`.
     pub fn is_conserved(&self) -> bool {
         i128::from(self.initial) + i128::from(self.topped_up)
             == i128::from(self.balance) + i128::from(self.reserved) + i128::from(self.debited)
+            && self.bundles.iter().all(BundleState::is_conserved)
     }
 }
 
@@ -619,16 +746,54 @@ pub struct Books {
     /// Accounts whose reservations do not add up to their `reserved`, with
     /// what the reservations hold.
     pub reservations_mismatch: Vec<(AccountState, i64)>,
+    /// Bundles read.
+    pub bundles: u64,
+    /// Sum of the bundles' initial units.
+    pub bundle_initial: u128,
+    /// Sum of their remaining units.
+    pub bundle_remaining: u128,
+    /// Sum of their reserved units.
+    pub bundle_reserved: u128,
+    /// Sum of their consumed units.
+    pub bundle_consumed: u128,
+    /// Bundles whose reservations' holds do not add up to their
+    /// `reserved`: account, bundle (only its id for holds of a bundle the
+    /// account lacks), what the holds add up to.
+    pub holds_mismatch: Vec<(AccountId, BundleState, u64)>,
 }
 
 impl Books {
     /// Every account adds up, and so do its reservations.
     pub fn is_balanced(&self) -> bool {
-        self.unbalanced.is_empty() && self.reservations_mismatch.is_empty()
+        self.unbalanced.is_empty()
+            && self.reservations_mismatch.is_empty()
+            && self.holds_mismatch.is_empty()
     }
 
-    fn add(&mut self, s: AccountState, held: i64) {
+    /// Adds an account: `held`, the money its reservations hold;
+    /// `holds`, the bundle units they hold, by bundle id.
+    fn add(&mut self, s: AccountState, held: i64, holds: &HashMap<u32, u64>) {
         self.accounts += 1;
+        for b in &s.bundles {
+            self.bundles += 1;
+            self.bundle_initial += u128::from(b.initial);
+            self.bundle_remaining += u128::from(b.remaining);
+            self.bundle_reserved += u128::from(b.reserved);
+            self.bundle_consumed += u128::from(b.consumed);
+            let h = holds.get(&b.id).copied().unwrap_or(0);
+            if h != b.reserved {
+                self.holds_mismatch.push((s.account, b.clone(), h));
+            }
+        }
+        for (&id, &h) in holds {
+            if h > 0 && !s.bundles.iter().any(|b| b.id == id) {
+                let b = BundleState {
+                    id,
+                    ..BundleState::default()
+                };
+                self.holds_mismatch.push((s.account, b, h));
+            }
+        }
         self.initial += i128::from(s.initial);
         self.topped_up += i128::from(s.topped_up);
         self.balance += i128::from(s.balance);
@@ -677,6 +842,8 @@ pub struct ReservationState {
     pub since: Timestamp,
     /// The node that made it.
     pub owner: String,
+    /// Bundle units it holds: (bundle id, units), in the order taken.
+    pub bundle_holds: Vec<(u32, u64)>,
 }
 
 /// Counts of what a [`RedisLedger`] sent, since it connected (for
