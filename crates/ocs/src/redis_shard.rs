@@ -115,6 +115,7 @@ use gyro_charging::{
 };
 use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
+use gyro_diameter::connection::ShedKind;
 use gyro_diameter::{Encoder, Message};
 use gyro_store::redis::{
     request_key, Answer, BundleUse, Debit, EndSession, Outcome, Pricing, PutSession, RedisLedger,
@@ -1500,6 +1501,13 @@ impl Shard for RedisShard {
         self.reject(req, result::TOO_BUSY, 0, out);
         p.request = req.as_bytes().to_vec();
         self.pending.push(p);
+    }
+
+    fn shed(&mut self, kind: ShedKind, count: u64) {
+        let kind = telemetry::kind_of_shed(kind);
+        self.totals()
+            .telemetry
+            .answered_n(kind, result::TOO_BUSY, count);
     }
 
     fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {

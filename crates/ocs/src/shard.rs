@@ -445,11 +445,7 @@ impl Shard for CreditShard {
     }
 
     fn shed(&mut self, kind: ShedKind, count: u64) {
-        let kind = if kind.command_code == cmd::CREDIT_CONTROL {
-            telemetry::kind_of_code(kind.request_type)
-        } else {
-            telemetry::OTHER_COMMAND
-        };
+        let kind = telemetry::kind_of_shed(kind);
         self.totals()
             .telemetry
             .answered_n(kind, result::TOO_BUSY, count);

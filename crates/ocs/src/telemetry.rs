@@ -12,6 +12,8 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use gyro_charging::{Effect, RequestType};
+use gyro_diameter::codes::cmd;
+use gyro_diameter::connection::ShedKind;
 
 /// The kinds of request counted: (command, request type) label values.
 /// Credit-Control requests by CC-Request-Type (`UNKNOWN` when it is
@@ -90,6 +92,16 @@ pub fn kind_of(request_type: RequestType) -> usize {
 pub fn kind_of_code(code: Option<u32>) -> usize {
     code.and_then(RequestType::from_code)
         .map_or(UNKNOWN_TYPE, kind_of)
+}
+
+/// The index in [`REQUEST_KINDS`] of a request its connection refused
+/// under overload.
+pub fn kind_of_shed(kind: ShedKind) -> usize {
+    if kind.command_code == cmd::CREDIT_CONTROL {
+        kind_of_code(kind.request_type)
+    } else {
+        OTHER_COMMAND
+    }
 }
 
 pub use gyro_telemetry::Histogram;
