@@ -12,6 +12,8 @@ server), and prints ONE Markdown table (or JSON with --json):
     bench/server.py --servers gyro-sync --connections 50 --rate 50000  # open loop
     bench/server.py --servers gyro-sync --workers 1 --connections 50 \
         --rate-of-max 0.5           # closed loop, then open loop at half its rate
+    bench/server.py --servers gyro-sync --connections 50 --rate 50000 \
+        --warmup 1s                 # steady-state latency (first second left out)
     bench/server.py --servers gyro-sync --connections 1 --duration 60s \\
         --config-extra storage.snapshot_every_records=200000 storage.cdr_max_bytes=8000000
     bench/server.py --servers gyro-sync gyro-none --allocations       # heap allocations
@@ -243,6 +245,8 @@ def run_load(gyro, port, args, connections, count=None, rate=None, extra=()):
         cmd += ["--rate", str(rate)]
     if args.window:
         cmd += ["--window", str(args.window)]
+    if args.warmup and not count:
+        cmd += ["--warmup", args.warmup]
     if args.load_cpus:
         cmd = ["taskset", "-c", args.load_cpus] + cmd
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -490,6 +494,8 @@ def print_table(args, rows):
     else:
         mode = "closed loop"
     extra = f", config {' '.join(args.config_extra)}" if args.config_extra else ""
+    if args.warmup:
+        extra += f", latency without each run's first {args.warmup}"
     print(f"{args.scenario} scenario, {mode}, {args.duration if not args.count else args.count} per run, "
           f"server on CPUs {args.server_cpus or 'any'}, gyro load on CPUs {args.load_cpus or 'any'}{extra}\n")
     open_loop = bool(args.rate or args.rate_of_max)
@@ -549,6 +555,10 @@ def main():
                     help="run each row closed loop first, then open loop at this fraction of the "
                          "rate it reached (e.g. 0.5 for half the measured maximum)")
     ap.add_argument("--window", type=int, help="gyro load --window")
+    ap.add_argument("--warmup", help="gyro load --warmup: leave the requests intended in the first "
+                                     "WARMUP of each run (connections opening, sessions starting) "
+                                     "out of the latency columns; the table header says so "
+                                     "(default: none left out)")
     ap.add_argument("--scenario", default="data")
     ap.add_argument("--repeat", type=int, default=1, help="run the whole set this many times")
     ap.add_argument("--load-threads", type=int, default=1)
