@@ -79,14 +79,88 @@ fn every_answer_stays_findable_while_the_tables_grow() {
         n = n.max(i);
     }
     assert!(resizes > 0);
-    assert_eq!(ix.numbers.count(), n as usize);
-    // End-to-End hashes have 32 bits: of two that collide only the newer
-    // stays in that table (about n^2 / 2^33 pairs, 6 here), the older
-    // still found by its number.
-    assert!(ix.e2es.count() + 64 >= n as usize);
+    // Hashes have 48 bits: of two that collide only the newer stays in
+    // that table (about n^2 / 2^49 pairs, 1 in 10,000 here).
+    assert!(ix.numbers.count() + 2 >= n as usize);
+    assert!(ix.e2es.count() + 2 >= n as usize);
     for i in 0..n {
         assert_eq!(ix.lookup(&req("g", i, i)), Some(u64::from(i)));
     }
+}
+
+#[test]
+fn requests_that_repeat_nothing_rarely_get_a_candidate_from_a_large_index() {
+    // 2^20 answers remembered, 2^20 requests of other sessions looked up:
+    // each lookup meets a wrong candidate with probability at most
+    // 2 x 2^20 / 2^48 (two tables of 48-bit hashes), 2^-7 expected in
+    // all; more than 2 has a chance below 10^-7. With a 32-bit End-to-End
+    // hash it would be 2^20 x 2^20 / 2^32 = 256.
+    const N: u32 = 1 << 20;
+    let mut ix = AnswerIndex::new(300, N as usize);
+    let mut r = req("", 0, 0);
+    let sid = |r: &mut CcRequest, prefix: &str, i: u32| {
+        r.session_id.clear();
+        r.session_id.push_str(prefix);
+        r.session_id.push_str(&(i / 4).to_string());
+        r.request_number = i % 4;
+        r.end_to_end = i;
+    };
+    for i in 0..N {
+        sid(&mut r, "pgw;1;", i);
+        ix.insert(u64::from(i), &r, Timestamp(0));
+    }
+    assert_eq!(ix.len(), N as usize);
+    let mut candidates = 0;
+    for i in 0..N {
+        // Another client (same identifiers, other Session-Ids).
+        sid(&mut r, "pgw;2;", i);
+        candidates += usize::from(ix.lookup(&r).is_some());
+    }
+    assert!(
+        candidates <= 2,
+        "{candidates} wrong candidates in {N} lookups"
+    );
+    // Every remembered answer is still found, by either rule.
+    for i in (0..N).step_by(997) {
+        sid(&mut r, "pgw;1;", i);
+        assert_eq!(ix.lookup(&r), Some(u64::from(i)));
+        r.end_to_end ^= 1 << 31;
+        assert_eq!(ix.lookup(&r), Some(u64::from(i)));
+        r.end_to_end ^= 1 << 31;
+        r.request_number += 8;
+        assert_eq!(ix.lookup(&r), Some(u64::from(i)));
+    }
+}
+
+#[test]
+fn both_hashes_keep_48_bits() {
+    let ix = AnswerIndex::new(300, 100);
+    let (mut any, mut all) = (0u64, u64::MAX);
+    for i in 0..1000 {
+        let (n, e) = ix.keys_of(&format!("s{i}"), i, "pgw", i);
+        any |= n | e;
+        all &= n & e;
+    }
+    assert_eq!(any, ring::HASH_MASK, "bits used");
+    assert_eq!(all, 0);
+}
+
+/// An answer whose number hash a newer answer took in that table is still
+/// found by a retransmission, by its End-to-End hash, and vice versa.
+#[test]
+fn a_candidate_matching_both_hashes_wins() {
+    let mut ix = AnswerIndex::new(300, 100);
+    // Answer 0 (number 10, e2e 20) loses its number to answer 1 (10, 21);
+    // answer 2 (11, 21) then takes answer 1's End-to-End hash.
+    ix.insert_hashed(0, 10, 20, Timestamp(0));
+    ix.insert_hashed(1, 10, 21, Timestamp(0));
+    ix.insert_hashed(2, 11, 21, Timestamp(0));
+    let lookup = |n, e| ix.lookup_hashed(n, e);
+    assert_eq!(lookup(10, 20), Some(0));
+    assert_eq!(lookup(10, 21), Some(1));
+    assert_eq!(lookup(11, 21), Some(2));
+    assert_eq!(lookup(10, 99), Some(1));
+    assert_eq!(lookup(99, 21), Some(2));
 }
 
 #[test]
