@@ -24,14 +24,15 @@
 //! * one 12-byte entry of its event loop's release queue while it
 //!   lingers, in 48 KiB chunks allocated as the queue's end enters them
 //!   and freed as its front leaves them (no doubling, no copy, no slack
-//!   beyond the two chunks at the ends), plus the time, kept once per
-//!   millisecond in which pins ended, not per pin.
+//!   beyond the two chunks at the ends). Releases fall due on whole steps
+//!   of [`RELEASE_STEP_MS`] (a pin lingers up to that much longer), so
+//!   their times take one 16-byte mark a step, not one a pin.
 //!
-//! That is 27 to 42 bytes per lingering pin, plus up to 32 bytes a
-//! millisecond in which pins ended (0.8 to 1.6 a pin at 20 a millisecond;
-//! `tests::a_lingering_pin_takes_its_table_entry_and_12_bytes_of_queue`
-//! measures it); 16-byte entries (a 64-bit pin) and a release queue that
-//! doubled took 35 to 71.
+//! That is 27 to 42 bytes per lingering pin
+//! (`tests::a_lingering_pin_takes_its_table_entry_and_12_bytes_of_queue`
+//! measures it); 16-byte entries (a 64-bit pin), a release queue that
+//! doubled and a time mark for every millisecond in which pins ended took
+//! 35 to 71, and up to 32 more at a pin a millisecond.
 //!
 //! A pin names its shard in 10 bits (a server runs at most 1,024 event
 //! loops, `MAX_WORKERS`) and holds a 22-bit stamp, its event loop's
@@ -48,6 +49,9 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Mutex, MutexGuard};
 
 use rustc_hash::FxHashMap;
+
+/// Releases fall due on multiples of this many milliseconds.
+const RELEASE_STEP_MS: u64 = 100;
 
 /// Tables the pins are spread over (a power of two).
 const SHARDS: usize = 64;
@@ -239,8 +243,8 @@ pub(crate) struct Pinner {
     /// Pins to release, oldest first.
     releases: Queue,
     /// `(n, at)`: the releases counted from the queue's front that are
-    /// due at `at` (ms), in order; consecutive pins due the same
-    /// millisecond share one mark.
+    /// due at `at` (ms, a multiple of [`RELEASE_STEP_MS`]), in order;
+    /// consecutive pins due the same step share one mark.
     due: VecDeque<(u64, u64)>,
 }
 
@@ -266,11 +270,15 @@ impl Pinner {
         Pin(stamp | (shard as u32 & ((1 << SHARD_BITS) - 1)))
     }
 
-    /// Releases `pin` of session `key` once it has lingered (from `now_ms`).
+    /// Releases `pin` of session `key` once it has lingered (from `now_ms`;
+    /// up to [`RELEASE_STEP_MS`] more).
     pub(crate) fn release_later(&mut self, key: u64, pin: Pin, now_ms: u64) {
         // Times never go back along the queue: a clock step back joins
         // the latest mark.
-        let at = now_ms.saturating_add(self.linger_ms);
+        let at = now_ms
+            .saturating_add(self.linger_ms)
+            .div_ceil(RELEASE_STEP_MS)
+            .saturating_mul(RELEASE_STEP_MS);
         match self.due.back_mut() {
             Some((n, last)) if *last >= at => *n += 1,
             _ => self.due.push_back((1, at)),
@@ -328,6 +336,14 @@ mod tests {
         assert_eq!(d.lookup(42).map(Pin::shard), Some(3));
         p.release_due(&d, 11_000);
         assert_eq!(d.lookup(42), None);
+        // Between steps: due at the next one.
+        let pin = p.next(2);
+        d.pin(43, pin);
+        p.release_later(43, pin, 11_001);
+        p.release_due(&d, 12_001);
+        assert!(d.lookup(43).is_some());
+        p.release_due(&d, 12_000 + RELEASE_STEP_MS);
+        assert_eq!(d.lookup(43), None);
     }
 
     #[test]
@@ -382,26 +398,31 @@ mod tests {
     fn releases_come_due_in_order_and_their_memory_returns() {
         let d = Directory::new();
         let mut p = Pinner::new(0, 1_000);
-        // 100,000 sessions end over 100 ms, a thousand a millisecond.
+        // 100,000 sessions end over 1 s, a hundred a millisecond, from
+        // 10,000 ms: due at 11,000 (the first millisecond's), then at each
+        // 100 ms step up to 12,000.
         for i in 0..100_000u64 {
             let pin = p.next((i % 4) as usize);
             d.pin(key(i), pin);
-            p.release_later(key(i), pin, 10_000 + i / 1_000);
+            p.release_later(key(i), pin, 10_000 + i / 100);
         }
-        assert_eq!(p.due.len(), 100);
+        assert_eq!(p.due.len(), 11);
         let full = d.memory_bytes();
         assert!(full >= 100_000 * 13, "{full}");
-        // Half of them are due: exactly those, oldest first.
-        p.release_due(&d, 11_049);
-        assert_eq!(d.len(), 50_000);
-        assert_eq!(p.lingering(), 50_000);
-        assert!(d.lookup(key(50_000)).is_some());
-        assert!(d.lookup(key(49_999)).is_none());
+        // Those ended by 10,500 ms are due at 11,500: exactly those,
+        // oldest first.
+        p.release_due(&d, 11_599);
+        assert_eq!(d.len(), 49_900);
+        assert_eq!(p.lingering(), 49_900);
+        assert!(d.lookup(key(50_100)).is_some());
+        assert!(d.lookup(key(50_099)).is_none());
         // A clock that steps back does not reorder the queue.
         let late = p.next(1);
         d.pin(7, late);
         p.release_later(7, late, 5_000);
-        p.release_due(&d, 11_099);
+        p.release_due(&d, 11_999);
+        assert_eq!(d.len(), 9_901);
+        p.release_due(&d, 12_000);
         assert_eq!(d.len(), 0);
         assert_eq!(p.lingering(), 0);
         // Each table shrinks back to a small fixed size, the queue to a
@@ -423,21 +444,21 @@ mod tests {
         let d = Directory::new();
         let mut p = Pinner::new(0, 300_000);
         let mut worst = 0f64;
-        // Twenty sessions end a millisecond.
+        // A session ends a millisecond.
         for i in 0..1_000_000u64 {
             let pin = p.next(0);
             d.pin(key(i), pin);
-            p.release_later(key(i), pin, i / 20);
-            if i >= 50_000 && i % 997 == 0 {
+            p.release_later(key(i), pin, i);
+            if i >= 200_000 && i % 997 == 0 {
                 let per = (d.memory_bytes() + p.memory_bytes()) as f64 / (i + 1) as f64;
                 worst = worst.max(per);
             }
         }
         println!("at most {worst:.1} bytes per lingering pin");
-        // 13 bytes in a table at a load of 7/16 or more, 12 in the queue,
-        // a 16-byte time a millisecond in a queue that doubles (1.6 here).
+        // 13 bytes in a table at a load of 7/16 or more, 12 in the queue;
+        // under a byte for the queue's partly used chunks and time marks.
         assert!(
-            worst <= 13.0 * 16.0 / 7.0 + 12.0 + 1.6 + 0.5,
+            worst <= 13.0 * 16.0 / 7.0 + 12.0 + 1.0,
             "{worst} bytes per lingering pin"
         );
         // Entry and release are 12 bytes each.
