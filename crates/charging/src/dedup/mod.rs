@@ -22,9 +22,12 @@
 //!   live expiry is FIFO): a 48-bit hash of (Session-Id,
 //!   CC-Request-Number) and a 48-bit hash of (Origin-Host, End-to-End
 //!   Identifier, Session-Id). A slot's `seq` is implied by its position,
-//!   so it is not stored; nor is its time: times only grow along the ring,
-//!   which keeps one 16-byte *time mark* per run of answers given in the
-//!   same millisecond (a fraction of a byte per answer at any real load).
+//!   so it is not stored; nor is its time: answer times are rounded up
+//!   to whole steps of [`TIME_STEP_MS`] (an answer may be remembered that
+//!   much longer than its time to live) and only grow along the ring,
+//!   which keeps one 16-byte *time mark* per step in which answers were
+//!   given: 160 bytes a second whatever the load (a mark per millisecond
+//!   took 16 bytes for every few answers at moderate loads).
 //!   The ring is a queue of 48 KiB chunks: one is allocated when the
 //!   newest answer enters it and freed when the oldest leaves it (one
 //!   drained chunk is kept for reuse), so no slot is ever copied.
@@ -36,8 +39,7 @@
 //!   buckets are 64 KiB chunks allocated on first use.
 //!
 //! That is 23 to 34 bytes per remembered answer whatever the sizes of the
-//! Session-Id and the answer (up to 16 more at one answer a millisecond
-//! or fewer, for the time marks), up to 46 while the tables grow. A warm
+//! Session-Id and the answer, up to 46 while the tables grow. A warm
 //! index allocates nothing per request.
 //!
 //! # False positives
@@ -102,6 +104,9 @@ use crate::types::Timestamp;
 use ring::{Ring, Slot, HASH_BITS, HASH_MASK};
 use std::hash::{BuildHasher, Hasher};
 use table::Table;
+
+/// Answer times are rounded up to multiples of this many milliseconds.
+pub const TIME_STEP_MS: u64 = 100;
 
 /// Smallest ring bound and half the smallest table.
 const MIN_RING: usize = 1024;
@@ -447,7 +452,11 @@ impl AnswerIndex {
         while self.live >= self.capacity {
             self.pop_tail();
         }
-        self.latest = self.latest.max(at.as_millis());
+        let at = at
+            .as_millis()
+            .div_ceil(TIME_STEP_MS)
+            .saturating_mul(TIME_STEP_MS);
+        self.latest = self.latest.max(at);
         self.push(Slot::new(number, e2e));
     }
 

@@ -5,9 +5,9 @@
 //!
 //! Answer times are not stored per slot: they only ever grow along the
 //! ring, so the ring keeps a list of *time marks*, one for each run of
-//! slots with the same time (the first `seq` of the run and the time). At
-//! any load above one answer per millisecond that is a fraction of a byte
-//! per answer.
+//! slots with the same time (the first `seq` of the run and the time). The
+//! index rounds times to steps of 100 ms, so that is a fraction of a byte
+//! per answer at any load above ten answers a second.
 
 use std::collections::VecDeque;
 
@@ -209,6 +209,12 @@ impl Ring {
         self.marks
             .get(i)
             .map_or(self.head, |m| m.seq.max(self.tail))
+    }
+
+    /// Number of time marks.
+    #[cfg(test)]
+    pub fn marks(&self) -> usize {
+        self.marks.len()
     }
 
     /// Heap bytes held.
