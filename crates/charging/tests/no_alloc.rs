@@ -233,8 +233,8 @@ fn a_warm_answer_archive_allocates_nothing_per_section() {
     let mut step = |w: &mut Warm| {
         r.request_number += 1;
         // One request a second, as the other tests: the duplicate index
-        // keeps 300 answers (with tens of thousands, a 32-bit End-to-End
-        // hash collision makes a request a duplicate candidate).
+        // keeps 300 answers (the more it keeps, the likelier a hash
+        // collision makes a request a duplicate candidate).
         w.now = w.now.plus_secs(1);
         w.send(&mut r);
         archive.append(&w.out.answers);

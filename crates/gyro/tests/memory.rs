@@ -26,9 +26,10 @@ const TCC_SECS: u64 = 3;
 /// 3/8 and the old tables of a move in progress: 46 bytes).
 const BYTES_PER_ANSWER: u64 = 48;
 
-/// Bytes one ended session may take while its routing pin lingers (the
-/// Session-Id directory's entry and its release queue slot).
-const BYTES_PER_SESSION: u64 = 160;
+/// Bytes one ended session may take while its routing pin lingers: the
+/// Session-Id directory's documented worst case (a 12-byte entry in a
+/// hash table at a load of 7/16 and a 12-byte release: 42 bytes).
+const BYTES_PER_SESSION: u64 = 48;
 
 /// What does not scale with the data: allocator slack, a table about to
 /// double, buffers sized by the peak batch.

@@ -5,9 +5,9 @@
 //!
 //! Answer times are not stored per slot: they only ever grow along the
 //! ring, so the ring keeps a list of *time marks*, one for each run of
-//! slots with the same time (the first `seq` of the run and the time). At
-//! any load above one answer per millisecond that is a fraction of a byte
-//! per answer.
+//! slots with the same time (the first `seq` of the run and the time). The
+//! index rounds times to steps of 100 ms, so that is a fraction of a byte
+//! per answer at any load above ten answers a second.
 
 use std::collections::VecDeque;
 
@@ -16,48 +16,55 @@ const CHUNK_BITS: u32 = 12;
 const CHUNK: usize = 1 << CHUNK_BITS;
 const CHUNK_MASK: u64 = CHUNK as u64 - 1;
 
-/// One remembered answer (12 bytes). Its `seq` is its position in the
-/// ring, its time the time mark it falls under.
+/// Bits of each of a slot's two hashes.
+pub(super) const HASH_BITS: u32 = 48;
+
+/// The low [`HASH_BITS`] bits of a hash.
+pub(super) const HASH_MASK: u64 = (1 << HASH_BITS) - 1;
+
+/// One remembered answer (12 bytes): two 48-bit hashes. Its `seq` is its
+/// position in the ring, its time the time mark it falls under.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Slot {
-    /// Hash of (Session-Id, CC-Request-Number), as two halves (so that the
-    /// slot needs 4-byte alignment only); 0 for a gap.
-    number: [u32; 2],
-    /// Hash of (Origin-Host, End-to-End Identifier, Session-Id), folded to
-    /// 32 bits.
-    e2e: u32,
+    /// The 48-bit hash of (Session-Id, CC-Request-Number) in the low 32
+    /// bits of `words[0]` and the low 16 of `words[1]`; the 48-bit hash of
+    /// (Origin-Host, End-to-End Identifier, Session-Id) in `words[2]` and
+    /// the high 16 bits of `words[1]`. Three words, so that the slot needs
+    /// 4-byte alignment only. A number hash of 0 marks a gap.
+    words: [u32; 3],
 }
 
 impl Slot {
     /// A slot with no answer: a gap in a replayed journal, or the unused
     /// start of a chunk.
-    pub const VACANT: Slot = Slot {
-        number: [0, 0],
-        e2e: 0,
-    };
+    pub const VACANT: Slot = Slot { words: [0, 0, 0] };
 
-    /// An answer (`number_hash` must not be 0, the mark of a gap).
-    pub fn new(number_hash: u64, e2e_hash: u32) -> Slot {
-        debug_assert!(number_hash != 0);
+    /// An answer (both hashes below `2^48`; `number_hash` must not be 0,
+    /// the mark of a gap).
+    pub fn new(number_hash: u64, e2e_hash: u64) -> Slot {
+        debug_assert!(number_hash != 0 && number_hash <= HASH_MASK && e2e_hash <= HASH_MASK);
         Slot {
-            number: [number_hash as u32, (number_hash >> 32) as u32],
-            e2e: e2e_hash,
+            words: [
+                number_hash as u32,
+                (number_hash >> 32) as u32 & 0xffff | ((e2e_hash >> 32) as u32) << 16,
+                e2e_hash as u32,
+            ],
         }
     }
 
     /// Whether the slot is a gap.
     pub fn is_vacant(&self) -> bool {
-        self.number == [0, 0]
+        self.number_hash() == 0
     }
 
-    /// Hash of (Session-Id, CC-Request-Number).
+    /// Hash of (Session-Id, CC-Request-Number), 48 bits.
     pub fn number_hash(&self) -> u64 {
-        u64::from(self.number[0]) | u64::from(self.number[1]) << 32
+        u64::from(self.words[0]) | u64::from(self.words[1] & 0xffff) << 32
     }
 
-    /// Hash of (Origin-Host, End-to-End Identifier, Session-Id).
+    /// Hash of (Origin-Host, End-to-End Identifier, Session-Id), 48 bits.
     pub fn e2e_hash(&self) -> u64 {
-        u64::from(self.e2e)
+        u64::from(self.words[2]) | u64::from(self.words[1] >> 16) << 32
     }
 }
 
@@ -204,6 +211,12 @@ impl Ring {
             .map_or(self.head, |m| m.seq.max(self.tail))
     }
 
+    /// Number of time marks.
+    #[cfg(test)]
+    pub fn marks(&self) -> usize {
+        self.marks.len()
+    }
+
     /// Heap bytes held.
     pub fn memory_bytes(&self) -> usize {
         let chunks = self.chunks.len() + usize::from(self.spare.is_some());
@@ -218,8 +231,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_slot_takes_12_bytes() {
+    fn a_slot_takes_12_bytes_and_keeps_both_48_bit_hashes() {
         assert_eq!(std::mem::size_of::<Slot>(), 12);
+        for (n, e) in [
+            (1, 0),
+            (HASH_MASK, HASH_MASK),
+            (0x8000_0000_0001, 0x1234_5678_9abc),
+        ] {
+            let s = Slot::new(n, e);
+            assert_eq!((s.number_hash(), s.e2e_hash()), (n, e));
+            assert!(!s.is_vacant());
+        }
     }
 
     #[test]
@@ -227,7 +249,7 @@ mod tests {
         let mut ring = Ring::default();
         ring.restart(3 * CHUNK as u64 - 5);
         for i in 0..3 * CHUNK as u64 {
-            ring.push(Slot::new(i + 1, i as u32), i / 3);
+            ring.push(Slot::new(i + 1, i << 20), i / 3);
         }
         for _ in 0..CHUNK + 10 {
             ring.pop();
@@ -235,6 +257,7 @@ mod tests {
         let (tail, first) = (ring.tail(), 3 * CHUNK as u64 - 5);
         for seq in tail..ring.head() {
             assert_eq!(ring.get(seq).number_hash(), seq - first + 1);
+            assert_eq!(ring.get(seq).e2e_hash(), (seq - first) << 20);
             assert_eq!(ring.time(seq), (seq - first) / 3);
         }
         assert_eq!(ring.tail_time(), (tail - first) / 3);
