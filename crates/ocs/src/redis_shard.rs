@@ -1085,7 +1085,16 @@ impl Planner {
                             units: want,
                             min_money,
                             expires: Timestamp(now.as_millis().saturating_add(tcc_ms)),
-                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, false),
+                            // Always with the tariff: a partial grant is
+                            // priced as the engine prices it (whole
+                            // increments, and only their price reserved).
+                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, false)
+                                .or_else(|| {
+                                    (!t.is_free()).then(|| BundleUse {
+                                        bundles: Vec::new(),
+                                        pricing: Pricing::of(t, false),
+                                    })
+                                }),
                         }));
                         p.parts.push(Part::Grant {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
@@ -1289,8 +1298,7 @@ impl RedisShard {
                         } if bundle_units > 0 => (a.code, bundle_units.saturating_add(units)),
                         // A partial grant: what the money reserved pays
                         // for in whole increments, as the engine grants
-                        // (what it reserved beyond is released at the
-                        // next report).
+                        // (the ledger reserved just their price).
                         Outcome::Reserved { money: got, .. } if got < *money => (
                             a.code,
                             affordable(t.increment, got, *want, |u| t.cost_of(u, false)),

@@ -383,6 +383,12 @@ end
 -- units they cannot give are bought with money, priced with the tariff:
 -- all of them, or the most whole increments the account can pay (the
 -- engine's grant). A grant bundles give anything of is a success.
+-- With the tariff (and no bundle, or bundles that give nothing), a
+-- partial grant is priced the same way (version 6): the most whole
+-- increments the account can pay, and only their price is reserved
+-- (version 5 reserved all the account could pay); nothing at all is 4012.
+-- Without a tariff a partial grant is what the account can pay (at least
+-- min_money), its units scaled down in proportion.
 -- Answer: { replayed, code, granted_money, granted_units (those money
 --           pays for), balance, reserved, bundle_units }
 local function reserve(keys, args)
@@ -408,11 +414,17 @@ local function reserve(keys, args)
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
   local grant, grant_units = money, units
-  if from_bundles > 0 then
-    -- Money for what the bundles cannot give, priced as the engine does.
+  local priced = args[12] and args[12] ~= ''
+  if from_bundles > 0 or (priced and spendable < money) then
+    -- Money for what the bundles cannot give, priced as the engine does:
+    -- all of it, or the most whole increments the account can pay, and
+    -- only their price is reserved.
     local t = tariff(args[12])
     grant_units = affordable(t, spendable, units - from_bundles)
     grant = cost(t, grant_units)
+    if from_bundles == 0 and grant_units == 0 then
+      return remember(keys, args, { NO_CREDIT, 0, 0, a.balance, a.reserved, 0 })
+    end
   elseif spendable < money then
     if spendable > 0 and spendable >= min_money then
       grant = spendable
@@ -829,7 +841,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 5
+    return 6
   end,
   flags = { 'no-writes' },
 }

@@ -153,8 +153,9 @@
 //! Lua numbers are doubles: every amount, balance and unit count must lie
 //! within +/- 2^53 (about 9 * 10^15 minor units); the client refuses larger
 //! values with [`crate::Error::Encode`]. A reservation's units are only
-//! recorded (and scaled down with a partial grant); money is what the
-//! ledger checks. Bundles are not in this backend yet.
+//! recorded (and, with a partial grant, the whole increments the account
+//! can pay, priced with the tariff the caller passes); money is what the
+//! ledger checks.
 //!
 //! # Who uses it
 //!
@@ -213,7 +214,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 5;
+pub const LIBRARY_VERSION: i64 = 6;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -349,18 +350,21 @@ pub struct Reserve {
     /// Units that money pays for.
     pub units: u64,
     /// The least money worth granting when the account cannot pay `money`
-    /// (then it grants what it can, units scaled down); `money` or more
-    /// asks for all or nothing.
+    /// and no tariff is given (then it grants what it can, units scaled
+    /// down); `money` or more asks for all or nothing.
     pub min_money: i64,
     /// When the session's reservations may be released by another node if
     /// nothing more is heard of it (the Tcc deadline): the session's
     /// deadline from now on, for all its reservations on this account.
     pub expires: Timestamp,
-    /// Bundles to hold units of first (none: money only). When they give
-    /// anything, the units they cannot give are priced with the bundle
-    /// use's tariff (`money` and `min_money` are not used) and bought
-    /// as the engine buys them: all, or the most whole increments the
-    /// account can pay.
+    /// Bundles to hold units of first, and the service's tariff (none:
+    /// money only, `money` for `units`). When bundles give anything, the
+    /// units they cannot give are priced with the bundle use's tariff
+    /// (`money` and `min_money` are not used) and bought as the engine
+    /// buys them: all, or the most whole increments the account can pay.
+    /// With the tariff and no bundle (an empty list), a partial grant is
+    /// bought the same way: only the price of the whole increments
+    /// granted is reserved, as the engine reserves.
     pub bundles: Option<BundleUse>,
 }
 
