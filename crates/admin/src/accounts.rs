@@ -70,8 +70,12 @@ fn no_account_in_cluster(subscriber: &str) -> Problem {
 }
 
 /// A ledger error: 503 when Redis could not be reached or did not confirm
-/// (retry; a top-up with the same key is applied once), 500 otherwise.
+/// (retry; a top-up with the same key is applied once), 409 for a
+/// conflict with what the cluster holds, 500 otherwise.
 fn redis_problem(e: gyro_ocs::RedisAccountsError) -> Problem {
+    if let gyro_ocs::RedisAccountsError::Conflict(detail) = e {
+        return Problem::conflict(detail);
+    }
     if e.is_unavailable() {
         Problem::unavailable(format!("{e}; retry (with the same idempotency key)"))
     } else {
@@ -275,7 +279,7 @@ pub async fn delete(
     responses(
         (status = 200, description = "The account with its new balance (durable); `replayed` when the key was used before", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The key was used with another amount (embedded store; the Redis Cluster ledger replays the first top-up)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key was used with another amount", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Not durable, or (Redis Cluster ledger) not confirmed by Redis: retry with the same key", body = Problem, content_type = "application/problem+json"),
     ))]

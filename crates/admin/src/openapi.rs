@@ -19,8 +19,8 @@ use crate::{accounts, health, metrics, model, peers, problem, rate, sessions, tl
             durable. Errors are application/problem+json (RFC 9457). \
             On a node with storage.backend = \"redis-cluster\" only GET \
             /v1/accounts/{subscriber} and its top-ups work (the account as the cluster holds \
-            it: no currency; a top-up key reused with another amount replays the \
-            first top-up); every other operation answers 501."
+            it: no currency; a top-up key reused with another amount answers 409, as on \
+            the embedded store); every other operation answers 501."
     ),
     paths(
         health::healthz,

@@ -1,7 +1,8 @@
 //! The operator API of a `gyro serve` node on a real Redis Cluster (the
 //! one the Redis ledger tests use; see `redis_support`), over real HTTP:
 //! an account is shown with the cluster's figures, a top-up retried with
-//! its idempotency key is applied once, another key tops up again, the
+//! its idempotency key is applied once, the same key with another amount
+//! is refused with the embedded store's 409, another key tops up again, the
 //! command line (`gyro account show|top-up`) works against the node
 //! unchanged, `gyro ledger --config` finds the books balanced, and an
 //! operation the Redis backend does not offer answers 501 with a problem
@@ -18,7 +19,7 @@ use redis_support::{cluster_nodes, options};
 use serde_json::{json, Value};
 use support::common::result_code;
 use support::gateway::{exchange, Gateway};
-use support::server::{http, is_problem};
+use support::server::{http, is_problem, Server};
 use support::{data_ccr, gyro, scratch};
 
 /// A subscriber of the load account range (its account has 10 000 000).
@@ -93,6 +94,31 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["replayed"], true, "{again}");
     assert_eq!(again["balance"], balance + 500, "{again}");
+    // The same key with another amount: 409 and nothing added, with the
+    // problem body the embedded store answers.
+    let conflict = top_up(600, "refill-1");
+    is_problem(&conflict, 409);
+    let embedded_dir = root.join("embedded");
+    std::fs::create_dir_all(&embedded_dir).unwrap();
+    let charging = node.dir.join("charging.toml");
+    let embedded = Server::in_dir(
+        &embedded_dir,
+        "[server]\norigin_host = \"embedded.gyro.test\"\n",
+        &["--charging", charging.to_str().unwrap()],
+    );
+    assert_eq!(embedded.top_up(MSISDN, 500, "refill-1").0, 200);
+    let on_embedded = embedded.top_up(MSISDN, 600, "refill-1");
+    is_problem(&on_embedded, 409);
+    assert_eq!(conflict.2, on_embedded.2);
+    assert_eq!(
+        conflict.2["detail"],
+        "idempotency key \"refill-1\" was used for a top-up of 500"
+    );
+    embedded.stop();
+    let (status, _, unchanged) = http(&url(&account), "GET", None, None).unwrap();
+    assert_eq!(status, 200, "{unchanged}");
+    assert_eq!(unchanged["balance"], balance + 500, "{unchanged}");
+    assert_eq!(unchanged["topped_up"], 500, "{unchanged}");
     // Another key, through the command line.
     let config = node.config.to_str().unwrap();
     let (code, out, err) = gyro(&[

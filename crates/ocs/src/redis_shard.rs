@@ -460,14 +460,16 @@ impl RedisAccounts {
         let (state, reservations) = read
             .await
             .map_err(|e| stopped(&e))?
-            .map_err(RedisAccountsError)?;
+            .map_err(RedisAccountsError::Ledger)?;
         Ok(state.map(|state| self.view(state, &reservations, false)))
     }
 
     /// Adds `amount` (positive) to the account once per idempotency
-    /// `key`: the same key again answers what the first top-up answered
-    /// (for as long as the ledger remembers answers), whatever the
-    /// amount. `None` when the cluster has no such account.
+    /// `key`: the same key and amount again answers what the first top-up
+    /// answered (for as long as the ledger remembers answers); the same
+    /// key with another amount is [`RedisAccountsError::Conflict`] and
+    /// changes nothing (as on the embedded store). `None` when the
+    /// cluster has no such account.
     pub async fn top_up(
         &self,
         account: AccountId,
@@ -480,19 +482,27 @@ impl RedisAccounts {
             request: format!("{TOP_UP_PREFIX}{key}"),
             amount,
         });
+        let key = key.to_string();
         let run = self.ctx.rt.spawn(async move {
             let answer = ledger.step(&step, unix_now()).await?;
             if answer.code != rc::SUCCESS {
                 return Ok(None);
             }
+            if let Outcome::ToppedUp {
+                amount: Some(first),
+                ..
+            } = answer.outcome
+            {
+                if answer.replayed && first != amount {
+                    let e = gyro_charging::Error::IdempotencyConflict { key, amount: first };
+                    return Err(RedisAccountsError::Conflict(e.to_string()));
+                }
+            }
             let state = ledger.account(account).await?;
             let reservations = ledger.reservations(account).await?;
-            Ok::<_, gyro_store::Error>(state.map(|s| (s, reservations, answer.replayed)))
+            Ok::<_, RedisAccountsError>(state.map(|s| (s, reservations, answer.replayed)))
         });
-        let read = run
-            .await
-            .map_err(|e| stopped(&e))?
-            .map_err(RedisAccountsError)?;
+        let read = run.await.map_err(|e| stopped(&e))??;
         Ok(read.map(|(state, reservations, replayed)| self.view(state, &reservations, replayed)))
     }
 
@@ -545,7 +555,7 @@ impl RedisAccounts {
 
 /// The ledger's runtime dropped a task: the server is stopping.
 fn stopped(e: &tokio::task::JoinError) -> RedisAccountsError {
-    RedisAccountsError(gyro_store::Error::Unavailable {
+    RedisAccountsError::Ledger(gyro_store::Error::Unavailable {
         op: "operator API",
         reason: format!("the Redis client stopped: {e}"),
     })
@@ -553,14 +563,28 @@ fn stopped(e: &tokio::task::JoinError) -> RedisAccountsError {
 
 /// Why [`RedisAccounts`] could not answer.
 #[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct RedisAccountsError(gyro_store::Error);
+pub enum RedisAccountsError {
+    /// The ledger failed (see [`RedisAccountsError::is_unavailable`]).
+    #[error(transparent)]
+    Ledger(gyro_store::Error),
+    /// The request conflicts with what the cluster holds (an idempotency
+    /// key used with another amount); the text says how, in the embedded
+    /// store's words.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl From<gyro_store::Error> for RedisAccountsError {
+    fn from(e: gyro_store::Error) -> Self {
+        RedisAccountsError::Ledger(e)
+    }
+}
 
 impl RedisAccountsError {
     /// Redis could not be reached or did not confirm (not replicated):
     /// the operation may or may not have run; retrying it is safe.
     pub fn is_unavailable(&self) -> bool {
-        self.0.kind() == ErrorKind::Unavailable
+        matches!(self, RedisAccountsError::Ledger(e) if e.kind() == ErrorKind::Unavailable)
     }
 }
 

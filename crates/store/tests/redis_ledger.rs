@@ -278,7 +278,8 @@ async fn reservations_follow_the_engines_money_rules() {
         r.outcome,
         Outcome::ToppedUp {
             balance: 525,
-            topped_up: 500
+            topped_up: 500,
+            amount: Some(500),
         }
     );
     for id in [a, limited, blocked] {

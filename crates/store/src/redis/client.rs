@@ -221,7 +221,9 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::Debit(_) if n.len() == 9 => 9,
         Step::Debit(_) => 10,
         Step::Refund(_) | Step::Expire(_) => 5,
-        Step::TopUp(_) | Step::End(_) => 4,
+        Step::TopUp(_) if n.len() == 4 => 4,
+        Step::TopUp(_) => 5,
+        Step::End(_) => 4,
         Step::Session(_) => return Err(bad()),
     };
     if n.len() != need {
@@ -260,6 +262,7 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::TopUp(_) => Outcome::ToppedUp {
             balance: n[2],
             topped_up: n[3],
+            amount: n.get(4).copied(),
         },
         Step::Expire(_) => Outcome::Expired {
             reservations: u(2),
@@ -1498,7 +1501,7 @@ mod tests {
         for v in [
             Value::Nil,
             Value::Array(vec![Value::Int(0), Value::Int(2001)]),
-            Value::Array(vec![Value::Int(0); 5]),
+            Value::Array(vec![Value::Int(0); 6]),
             Value::Array(vec![
                 Value::Int(0),
                 Value::Int(-1),
@@ -1513,6 +1516,7 @@ mod tests {
             Value::Int(2001),
             Value::Int(7),
             Value::Int(9),
+            Value::Int(3),
         ]);
         assert_eq!(
             answer(&step, &ok).unwrap(),
@@ -1521,9 +1525,21 @@ mod tests {
                 code: 2001,
                 outcome: Outcome::ToppedUp {
                     balance: 7,
-                    topped_up: 9
+                    topped_up: 9,
+                    amount: Some(3),
                 }
             }
         );
+        // Remembered by library version 5: no amount.
+        let v5 = Value::Array(vec![
+            Value::Int(1),
+            Value::Int(2001),
+            Value::Int(7),
+            Value::Int(9),
+        ]);
+        assert!(matches!(
+            answer(&step, &v5).unwrap().outcome,
+            Outcome::ToppedUp { amount: None, .. }
+        ));
     }
 }

@@ -642,7 +642,10 @@ end
 
 -- gyro_topup: adds `amount` to the balance and to topped_up.
 -- ARGV[5..]: amount
--- Answer: { replayed, code, balance, topped_up }
+-- Answer: { replayed, code, balance, topped_up, amount }
+-- The answer remembers the amount (version 6; one remembered by version 5
+-- lacks it), so that the caller can refuse the same request key with
+-- another amount rather than replay the first top-up.
 local function topup(keys, args)
   local done = remembered(keys, args)
   if done then
@@ -653,11 +656,11 @@ local function topup(keys, args)
     error('gyro: a top-up must be positive')
   end
   if not account(keys) then
-    return remember(keys, args, { UNKNOWN, 0, 0 })
+    return remember(keys, args, { UNKNOWN, 0, 0, amount })
   end
   local balance = redis.call('HINCRBY', keys[1], 'balance', fmt(amount))
   local topped = redis.call('HINCRBY', keys[1], 'topped_up', fmt(amount))
-  return remember(keys, args, { SUCCESS, balance, topped })
+  return remember(keys, args, { SUCCESS, balance, topped, amount })
 end
 
 -- gyro_expire: when the session's deadline (the expiry of its latest

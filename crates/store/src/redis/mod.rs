@@ -187,9 +187,11 @@
 //! * Accounts are created only from the charging configuration (at
 //!   start); there is no step to change (block, credit limit), delete or
 //!   list them, so the operator API offers only show and top-up.
-//! * A top-up's remembered answer does not hold its amount: the same
-//!   request key with another amount replays the first top-up rather
-//!   than being refused.
+//! * A top-up's idempotency key is remembered for `answer_ttl` (then the
+//!   same key tops up again); the embedded store remembers each
+//!   account's latest keys instead. A key remembered by library version
+//!   5 has no amount: reused with another amount it replays the first
+//!   top-up rather than being refused.
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
@@ -652,6 +654,11 @@ pub enum Outcome {
         balance: i64,
         /// Sum of top-ups afterwards.
         topped_up: i64,
+        /// The amount of the top-up this answer is of: for a replayed
+        /// answer, the amount the request key was first used with (none
+        /// when library version 5 remembered it), which the caller
+        /// compares with the one it asked for.
+        amount: Option<i64>,
     },
     /// [`Step::Expire`].
     Expired {
