@@ -204,12 +204,15 @@ pub async fn show(
     Ok(Json(view))
 }
 
-/// Changes an account's status, credit limit and/or price plan.
+/// Changes an account's status, credit limit and/or price plan (on the
+/// Redis Cluster ledger: status and credit limit, for every node at once,
+/// with no Re-Auth- or Abort-Session-Request; the plan comes from the
+/// charging configuration there).
 #[utoipa::path(patch, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     request_body = UpdateAccount,
     responses(
-        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "A plan change on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The changed account (durable)", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
@@ -219,7 +222,6 @@ pub async fn update(
     Path(subscriber): Path<String>,
     bytes: Bytes,
 ) -> Result<Json<AccountView>, Problem> {
-    let backend = state.backend()?;
     let change: UpdateAccount = body(&bytes)?;
     if change.status.is_none() && change.credit_limit.is_none() && change.plan.is_none() {
         return Err(Problem::invalid(
@@ -229,6 +231,24 @@ pub async fn update(
     if change.credit_limit.is_some_and(|l| l < 0) {
         return Err(Problem::invalid("credit_limit must not be negative"));
     }
+    if let Some(r) = state.redis.get() {
+        if change.plan.is_some() {
+            return Err(Problem::not_implemented(
+                "not implemented with storage.backend = \"redis-cluster\": an account's plan \
+                 comes from the charging configuration; status and credit_limit can be changed",
+            ));
+        }
+        let id = redis_account_of(r, &subscriber)?;
+        let blocked = change.status.map(|s| matches!(s, Status::Blocked));
+        let view = r
+            .accounts
+            .update(id, blocked, change.credit_limit)
+            .await
+            .map_err(redis_problem)?
+            .ok_or_else(|| no_account_in_cluster(&subscriber))?;
+        return Ok(Json(redis_view(view, None)));
+    }
+    let backend = state.backend()?;
     let id = account_of(backend, &subscriber)?;
     let op = AccountOp::Update {
         account: id,
@@ -244,11 +264,12 @@ pub async fn update(
     Ok(Json(view))
 }
 
-/// Deletes an account that has no open session.
+/// Deletes an account that has no open session (on the Redis Cluster
+/// ledger its subscribers stay in the charging configuration, without an
+/// account: no node creates it again).
 #[utoipa::path(delete, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     responses(
-        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "Deleted (durable)"),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It has open sessions", body = Problem, content_type = "application/problem+json"),
@@ -257,6 +278,14 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(subscriber): Path<String>,
 ) -> Result<StatusCode, Problem> {
+    if let Some(r) = state.redis.get() {
+        let id = redis_account_of(r, &subscriber)?;
+        return if r.accounts.delete(id).await.map_err(redis_problem)? {
+            Ok(StatusCode::NO_CONTENT)
+        } else {
+            Err(no_account_in_cluster(&subscriber))
+        };
+    }
     let backend = state.backend()?;
     let id = account_of(backend, &subscriber)?;
     match backend

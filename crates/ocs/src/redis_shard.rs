@@ -91,11 +91,14 @@
 //!   remembers a session as open charges a late CCR-Update for it even
 //!   if another node has since ended it (the money rules hold either way;
 //!   the new reservation goes at the Tcc deadline).
-//! * The operator API shows accounts and tops them up ([`RedisAccounts`])
-//!   but does not create, change, delete or list them, nor list or abort
-//!   sessions (it answers 501); a top-up's key used again with another
-//!   amount replays the first top-up (no conflict is detected), and a
-//!   top-up sends no Re-Auth-Request. `/metrics` shows the Redis families
+//! * The operator API shows, tops up, changes (status, credit limit) and
+//!   deletes accounts ([`RedisAccounts`]) but does not create or list
+//!   them, change their plan, nor list or abort sessions (it answers
+//!   501): the subscriber directory and the plans are each node's
+//!   charging configuration, so an account created on one node would not
+//!   be found by the others. A top-up sends no Re-Auth-Request and a
+//!   change none either (nor an Abort-Session-Request when it blocks: the
+//!   sessions are denied at their next request). `/metrics` shows the Redis families
 //!   (`gyro_redis_*`) but not the per-request families of the embedded
 //!   runtime.
 
@@ -506,6 +509,63 @@ impl RedisAccounts {
         Ok(read.map(|(state, reservations, replayed)| self.view(state, &reservations, replayed)))
     }
 
+    /// Changes the account's status (`blocked`) and/or credit limit (at
+    /// least 0), at once for every node (each reads them from the cluster
+    /// at its next request); the account as it is afterwards, `None` when
+    /// the cluster has no such account. Sends no Re-Auth- or
+    /// Abort-Session-Request.
+    pub async fn update(
+        &self,
+        account: AccountId,
+        blocked: Option<bool>,
+        credit_limit: Option<i64>,
+    ) -> std::result::Result<Option<RedisAccountView>, RedisAccountsError> {
+        let ledger = self.ctx.ledger.clone();
+        let run = self.ctx.rt.spawn(async move {
+            if !ledger
+                .update_account(account, blocked, credit_limit)
+                .await?
+            {
+                return Ok(None);
+            }
+            let state = ledger.account(account).await?;
+            let reservations = ledger.reservations(account).await?;
+            Ok::<_, gyro_store::Error>(state.map(|s| (s, reservations)))
+        });
+        let read = run
+            .await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError::Ledger)?;
+        Ok(read.map(|(state, reservations)| self.view(state, &reservations, false)))
+    }
+
+    /// Deletes the account when it holds no reservation (else
+    /// [`RedisAccountsError::Conflict`], as on the embedded store); its
+    /// tombstone keeps any node from creating it again from the charging
+    /// configuration. `false` when the cluster has no such account.
+    pub async fn delete(
+        &self,
+        account: AccountId,
+    ) -> std::result::Result<bool, RedisAccountsError> {
+        use gyro_store::redis::Deletion;
+        let ledger = self.ctx.ledger.clone();
+        let run = self
+            .ctx
+            .rt
+            .spawn(async move { ledger.delete_account(account, unix_now()).await });
+        match run
+            .await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError::Ledger)?
+        {
+            Deletion::Deleted => Ok(true),
+            Deletion::NoAccount => Ok(false),
+            Deletion::InUse => Err(RedisAccountsError::Conflict(
+                gyro_charging::Error::AccountInUse(account).to_string(),
+            )),
+        }
+    }
+
     fn view(
         &self,
         state: gyro_store::redis::AccountState,
@@ -568,8 +628,8 @@ pub enum RedisAccountsError {
     #[error(transparent)]
     Ledger(gyro_store::Error),
     /// The request conflicts with what the cluster holds (an idempotency
-    /// key used with another amount); the text says how, in the embedded
-    /// store's words.
+    /// key used with another amount, an account with open sessions to
+    /// delete); the text says how, in the embedded store's words.
     #[error("{0}")]
     Conflict(String),
 }

@@ -2,8 +2,9 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Books, BundleState, ExpiryReport, LedgerStats, Outcome, Pricing,
-    RedisOptions, ReservationState, SessionRecord, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
+    AccountState, Answer, Books, BundleState, Deletion, ExpiryReport, LedgerStats, Outcome,
+    Pricing, RedisOptions, ReservationState, SessionRecord, Step, StreamCdr, LIBRARY,
+    LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Rounding, Timestamp};
@@ -664,8 +665,9 @@ impl RedisLedger {
         }
         let mut c = redis::cmd("FCALL");
         c.arg("gyro_open")
-            .arg(1)
+            .arg(2)
             .arg(self.keys.account(account))
+            .arg(self.keys.tombstone(account))
             .arg(balance)
             .arg(credit_limit)
             .arg(if blocked { "1" } else { "0" })
@@ -683,6 +685,77 @@ impl RedisLedger {
         };
         self.wait_replica(slot).await?;
         Ok(created)
+    }
+
+    /// Changes an account's status (`blocked`) and/or credit limit (at
+    /// least 0); `None` leaves that one as it is. Returns whether the
+    /// account exists (with `replicas_ack = 1`, once a replica has the
+    /// change). Setting a value is idempotent: no request key.
+    pub async fn update_account(
+        &self,
+        account: AccountId,
+        blocked: Option<bool>,
+        credit_limit: Option<i64>,
+    ) -> Result<bool> {
+        if let Some(l) = credit_limit {
+            non_negative("credit limit", l)?;
+        }
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_update")
+            .arg(1)
+            .arg(self.keys.account(account))
+            .arg(match blocked {
+                Some(true) => "1",
+                Some(false) => "0",
+                None => "",
+            })
+            .arg(credit_limit.map(|l| l.to_string()).unwrap_or_default());
+        let slot = self.keys.account_slot(account);
+        let v = self.call(c, slot, "gyro_update").await?;
+        let found = match &v {
+            Value::Array(a) if a.len() == 1 => int(&a[0]) == Some(1),
+            _ => {
+                return Err(Error::Redis {
+                    op: "gyro_update",
+                    reason: format!("unexpected answer {v:?}"),
+                })
+            }
+        };
+        self.wait_replica(slot).await?;
+        Ok(found)
+    }
+
+    /// Deletes an account that holds no reservation (its bundles with
+    /// it) and leaves its tombstone, so that no node creates it again
+    /// from its configuration ([`RedisLedger::open_account`] then creates
+    /// nothing). Deleting an account that is not there changes nothing
+    /// ([`Deletion::NoAccount`]).
+    pub async fn delete_account(&self, account: AccountId, now: Timestamp) -> Result<Deletion> {
+        exact_u("now", now.as_millis())?;
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_delete")
+            .arg(3)
+            .arg(self.keys.account(account))
+            .arg(self.keys.reservations(account))
+            .arg(self.keys.tombstone(account))
+            .arg(now.as_millis());
+        let slot = self.keys.account_slot(account);
+        let v = self.call(c, slot, "gyro_delete").await?;
+        let d = match &v {
+            Value::Array(a) if a.len() == 1 => match int(&a[0]) {
+                Some(1) => Some(Deletion::Deleted),
+                Some(0) => Some(Deletion::NoAccount),
+                Some(-1) => Some(Deletion::InUse),
+                _ => None,
+            },
+            _ => None,
+        };
+        let d = d.ok_or_else(|| Error::Redis {
+            op: "gyro_delete",
+            reason: format!("unexpected answer {v:?}"),
+        })?;
+        self.wait_replica(slot).await?;
+        Ok(d)
     }
 
     /// Sends one command to the master of `slot` (following redirections),

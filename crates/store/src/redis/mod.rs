@@ -82,6 +82,8 @@
 //! | `gyro_release` | reservation -> balance and bundles                         |
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
+//! | `gyro_update`  | an account's status and/or credit limit set                |
+//! | `gyro_delete`  | an account without reservations deleted; its tombstone left |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_end`     | release every reservation a session still holds on the account (CCR-Terminate); no CDR |
 //! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor and pinned range |
@@ -185,8 +187,11 @@
 //!   request is answered 3004.
 //! * CDR files are closed by record count only (not by size or age).
 //! * Accounts are created only from the charging configuration (at
-//!   start); there is no step to change (block, credit limit), delete or
-//!   list them, so the operator API offers only show and top-up.
+//!   start, unless a tombstone says the account was deleted); there is
+//!   no step to create one with its subscribers or to list them. Status
+//!   and credit limit are changed with `gyro_update`; an account without
+//!   reservations is deleted with `gyro_delete` (for good: its id cannot
+//!   be created again in the namespace).
 //! * A top-up's idempotency key is remembered for `answer_ttl` (then the
 //!   same key tops up again); the embedded store remembers each
 //!   account's latest keys instead. A key remembered by library version
@@ -276,6 +281,18 @@ impl Default for RedisOptions {
             response_timeout: Duration::from_secs(2),
         }
     }
+}
+
+/// What [`RedisLedger::delete_account`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    /// The account is gone; its tombstone stays.
+    Deleted,
+    /// There was no such account (never created, or deleted before).
+    NoAccount,
+    /// It holds reservations (open sessions) or reserved money: nothing
+    /// changed.
+    InUse,
 }
 
 /// How a step prices the units bundles leave to money: the tariff's
