@@ -362,20 +362,27 @@ pub struct AccountQuery {
     pub limit: Option<usize>,
 }
 
-/// Lists accounts in id order.
+/// Lists accounts in id order (on the Redis Cluster ledger: the
+/// cluster's accounts, found by scanning the namespace's keys).
 #[utoipa::path(get, path = "/v1/accounts", tag = "accounts",
     params(AccountQuery),
     responses(
         (status = 200, description = "Accounts", body = AccountList),
-        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Starting, or (Redis Cluster ledger) Redis did not answer", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<AccountQuery>,
 ) -> Result<Json<AccountList>, Problem> {
-    let backend = state.backend()?;
     let limit = q.limit.unwrap_or(100);
     let after = q.after.map(AccountId);
+    if let Some(r) = state.redis.get() {
+        let views = r.accounts.list(after, limit).await.map_err(redis_problem)?;
+        return Ok(Json(AccountList {
+            accounts: views.into_iter().map(|v| redis_view(v, None)).collect(),
+        }));
+    }
+    let backend = state.backend()?;
     let mut all = Vec::new();
     for shard in 0..backend.control.shards() {
         if let Outcome::Accounts(a) = backend

@@ -7,7 +7,8 @@
 //! unchanged, `gyro ledger --config` finds the books balanced, a change of
 //! status and credit limit holds for the next session, an account with
 //! open sessions is not deleted and one without is (for good: a node
-//! starting again does not recreate it), and an operation the Redis
+//! starting again does not recreate it), accounts are listed a page at a
+//! time, and an operation the Redis
 //! backend does not offer answers 501 with a problem body.
 
 mod redis_serve_support;
@@ -151,7 +152,6 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
         "{}",
         r.2
     );
-    is_problem(&http(&url("/v1/accounts"), "GET", None, None).unwrap(), 501);
     is_problem(&http(&url("/v1/sessions"), "GET", None, None).unwrap(), 501);
     let abort = url("/v1/sessions/pgw.gyro.test;admin;1");
     is_problem(&http(&abort, "DELETE", None, None).unwrap(), 501);
@@ -263,6 +263,28 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
         result_code(&exchange(&mut c, &gw.encode(&ccr, 5))),
         Some(5030)
     );
+    // The accounts in id order, a page at a time; the deleted one is not
+    // listed.
+    let ids = |query: &str| {
+        let (status, _, list) =
+            http(&url(&format!("/v1/accounts{query}")), "GET", None, None).unwrap();
+        assert_eq!(status, 200, "{list}");
+        list["accounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids("?limit=3"), vec![1000, 1001, 1002]);
+    assert_eq!(ids("?after=1006&limit=4"), vec![1007, 1008, 1010, 1011]);
+    assert_eq!(ids("").len(), 100);
+    let all = ids("?limit=1000");
+    assert_eq!(all.len(), 200, "200 load accounts and 5000, one deleted");
+    assert_eq!(all.last(), Some(&5000));
+    let (_, _, page) = http(&url("/v1/accounts?after=1006&limit=1"), "GET", None, None).unwrap();
+    assert_eq!(page["accounts"][0]["msisdn"], MSISDN, "{page}");
+    assert_eq!(page["accounts"][0]["credit_limit"], 300, "{page}");
     // (A peer still connected would be sent a Disconnect-Peer-Request and
     // waited for.)
     drop(c);

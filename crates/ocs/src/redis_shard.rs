@@ -91,10 +91,11 @@
 //!   remembers a session as open charges a late CCR-Update for it even
 //!   if another node has since ended it (the money rules hold either way;
 //!   the new reservation goes at the Tcc deadline).
-//! * The operator API shows, tops up, changes (status, credit limit) and
-//!   deletes accounts ([`RedisAccounts`]) but does not create or list
-//!   them, change their plan, nor list or abort sessions (it answers
-//!   501): the subscriber directory and the plans are each node's
+//! * The operator API lists, shows, tops up, changes (status, credit
+//!   limit) and deletes accounts ([`RedisAccounts`]; a list scans the
+//!   namespace's keys) but does not create them, change their plan, nor
+//!   list or abort sessions (it answers 501): the subscriber directory and
+//!   the plans are each node's
 //!   charging configuration, so an account created on one node would not
 //!   be found by the others. A top-up sends no Re-Auth-Request and a
 //!   change none either (nor an Abort-Session-Request when it blocks: the
@@ -507,6 +508,38 @@ impl RedisAccounts {
         });
         let read = run.await.map_err(|e| stopped(&e))??;
         Ok(read.map(|(state, reservations, replayed)| self.view(state, &reservations, replayed)))
+    }
+
+    /// Up to `limit` accounts of the cluster with an id above `after`, in
+    /// id order, with their figures (each read on its own: a live view).
+    /// Every call scans the namespace's account keys.
+    pub async fn list(
+        &self,
+        after: Option<AccountId>,
+        limit: usize,
+    ) -> std::result::Result<Vec<RedisAccountView>, RedisAccountsError> {
+        let ledger = self.ctx.ledger.clone();
+        let run = self.ctx.rt.spawn(async move {
+            let ids = ledger.account_ids().await?;
+            let mut out = Vec::new();
+            for id in ids.into_iter().filter(|&id| after.is_none_or(|a| id > a)) {
+                if out.len() >= limit {
+                    break;
+                }
+                if let Some(state) = ledger.account(id).await? {
+                    out.push((state, ledger.reservations(id).await?));
+                }
+            }
+            Ok::<_, gyro_store::Error>(out)
+        });
+        let read = run
+            .await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError::Ledger)?;
+        Ok(read
+            .into_iter()
+            .map(|(state, reservations)| self.view(state, &reservations, false))
+            .collect())
     }
 
     /// Changes the account's status (`blocked`) and/or credit limit (at

@@ -620,6 +620,64 @@ impl RedisLedger {
         Ok(books)
     }
 
+    /// The ids of every account in the namespace, in id order: each
+    /// master is scanned (`SCAN ... TYPE hash`) for account hashes, so a
+    /// call costs in proportion to the namespace's keys. A live snapshot:
+    /// accounts opened or deleted meanwhile may or may not be listed.
+    pub async fn account_ids(&self) -> Result<Vec<AccountId>> {
+        self.refresh_shards().await?;
+        let mut ids = Vec::new();
+        let pattern = format!("{}:{{acct:*}}", self.keys.namespace());
+        for master in self.masters() {
+            let Some((host, port)) = master.rsplit_once(':') else {
+                continue;
+            };
+            let Ok(port) = port.parse::<u16>() else {
+                continue;
+            };
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                host: host.to_string(),
+                port,
+            });
+            let mut cursor = "0".to_string();
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(&cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .arg("TYPE")
+                    .arg("hash");
+                let mut conn = self.conn.clone();
+                let v = conn
+                    .route_command(scan, route.clone())
+                    .await
+                    .map_err(|e| classify("SCAN", &e))?;
+                let Value::Array(parts) = v else {
+                    return Err(Error::Redis {
+                        op: "SCAN",
+                        reason: format!("unexpected answer {v:?}"),
+                    });
+                };
+                cursor = parts.first().and_then(text).unwrap_or_else(|| "0".into());
+                if let Some(Value::Array(keys)) = parts.get(1) {
+                    // Account hashes end with their tag; ":res" hashes do not.
+                    ids.extend(keys.iter().filter_map(text).filter_map(|k| {
+                        let id = k.rsplit_once("{acct:")?.1.strip_suffix('}')?;
+                        Some(AccountId(id.parse().ok()?))
+                    }));
+                }
+                if cursor == "0" {
+                    break;
+                }
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
     /// The masters, `host:port`, as last read.
     pub fn masters(&self) -> Vec<String> {
         self.shards

@@ -188,7 +188,8 @@
 //! * CDR files are closed by record count only (not by size or age).
 //! * Accounts are created only from the charging configuration (at
 //!   start, unless a tombstone says the account was deleted); there is
-//!   no step to create one with its subscribers or to list them. Status
+//!   no step to create one with its subscribers. They are listed by
+//!   scanning the namespace ([`RedisLedger::account_ids`]). Status
 //!   and credit limit are changed with `gyro_update`; an account without
 //!   reservations is deleted with `gyro_delete` (for good: its id cannot
 //!   be created again in the namespace).
