@@ -70,8 +70,12 @@ fn no_account_in_cluster(subscriber: &str) -> Problem {
 }
 
 /// A ledger error: 503 when Redis could not be reached or did not confirm
-/// (retry; a top-up with the same key is applied once), 500 otherwise.
+/// (retry; a top-up with the same key is applied once), 409 for a
+/// conflict with what the cluster holds, 500 otherwise.
 fn redis_problem(e: gyro_ocs::RedisAccountsError) -> Problem {
+    if let gyro_ocs::RedisAccountsError::Conflict(detail) = e {
+        return Problem::conflict(detail);
+    }
     if e.is_unavailable() {
         Problem::unavailable(format!("{e}; retry (with the same idempotency key)"))
     } else {
@@ -200,12 +204,15 @@ pub async fn show(
     Ok(Json(view))
 }
 
-/// Changes an account's status, credit limit and/or price plan.
+/// Changes an account's status, credit limit and/or price plan (on the
+/// Redis Cluster ledger: status and credit limit, for every node at once,
+/// with no Re-Auth- or Abort-Session-Request; the plan comes from the
+/// charging configuration there).
 #[utoipa::path(patch, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     request_body = UpdateAccount,
     responses(
-        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
+        (status = 501, description = "A plan change on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 200, description = "The changed account (durable)", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
@@ -215,7 +222,6 @@ pub async fn update(
     Path(subscriber): Path<String>,
     bytes: Bytes,
 ) -> Result<Json<AccountView>, Problem> {
-    let backend = state.backend()?;
     let change: UpdateAccount = body(&bytes)?;
     if change.status.is_none() && change.credit_limit.is_none() && change.plan.is_none() {
         return Err(Problem::invalid(
@@ -225,6 +231,24 @@ pub async fn update(
     if change.credit_limit.is_some_and(|l| l < 0) {
         return Err(Problem::invalid("credit_limit must not be negative"));
     }
+    if let Some(r) = state.redis.get() {
+        if change.plan.is_some() {
+            return Err(Problem::not_implemented(
+                "not implemented with storage.backend = \"redis-cluster\": an account's plan \
+                 comes from the charging configuration; status and credit_limit can be changed",
+            ));
+        }
+        let id = redis_account_of(r, &subscriber)?;
+        let blocked = change.status.map(|s| matches!(s, Status::Blocked));
+        let view = r
+            .accounts
+            .update(id, blocked, change.credit_limit)
+            .await
+            .map_err(redis_problem)?
+            .ok_or_else(|| no_account_in_cluster(&subscriber))?;
+        return Ok(Json(redis_view(view, None)));
+    }
+    let backend = state.backend()?;
     let id = account_of(backend, &subscriber)?;
     let op = AccountOp::Update {
         account: id,
@@ -240,11 +264,12 @@ pub async fn update(
     Ok(Json(view))
 }
 
-/// Deletes an account that has no open session.
+/// Deletes an account that has no open session (on the Redis Cluster
+/// ledger its subscribers stay in the charging configuration, without an
+/// account: no node creates it again).
 #[utoipa::path(delete, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     responses(
-        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
         (status = 204, description = "Deleted (durable)"),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
         (status = 409, description = "It has open sessions", body = Problem, content_type = "application/problem+json"),
@@ -253,6 +278,14 @@ pub async fn delete(
     State(state): State<AppState>,
     Path(subscriber): Path<String>,
 ) -> Result<StatusCode, Problem> {
+    if let Some(r) = state.redis.get() {
+        let id = redis_account_of(r, &subscriber)?;
+        return if r.accounts.delete(id).await.map_err(redis_problem)? {
+            Ok(StatusCode::NO_CONTENT)
+        } else {
+            Err(no_account_in_cluster(&subscriber))
+        };
+    }
     let backend = state.backend()?;
     let id = account_of(backend, &subscriber)?;
     match backend
@@ -275,7 +308,7 @@ pub async fn delete(
     responses(
         (status = 200, description = "The account with its new balance (durable); `replayed` when the key was used before", body = AccountView),
         (status = 404, description = "No such account", body = Problem, content_type = "application/problem+json"),
-        (status = 409, description = "The key was used with another amount (embedded store; the Redis Cluster ledger replays the first top-up)", body = Problem, content_type = "application/problem+json"),
+        (status = 409, description = "The key was used with another amount", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
         (status = 503, description = "Not durable, or (Redis Cluster ledger) not confirmed by Redis: retry with the same key", body = Problem, content_type = "application/problem+json"),
     ))]
@@ -329,20 +362,27 @@ pub struct AccountQuery {
     pub limit: Option<usize>,
 }
 
-/// Lists accounts in id order.
+/// Lists accounts in id order (on the Redis Cluster ledger: the
+/// cluster's accounts, found by scanning the namespace's keys).
 #[utoipa::path(get, path = "/v1/accounts", tag = "accounts",
     params(AccountQuery),
     responses(
         (status = 200, description = "Accounts", body = AccountList),
-        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Starting, or (Redis Cluster ledger) Redis did not answer", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn list(
     State(state): State<AppState>,
     Query(q): Query<AccountQuery>,
 ) -> Result<Json<AccountList>, Problem> {
-    let backend = state.backend()?;
     let limit = q.limit.unwrap_or(100);
     let after = q.after.map(AccountId);
+    if let Some(r) = state.redis.get() {
+        let views = r.accounts.list(after, limit).await.map_err(redis_problem)?;
+        return Ok(Json(AccountList {
+            accounts: views.into_iter().map(|v| redis_view(v, None)).collect(),
+        }));
+    }
+    let backend = state.backend()?;
     let mut all = Vec::new();
     for shard in 0..backend.control.shards() {
         if let Outcome::Accounts(a) = backend

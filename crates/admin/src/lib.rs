@@ -22,10 +22,11 @@
 //! request but the probes needs `Authorization: Bearer <token>`.
 //!
 //! On a node serving on the Redis Cluster ledger
-//! ([`AdminServer::ready_redis`]) an account is shown and topped up
-//! through [`gyro_ocs::RedisAccounts`] (the top-up's idempotency key is
-//! the ledger step's request key); every other account, session, peer,
-//! rate and TLS operation answers 501 Not Implemented.
+//! ([`AdminServer::ready_redis`]) accounts are listed, shown, topped up,
+//! changed (status, credit limit) and deleted through
+//! [`gyro_ocs::RedisAccounts`] (the top-up's idempotency key is the ledger
+//! step's request key); creating an account, a plan change and every
+//! session, peer, rate and TLS operation answer 501 Not Implemented.
 
 mod accounts;
 mod error;
@@ -179,9 +180,10 @@ impl AdminServer {
 
     /// The server is serving on the Redis Cluster ledger: `/metrics`
     /// shows the ledger's families (`gyro_redis_*`) and the answers by
-    /// Result-Code (`gyro_diameter_requests_total`); `GET
+    /// Result-Code (`gyro_diameter_requests_total`); `GET /v1/accounts`,
+    /// `GET`, `PATCH` (status, credit limit) and `DELETE
     /// /v1/accounts/{subscriber}` and its `top-ups` work through
-    /// `accounts`. The other account, session, peer, rate and TLS
+    /// `accounts`. Creating accounts and the session, peer, rate and TLS
     /// operations answer 501: they need the embedded store's runtime.
     pub fn ready_redis(
         &self,

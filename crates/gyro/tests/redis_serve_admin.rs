@@ -1,11 +1,15 @@
 //! The operator API of a `gyro serve` node on a real Redis Cluster (the
 //! one the Redis ledger tests use; see `redis_support`), over real HTTP:
 //! an account is shown with the cluster's figures, a top-up retried with
-//! its idempotency key is applied once, another key tops up again, the
+//! its idempotency key is applied once, the same key with another amount
+//! is refused with the embedded store's 409, another key tops up again, the
 //! command line (`gyro account show|top-up`) works against the node
-//! unchanged, `gyro ledger --config` finds the books balanced, and an
-//! operation the Redis backend does not offer answers 501 with a problem
-//! body.
+//! unchanged, `gyro ledger --config` finds the books balanced, a change of
+//! status and credit limit holds for the next session, an account with
+//! open sessions is not deleted and one without is (for good: a node
+//! starting again does not recreate it), accounts are listed a page at a
+//! time, and an operation the Redis
+//! backend does not offer answers 501 with a problem body.
 
 mod redis_serve_support;
 #[path = "../../store/tests/redis_support/mod.rs"]
@@ -18,11 +22,13 @@ use redis_support::{cluster_nodes, options};
 use serde_json::{json, Value};
 use support::common::result_code;
 use support::gateway::{exchange, Gateway};
-use support::server::{http, is_problem};
+use support::server::{http, is_problem, Server};
 use support::{data_ccr, gyro, scratch};
 
 /// A subscriber of the load account range (its account has 10 000 000).
 const MSISDN: &str = "46700000007";
+/// Another subscriber of the load range, whose account is deleted.
+const OTHER: &str = "46700000009";
 
 #[test]
 fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
@@ -93,6 +99,31 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
     assert_eq!(status, 200, "{again}");
     assert_eq!(again["replayed"], true, "{again}");
     assert_eq!(again["balance"], balance + 500, "{again}");
+    // The same key with another amount: 409 and nothing added, with the
+    // problem body the embedded store answers.
+    let conflict = top_up(600, "refill-1");
+    is_problem(&conflict, 409);
+    let embedded_dir = root.join("embedded");
+    std::fs::create_dir_all(&embedded_dir).unwrap();
+    let charging = node.dir.join("charging.toml");
+    let embedded = Server::in_dir(
+        &embedded_dir,
+        "[server]\norigin_host = \"embedded.gyro.test\"\n",
+        &["--charging", charging.to_str().unwrap()],
+    );
+    assert_eq!(embedded.top_up(MSISDN, 500, "refill-1").0, 200);
+    let on_embedded = embedded.top_up(MSISDN, 600, "refill-1");
+    is_problem(&on_embedded, 409);
+    assert_eq!(conflict.2, on_embedded.2);
+    assert_eq!(
+        conflict.2["detail"],
+        "idempotency key \"refill-1\" was used for a top-up of 500"
+    );
+    embedded.stop();
+    let (status, _, unchanged) = http(&url(&account), "GET", None, None).unwrap();
+    assert_eq!(status, 200, "{unchanged}");
+    assert_eq!(unchanged["balance"], balance + 500, "{unchanged}");
+    assert_eq!(unchanged["topped_up"], 500, "{unchanged}");
     // Another key, through the command line.
     let config = node.config.to_str().unwrap();
     let (code, out, err) = gyro(&[
@@ -121,16 +152,86 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
         "{}",
         r.2
     );
-    is_problem(&http(&url(&account), "DELETE", None, None).unwrap(), 501);
-    is_problem(&http(&url("/v1/accounts"), "GET", None, None).unwrap(), 501);
     is_problem(&http(&url("/v1/sessions"), "GET", None, None).unwrap(), 501);
     let abort = url("/v1/sessions/pgw.gyro.test;admin;1");
     is_problem(&http(&abort, "DELETE", None, None).unwrap(), 501);
     assert_eq!(http(&url("/readyz"), "GET", None, None).unwrap().0, 200);
-    let patch = json!({ "status": "blocked" });
+
+    // A change of status and credit limit: in the cluster, so a new
+    // session is denied while the account is blocked, served once it is
+    // active again.
+    let patch = |body: Value| http(&url(&account), "PATCH", Some(body), None).unwrap();
+    let initial = |n: u32| {
+        let session = format!("pgw.gyro.test;admin;{n}");
+        let ccr = data_ccr(
+            gw.host,
+            gw.ids | (n << 8),
+            &session,
+            MSISDN,
+            RequestType::Initial,
+            0,
+            0,
+        );
+        (session, ccr)
+    };
+    let (status, _, blocked) = patch(json!({ "status": "blocked", "credit_limit": 300 }));
+    assert_eq!(status, 200, "{blocked}");
+    assert_eq!(blocked["status"], "blocked", "{blocked}");
+    assert_eq!(blocked["credit_limit"], 300, "{blocked}");
+    assert_eq!(blocked["balance"], balance + 750, "{blocked}");
+    let (_, ccr) = initial(2);
+    assert_eq!(
+        result_code(&exchange(&mut c, &gw.encode(&ccr, 2))),
+        Some(4010)
+    );
+    let (status, _, active) = patch(json!({ "status": "active" }));
+    assert_eq!(status, 200, "{active}");
+    assert_eq!(active["status"], "active", "{active}");
+    assert_eq!(active["credit_limit"], 300, "{active}");
+    let (open, ccr) = initial(3);
+    assert_eq!(
+        result_code(&exchange(&mut c, &gw.encode(&ccr, 3))),
+        Some(2001)
+    );
+    let r = patch(json!({ "plan": "default" }));
+    is_problem(&r, 501);
+    assert!(r.2["detail"].as_str().unwrap().contains("plan"), "{}", r.2);
+    is_problem(&patch(json!({})), 422);
+    is_problem(&patch(json!({ "credit_limit": -1 })), 422);
     is_problem(
-        &http(&url(&account), "PATCH", Some(patch), None).unwrap(),
-        501,
+        &http(
+            &url("/v1/accounts/46799999999"),
+            "PATCH",
+            Some(json!({ "status": "blocked" })),
+            None,
+        )
+        .unwrap(),
+        404,
+    );
+    // An account with open sessions is not deleted.
+    let r = http(&url(&account), "DELETE", None, None).unwrap();
+    is_problem(&r, 409);
+    assert!(
+        r.2["detail"]
+            .as_str()
+            .unwrap()
+            .ends_with("has open sessions"),
+        "{}",
+        r.2
+    );
+    assert_eq!(http(&url(&account), "GET", None, None).unwrap().0, 200);
+    let terminate = data_ccr(
+        gw.host,
+        gw.ids | (4 << 8),
+        &open,
+        MSISDN,
+        RequestType::Termination,
+        1,
+        0,
+    );
+    assert_eq!(
+        result_code(&exchange(&mut c, &gw.encode(&terminate, 4))),
+        Some(2001)
     );
 
     // The books: initial + top-ups = balance + reserved + debited.
@@ -140,9 +241,61 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
     assert_eq!(report["backend"], "redis-cluster", "{report}");
     assert_eq!(report["violations"], 0, "{report}");
     assert_eq!(report["topped_up"], 750, "{report}");
+    // Deleting an account without sessions: gone from the cluster, for
+    // every node (a CCR is answered 5030), and not created again when a
+    // node starts with the charging configuration that lists it.
+    let other = format!("/v1/accounts/{OTHER}");
+    assert_eq!(http(&url(&other), "GET", None, None).unwrap().0, 200);
+    let (status, _, _) = http(&url(&other), "DELETE", None, None).unwrap();
+    assert_eq!(status, 204);
+    is_problem(&http(&url(&other), "GET", None, None).unwrap(), 404);
+    is_problem(&http(&url(&other), "DELETE", None, None).unwrap(), 404);
+    let ccr = data_ccr(
+        gw.host,
+        gw.ids | (5 << 8),
+        "pgw.gyro.test;admin;5",
+        OTHER,
+        RequestType::Initial,
+        0,
+        0,
+    );
+    assert_eq!(
+        result_code(&exchange(&mut c, &gw.encode(&ccr, 5))),
+        Some(5030)
+    );
+    // The accounts in id order, a page at a time; the deleted one is not
+    // listed.
+    let ids = |query: &str| {
+        let (status, _, list) =
+            http(&url(&format!("/v1/accounts{query}")), "GET", None, None).unwrap();
+        assert_eq!(status, 200, "{list}");
+        list["accounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a["id"].as_u64().unwrap())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids("?limit=3"), vec![1000, 1001, 1002]);
+    assert_eq!(ids("?after=1006&limit=4"), vec![1007, 1008, 1010, 1011]);
+    assert_eq!(ids("").len(), 100);
+    let all = ids("?limit=1000");
+    assert_eq!(all.len(), 200, "200 load accounts and 5000, one deleted");
+    assert_eq!(all.last(), Some(&5000));
+    let (_, _, page) = http(&url("/v1/accounts?after=1006&limit=1"), "GET", None, None).unwrap();
+    assert_eq!(page["accounts"][0]["msisdn"], MSISDN, "{page}");
+    assert_eq!(page["accounts"][0]["credit_limit"], 300, "{page}");
     // (A peer still connected would be sent a Disconnect-Peer-Request and
     // waited for.)
     drop(c);
+    server.stop();
+    let server = node.start();
+    is_problem(&http(&url(&other), "GET", None, None).unwrap(), 404);
+    assert_eq!(http(&url(&account), "GET", None, None).unwrap().0, 200);
+    let (code, out, err) = gyro(&["ledger", "--config", config, "--json"]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let report: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(report["violations"], 0, "{report}");
     server.stop();
     let _ = std::fs::remove_dir_all(&root);
 }

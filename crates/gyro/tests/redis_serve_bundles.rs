@@ -372,3 +372,141 @@ fn bundles_pay_before_money_on_redis_as_on_the_embedded_store() {
     embedded.stop();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+const PARTIAL_ACCOUNT: u64 = 7100;
+const PARTIAL_MSISDN: &str = "46709710001";
+/// 3 per MiB in whole MiB on rating group 10, 1 per MiB on rating group
+/// 20; an account with 11 and no bundle.
+fn partial_charging() -> String {
+    format!(
+        r#"
+[engine]
+node_id = "partial"
+supervision_secs = {TCC_SECS}
+lenient = true
+
+[currency]
+code = 752
+exponent = 2
+
+[[tariff]]
+name = "data-rg10"
+service_context = "32251@3gpp.org"
+rating_group = 10
+unit = "octets"
+price = 3
+per = {MIB}
+increment = {MIB}
+default_quota = {ten}
+validity_time = 600
+
+[[tariff]]
+name = "data-rg20"
+service_context = "32251@3gpp.org"
+rating_group = 20
+unit = "octets"
+price = 1
+per = {MIB}
+increment = {MIB}
+default_quota = {MIB}
+validity_time = 600
+
+[[account]]
+id = {PARTIAL_ACCOUNT}
+balance = 11
+subscribers = ["e164:{PARTIAL_MSISDN}"]
+"#,
+        ten = 10 * MIB
+    )
+}
+
+/// A partial grant without bundles reserves only the price of the units it
+/// grants, on Redis as on the embedded store: 10 MiB asked at 3 a MiB of
+/// an account holding 11 grants 3 MiB and reserves 9, so a second session
+/// still buys a MiB of rating group 20 with the 2 left.
+#[test]
+fn a_partial_grant_reserves_the_price_of_its_units_on_redis_as_on_the_embedded_store() {
+    let Some(seeds) = cluster_nodes() else {
+        return;
+    };
+    let namespace = options(&seeds, "partial", "checker").namespace;
+    let root = scratch("redis-serve-partial");
+    let gw = Gateway {
+        host: "pgw.gyro.test",
+        realm: "gyro.test",
+        ids: 0x5300_0000,
+    };
+    let first = gw.data_ccr(
+        "pgw.gyro.test;partial;1",
+        PARTIAL_MSISDN,
+        RequestType::Initial,
+        0,
+        0,
+    );
+    let mut second = gw.data_ccr(
+        "pgw.gyro.test;partial;2",
+        PARTIAL_MSISDN,
+        RequestType::Initial,
+        0,
+        0,
+    );
+    second.mscc[0].rating_group = Some(20);
+    second.end_to_end = gw.ids | 0x100;
+    let script = vec![(first, "partial grant"), (second, "second session")];
+
+    let embedded_dir = root.join("embedded");
+    std::fs::create_dir_all(&embedded_dir).unwrap();
+    let charging_file = embedded_dir.join("charging.toml");
+    std::fs::write(&charging_file, partial_charging()).unwrap();
+    let charging_arg = charging_file.to_string_lossy().into_owned();
+    let embedded = Server::in_dir(
+        &embedded_dir,
+        "[server]\norigin_host = \"embedded.gyro.test\"\n",
+        &["--charging", &charging_arg],
+    );
+    let mut to_embedded = gw.connect(embedded.diameter);
+    let expected = run(&mut to_embedded, &gw, &script);
+
+    let node = Node::new(&root, "node-partial", &seeds, &namespace);
+    std::fs::write(node.dir.join("charging.toml"), partial_charging()).unwrap();
+    let redis = node.start();
+    let mut to_redis = gw.connect(node.diameter);
+    let answered = run(&mut to_redis, &gw, &script);
+
+    for (((_, what), e), r) in script.iter().zip(&expected).zip(&answered) {
+        assert_eq!(
+            r, e,
+            "{what}: Redis answered {r:?}, the embedded store {e:?}"
+        );
+    }
+    assert_eq!(
+        expected[0].mscc,
+        vec![(Some(10), Some(2001), Some(3 * MIB), true)],
+        "3 MiB of the 10 asked, the last ones"
+    );
+    assert_eq!(
+        expected[1].mscc,
+        vec![(Some(20), Some(2001), Some(MIB), false)],
+        "the 2 left buy a MiB"
+    );
+    // The same money held on both: 9 for the first grant, 1 for the
+    // second.
+    let e = embedded.account(PARTIAL_MSISDN);
+    let r = redis.account(PARTIAL_MSISDN);
+    assert_eq!(
+        (e["balance"].as_i64(), e["reserved"].as_i64()),
+        (Some(1), Some(10)),
+        "{e}"
+    );
+    assert_eq!(
+        (&r["balance"], &r["reserved"]),
+        (&e["balance"], &e["reserved"]),
+        "{r}\n{e}"
+    );
+
+    drop(to_redis);
+    drop(to_embedded);
+    redis.stop();
+    embedded.stop();
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -91,11 +91,15 @@
 //!   remembers a session as open charges a late CCR-Update for it even
 //!   if another node has since ended it (the money rules hold either way;
 //!   the new reservation goes at the Tcc deadline).
-//! * The operator API shows accounts and tops them up ([`RedisAccounts`])
-//!   but does not create, change, delete or list them, nor list or abort
-//!   sessions (it answers 501); a top-up's key used again with another
-//!   amount replays the first top-up (no conflict is detected), and a
-//!   top-up sends no Re-Auth-Request. `/metrics` shows the Redis families
+//! * The operator API lists, shows, tops up, changes (status, credit
+//!   limit) and deletes accounts ([`RedisAccounts`]; a list scans the
+//!   namespace's keys) but does not create them, change their plan, nor
+//!   list or abort sessions (it answers 501): the subscriber directory and
+//!   the plans are each node's
+//!   charging configuration, so an account created on one node would not
+//!   be found by the others. A top-up sends no Re-Auth-Request and a
+//!   change none either (nor an Abort-Session-Request when it blocks: the
+//!   sessions are denied at their next request). `/metrics` shows the Redis families
 //!   (`gyro_redis_*`) but not the per-request families of the embedded
 //!   runtime.
 
@@ -460,14 +464,16 @@ impl RedisAccounts {
         let (state, reservations) = read
             .await
             .map_err(|e| stopped(&e))?
-            .map_err(RedisAccountsError)?;
+            .map_err(RedisAccountsError::Ledger)?;
         Ok(state.map(|state| self.view(state, &reservations, false)))
     }
 
     /// Adds `amount` (positive) to the account once per idempotency
-    /// `key`: the same key again answers what the first top-up answered
-    /// (for as long as the ledger remembers answers), whatever the
-    /// amount. `None` when the cluster has no such account.
+    /// `key`: the same key and amount again answers what the first top-up
+    /// answered (for as long as the ledger remembers answers); the same
+    /// key with another amount is [`RedisAccountsError::Conflict`] and
+    /// changes nothing (as on the embedded store). `None` when the
+    /// cluster has no such account.
     pub async fn top_up(
         &self,
         account: AccountId,
@@ -480,20 +486,117 @@ impl RedisAccounts {
             request: format!("{TOP_UP_PREFIX}{key}"),
             amount,
         });
+        let key = key.to_string();
         let run = self.ctx.rt.spawn(async move {
             let answer = ledger.step(&step, unix_now()).await?;
             if answer.code != rc::SUCCESS {
                 return Ok(None);
             }
+            if let Outcome::ToppedUp {
+                amount: Some(first),
+                ..
+            } = answer.outcome
+            {
+                if answer.replayed && first != amount {
+                    let e = gyro_charging::Error::IdempotencyConflict { key, amount: first };
+                    return Err(RedisAccountsError::Conflict(e.to_string()));
+                }
+            }
             let state = ledger.account(account).await?;
             let reservations = ledger.reservations(account).await?;
-            Ok::<_, gyro_store::Error>(state.map(|s| (s, reservations, answer.replayed)))
+            Ok::<_, RedisAccountsError>(state.map(|s| (s, reservations, answer.replayed)))
+        });
+        let read = run.await.map_err(|e| stopped(&e))??;
+        Ok(read.map(|(state, reservations, replayed)| self.view(state, &reservations, replayed)))
+    }
+
+    /// Up to `limit` accounts of the cluster with an id above `after`, in
+    /// id order, with their figures (each read on its own: a live view).
+    /// Every call scans the namespace's account keys.
+    pub async fn list(
+        &self,
+        after: Option<AccountId>,
+        limit: usize,
+    ) -> std::result::Result<Vec<RedisAccountView>, RedisAccountsError> {
+        let ledger = self.ctx.ledger.clone();
+        let run = self.ctx.rt.spawn(async move {
+            let ids = ledger.account_ids().await?;
+            let mut out = Vec::new();
+            for id in ids.into_iter().filter(|&id| after.is_none_or(|a| id > a)) {
+                if out.len() >= limit {
+                    break;
+                }
+                if let Some(state) = ledger.account(id).await? {
+                    out.push((state, ledger.reservations(id).await?));
+                }
+            }
+            Ok::<_, gyro_store::Error>(out)
         });
         let read = run
             .await
             .map_err(|e| stopped(&e))?
-            .map_err(RedisAccountsError)?;
-        Ok(read.map(|(state, reservations, replayed)| self.view(state, &reservations, replayed)))
+            .map_err(RedisAccountsError::Ledger)?;
+        Ok(read
+            .into_iter()
+            .map(|(state, reservations)| self.view(state, &reservations, false))
+            .collect())
+    }
+
+    /// Changes the account's status (`blocked`) and/or credit limit (at
+    /// least 0), at once for every node (each reads them from the cluster
+    /// at its next request); the account as it is afterwards, `None` when
+    /// the cluster has no such account. Sends no Re-Auth- or
+    /// Abort-Session-Request.
+    pub async fn update(
+        &self,
+        account: AccountId,
+        blocked: Option<bool>,
+        credit_limit: Option<i64>,
+    ) -> std::result::Result<Option<RedisAccountView>, RedisAccountsError> {
+        let ledger = self.ctx.ledger.clone();
+        let run = self.ctx.rt.spawn(async move {
+            if !ledger
+                .update_account(account, blocked, credit_limit)
+                .await?
+            {
+                return Ok(None);
+            }
+            let state = ledger.account(account).await?;
+            let reservations = ledger.reservations(account).await?;
+            Ok::<_, gyro_store::Error>(state.map(|s| (s, reservations)))
+        });
+        let read = run
+            .await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError::Ledger)?;
+        Ok(read.map(|(state, reservations)| self.view(state, &reservations, false)))
+    }
+
+    /// Deletes the account when it holds no reservation (else
+    /// [`RedisAccountsError::Conflict`], as on the embedded store); its
+    /// tombstone keeps any node from creating it again from the charging
+    /// configuration. `false` when the cluster has no such account.
+    pub async fn delete(
+        &self,
+        account: AccountId,
+    ) -> std::result::Result<bool, RedisAccountsError> {
+        use gyro_store::redis::Deletion;
+        let ledger = self.ctx.ledger.clone();
+        let run = self
+            .ctx
+            .rt
+            .spawn(async move { ledger.delete_account(account, unix_now()).await });
+        match run
+            .await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError::Ledger)?
+        {
+            Deletion::Deleted => Ok(true),
+            Deletion::NoAccount => Ok(false),
+            Deletion::InUse => Err(RedisAccountsError::Conflict(
+                gyro_charging::Error::AccountInUse(account).to_string(),
+            )),
+        }
     }
 
     fn view(
@@ -545,7 +648,7 @@ impl RedisAccounts {
 
 /// The ledger's runtime dropped a task: the server is stopping.
 fn stopped(e: &tokio::task::JoinError) -> RedisAccountsError {
-    RedisAccountsError(gyro_store::Error::Unavailable {
+    RedisAccountsError::Ledger(gyro_store::Error::Unavailable {
         op: "operator API",
         reason: format!("the Redis client stopped: {e}"),
     })
@@ -553,14 +656,28 @@ fn stopped(e: &tokio::task::JoinError) -> RedisAccountsError {
 
 /// Why [`RedisAccounts`] could not answer.
 #[derive(Debug, thiserror::Error)]
-#[error(transparent)]
-pub struct RedisAccountsError(gyro_store::Error);
+pub enum RedisAccountsError {
+    /// The ledger failed (see [`RedisAccountsError::is_unavailable`]).
+    #[error(transparent)]
+    Ledger(gyro_store::Error),
+    /// The request conflicts with what the cluster holds (an idempotency
+    /// key used with another amount, an account with open sessions to
+    /// delete); the text says how, in the embedded store's words.
+    #[error("{0}")]
+    Conflict(String),
+}
+
+impl From<gyro_store::Error> for RedisAccountsError {
+    fn from(e: gyro_store::Error) -> Self {
+        RedisAccountsError::Ledger(e)
+    }
+}
 
 impl RedisAccountsError {
     /// Redis could not be reached or did not confirm (not replicated):
     /// the operation may or may not have run; retrying it is safe.
     pub fn is_unavailable(&self) -> bool {
-        self.0.kind() == ErrorKind::Unavailable
+        matches!(self, RedisAccountsError::Ledger(e) if e.kind() == ErrorKind::Unavailable)
     }
 }
 
@@ -1085,7 +1202,16 @@ impl Planner {
                             units: want,
                             min_money,
                             expires: Timestamp(now.as_millis().saturating_add(tcc_ms)),
-                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, false),
+                            // Always with the tariff: a partial grant is
+                            // priced as the engine prices it (whole
+                            // increments, and only their price reserved).
+                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, false)
+                                .or_else(|| {
+                                    (!t.is_free()).then(|| BundleUse {
+                                        bundles: Vec::new(),
+                                        pricing: Pricing::of(t, false),
+                                    })
+                                }),
                         }));
                         p.parts.push(Part::Grant {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
@@ -1289,8 +1415,7 @@ impl RedisShard {
                         } if bundle_units > 0 => (a.code, bundle_units.saturating_add(units)),
                         // A partial grant: what the money reserved pays
                         // for in whole increments, as the engine grants
-                        // (what it reserved beyond is released at the
-                        // next report).
+                        // (the ledger reserved just their price).
                         Outcome::Reserved { money: got, .. } if got < *money => (
                             a.code,
                             affordable(t.increment, got, *want, |u| t.cost_of(u, false)),

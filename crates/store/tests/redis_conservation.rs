@@ -175,6 +175,7 @@ impl Model {
                 ok(Outcome::ToppedUp {
                     balance: self.balance,
                     topped_up: self.topped_up,
+                    amount: Some(s.amount),
                 })
             }
             Step::Expire(s) => {

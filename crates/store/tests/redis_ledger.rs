@@ -1,6 +1,7 @@
 //! The Redis Cluster ledger against a real Redis Cluster: each money step,
 //! duplicates, CDRs in the slot streams, expiry of a dead node's
-//! reservations, errors.
+//! reservations, partial grants priced with the tariff, changing and
+//! deleting accounts, errors.
 
 mod redis_support;
 
@@ -278,7 +279,8 @@ async fn reservations_follow_the_engines_money_rules() {
         r.outcome,
         Outcome::ToppedUp {
             balance: 525,
-            topped_up: 500
+            topped_up: 500,
+            amount: Some(500),
         }
     );
     for id in [a, limited, blocked] {
@@ -999,4 +1001,133 @@ async fn a_grant_bundles_cannot_fill_buys_what_the_money_pays_and_expiry_gives_t
     assert_eq!((s.bundles[0].remaining, s.bundles[0].reserved), (1000, 0));
     let books = ledger.books().await.unwrap();
     assert!(books.is_balanced(), "{books:?}");
+}
+
+#[tokio::test]
+async fn a_partial_grant_with_the_tariff_reserves_the_price_of_whole_increments() {
+    let Some(ledger) = ledger("partial").await else {
+        return;
+    };
+    let a = acct(21);
+    ledger.open_account(a, 250, 0, false).await.unwrap();
+    // 3 per 100 units, in increments of 100: 250 pays 83 increments (249).
+    let pricing = gyro_store::redis::Pricing {
+        price: 3,
+        ..per_hundred()
+    };
+    let step = |request: &str, session: &str, priced: bool| {
+        Step::Reserve(Reserve {
+            account: a,
+            request: request.into(),
+            session: session.into(),
+            key: rg(10),
+            money: pricing.cost(10_000),
+            units: 10_000,
+            min_money: pricing.cost(100),
+            expires: NOW.plus_secs(60),
+            bundles: priced.then(|| gyro_store::redis::BundleUse {
+                bundles: Vec::new(),
+                pricing,
+            }),
+        })
+    };
+    let r = one(&ledger, step("p1", "s1", true)).await;
+    assert_eq!(r.code, 2001);
+    assert!(
+        matches!(
+            r.outcome,
+            Outcome::Reserved {
+                money: 249,
+                units: 8300,
+                bundle_units: 0,
+                balance: 1,
+                reserved: 249
+            }
+        ),
+        "{r:?}"
+    );
+    // What is left pays no increment: nothing granted.
+    let r = one(&ledger, step("p2", "s2", true)).await;
+    assert_eq!(r.code, 4012, "{r:?}");
+    // Without the tariff a partial grant is all the account can pay.
+    let b = acct(22);
+    ledger.open_account(b, 250, 0, false).await.unwrap();
+    let Step::Reserve(mut unpriced) = step("p3", "s3", false) else {
+        unreachable!()
+    };
+    unpriced.account = b;
+    let r = one(&ledger, Step::Reserve(unpriced)).await;
+    assert!(
+        matches!(r.outcome, Outcome::Reserved { money: 250, .. }),
+        "{r:?}"
+    );
+    for id in [a, b] {
+        let s = ledger.account(id).await.unwrap().unwrap();
+        assert!(s.is_conserved(), "{s:?}");
+    }
+}
+
+#[tokio::test]
+async fn an_account_is_changed_and_deleted_for_good() {
+    use gyro_store::redis::Deletion;
+    let Some(ledger) = ledger("change").await else {
+        return;
+    };
+    let a = acct(23);
+    ledger.open_account(a, 100, 0, false).await.unwrap();
+    assert!(ledger
+        .update_account(a, Some(true), Some(50))
+        .await
+        .unwrap());
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert!(s.blocked);
+    assert_eq!((s.balance, s.credit_limit), (100, 50));
+    assert_eq!(one(&ledger, reserve(a, "c1", "s1", 10)).await.code, 4010);
+    assert!(ledger.update_account(a, Some(false), None).await.unwrap());
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert!(!s.blocked);
+    assert_eq!(s.credit_limit, 50, "kept");
+    // The credit limit pays: 150 spendable.
+    let r = one(&ledger, reserve(a, "c2", "s1", 150)).await;
+    assert!(
+        matches!(r.outcome, Outcome::Reserved { money: 150, .. }),
+        "{r:?}"
+    );
+    assert!(ledger.update_account(a, None, Some(-1)).await.is_err());
+    // Not while a session holds a reservation.
+    assert_eq!(
+        ledger.delete_account(a, NOW).await.unwrap(),
+        Deletion::InUse
+    );
+    assert!(ledger.account(a).await.unwrap().is_some());
+    let r = one(
+        &ledger,
+        Step::Release(Release {
+            account: a,
+            request: "c3".into(),
+            session: "s1".into(),
+            key: rg(10),
+        }),
+    )
+    .await;
+    assert_eq!(r.code, 2001);
+    assert_eq!(
+        ledger.delete_account(a, NOW).await.unwrap(),
+        Deletion::Deleted
+    );
+    assert!(ledger.account(a).await.unwrap().is_none());
+    assert!(!ledger.account_ids().await.unwrap().contains(&a));
+    assert_eq!(
+        ledger.delete_account(a, NOW).await.unwrap(),
+        Deletion::NoAccount
+    );
+    // Its tombstone: not created again, not changed, not charged.
+    assert!(!ledger.open_account(a, 100, 0, false).await.unwrap());
+    assert!(ledger.account(a).await.unwrap().is_none());
+    assert!(!ledger.update_account(a, Some(true), None).await.unwrap());
+    assert_eq!(one(&ledger, reserve(a, "c4", "s2", 10)).await.code, 5030);
+    // Another account is listed.
+    let b = acct(24);
+    ledger.open_account(b, 1, 0, false).await.unwrap();
+    assert!(ledger.account_ids().await.unwrap().contains(&b));
 }

@@ -2,8 +2,9 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Books, BundleState, ExpiryReport, LedgerStats, Outcome, Pricing,
-    RedisOptions, ReservationState, SessionRecord, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
+    AccountState, Answer, Books, BundleState, Deletion, ExpiryReport, LedgerStats, Outcome,
+    Pricing, RedisOptions, ReservationState, SessionRecord, Step, StreamCdr, LIBRARY,
+    LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Rounding, Timestamp};
@@ -221,7 +222,9 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::Debit(_) if n.len() == 9 => 9,
         Step::Debit(_) => 10,
         Step::Refund(_) | Step::Expire(_) => 5,
-        Step::TopUp(_) | Step::End(_) => 4,
+        Step::TopUp(_) if n.len() == 4 => 4,
+        Step::TopUp(_) => 5,
+        Step::End(_) => 4,
         Step::Session(_) => return Err(bad()),
     };
     if n.len() != need {
@@ -260,6 +263,7 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::TopUp(_) => Outcome::ToppedUp {
             balance: n[2],
             topped_up: n[3],
+            amount: n.get(4).copied(),
         },
         Step::Expire(_) => Outcome::Expired {
             reservations: u(2),
@@ -616,6 +620,64 @@ impl RedisLedger {
         Ok(books)
     }
 
+    /// The ids of every account in the namespace, in id order: each
+    /// master is scanned (`SCAN ... TYPE hash`) for account hashes, so a
+    /// call costs in proportion to the namespace's keys. A live snapshot:
+    /// accounts opened or deleted meanwhile may or may not be listed.
+    pub async fn account_ids(&self) -> Result<Vec<AccountId>> {
+        self.refresh_shards().await?;
+        let mut ids = Vec::new();
+        let pattern = format!("{}:{{acct:*}}", self.keys.namespace());
+        for master in self.masters() {
+            let Some((host, port)) = master.rsplit_once(':') else {
+                continue;
+            };
+            let Ok(port) = port.parse::<u16>() else {
+                continue;
+            };
+            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
+                host: host.to_string(),
+                port,
+            });
+            let mut cursor = "0".to_string();
+            loop {
+                let mut scan = redis::cmd("SCAN");
+                scan.arg(&cursor)
+                    .arg("MATCH")
+                    .arg(&pattern)
+                    .arg("COUNT")
+                    .arg(1000)
+                    .arg("TYPE")
+                    .arg("hash");
+                let mut conn = self.conn.clone();
+                let v = conn
+                    .route_command(scan, route.clone())
+                    .await
+                    .map_err(|e| classify("SCAN", &e))?;
+                let Value::Array(parts) = v else {
+                    return Err(Error::Redis {
+                        op: "SCAN",
+                        reason: format!("unexpected answer {v:?}"),
+                    });
+                };
+                cursor = parts.first().and_then(text).unwrap_or_else(|| "0".into());
+                if let Some(Value::Array(keys)) = parts.get(1) {
+                    // Account hashes end with their tag; ":res" hashes do not.
+                    ids.extend(keys.iter().filter_map(text).filter_map(|k| {
+                        let id = k.rsplit_once("{acct:")?.1.strip_suffix('}')?;
+                        Some(AccountId(id.parse().ok()?))
+                    }));
+                }
+                if cursor == "0" {
+                    break;
+                }
+            }
+        }
+        ids.sort_unstable();
+        ids.dedup();
+        Ok(ids)
+    }
+
     /// The masters, `host:port`, as last read.
     pub fn masters(&self) -> Vec<String> {
         self.shards
@@ -661,8 +723,9 @@ impl RedisLedger {
         }
         let mut c = redis::cmd("FCALL");
         c.arg("gyro_open")
-            .arg(1)
+            .arg(2)
             .arg(self.keys.account(account))
+            .arg(self.keys.tombstone(account))
             .arg(balance)
             .arg(credit_limit)
             .arg(if blocked { "1" } else { "0" })
@@ -680,6 +743,77 @@ impl RedisLedger {
         };
         self.wait_replica(slot).await?;
         Ok(created)
+    }
+
+    /// Changes an account's status (`blocked`) and/or credit limit (at
+    /// least 0); `None` leaves that one as it is. Returns whether the
+    /// account exists (with `replicas_ack = 1`, once a replica has the
+    /// change). Setting a value is idempotent: no request key.
+    pub async fn update_account(
+        &self,
+        account: AccountId,
+        blocked: Option<bool>,
+        credit_limit: Option<i64>,
+    ) -> Result<bool> {
+        if let Some(l) = credit_limit {
+            non_negative("credit limit", l)?;
+        }
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_update")
+            .arg(1)
+            .arg(self.keys.account(account))
+            .arg(match blocked {
+                Some(true) => "1",
+                Some(false) => "0",
+                None => "",
+            })
+            .arg(credit_limit.map(|l| l.to_string()).unwrap_or_default());
+        let slot = self.keys.account_slot(account);
+        let v = self.call(c, slot, "gyro_update").await?;
+        let found = match &v {
+            Value::Array(a) if a.len() == 1 => int(&a[0]) == Some(1),
+            _ => {
+                return Err(Error::Redis {
+                    op: "gyro_update",
+                    reason: format!("unexpected answer {v:?}"),
+                })
+            }
+        };
+        self.wait_replica(slot).await?;
+        Ok(found)
+    }
+
+    /// Deletes an account that holds no reservation (its bundles with
+    /// it) and leaves its tombstone, so that no node creates it again
+    /// from its configuration ([`RedisLedger::open_account`] then creates
+    /// nothing). Deleting an account that is not there changes nothing
+    /// ([`Deletion::NoAccount`]).
+    pub async fn delete_account(&self, account: AccountId, now: Timestamp) -> Result<Deletion> {
+        exact_u("now", now.as_millis())?;
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_delete")
+            .arg(3)
+            .arg(self.keys.account(account))
+            .arg(self.keys.reservations(account))
+            .arg(self.keys.tombstone(account))
+            .arg(now.as_millis());
+        let slot = self.keys.account_slot(account);
+        let v = self.call(c, slot, "gyro_delete").await?;
+        let d = match &v {
+            Value::Array(a) if a.len() == 1 => match int(&a[0]) {
+                Some(1) => Some(Deletion::Deleted),
+                Some(0) => Some(Deletion::NoAccount),
+                Some(-1) => Some(Deletion::InUse),
+                _ => None,
+            },
+            _ => None,
+        };
+        let d = d.ok_or_else(|| Error::Redis {
+            op: "gyro_delete",
+            reason: format!("unexpected answer {v:?}"),
+        })?;
+        self.wait_replica(slot).await?;
+        Ok(d)
     }
 
     /// Sends one command to the master of `slot` (following redirections),
@@ -1498,7 +1632,7 @@ mod tests {
         for v in [
             Value::Nil,
             Value::Array(vec![Value::Int(0), Value::Int(2001)]),
-            Value::Array(vec![Value::Int(0); 5]),
+            Value::Array(vec![Value::Int(0); 6]),
             Value::Array(vec![
                 Value::Int(0),
                 Value::Int(-1),
@@ -1513,6 +1647,7 @@ mod tests {
             Value::Int(2001),
             Value::Int(7),
             Value::Int(9),
+            Value::Int(3),
         ]);
         assert_eq!(
             answer(&step, &ok).unwrap(),
@@ -1521,9 +1656,21 @@ mod tests {
                 code: 2001,
                 outcome: Outcome::ToppedUp {
                     balance: 7,
-                    topped_up: 9
+                    topped_up: 9,
+                    amount: Some(3),
                 }
             }
         );
+        // Remembered by library version 5: no amount.
+        let v5 = Value::Array(vec![
+            Value::Int(1),
+            Value::Int(2001),
+            Value::Int(7),
+            Value::Int(9),
+        ]);
+        assert!(matches!(
+            answer(&step, &v5).unwrap().outcome,
+            Outcome::ToppedUp { amount: None, .. }
+        ));
     }
 }

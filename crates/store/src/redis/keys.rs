@@ -98,6 +98,13 @@ impl Keys {
         format!("{}:{{acct:{}}}:res", self.ns, account.0)
     }
 
+    /// `<ns>:{acct:<id>}:deleted`: the tombstone of a deleted account (when
+    /// it was deleted, Unix milliseconds), so that it is not created again
+    /// from a node's configuration.
+    pub fn tombstone(&self, account: AccountId) -> String {
+        format!("{}:{{acct:{}}}:deleted", self.ns, account.0)
+    }
+
     /// `<ns>:{acct:<id>}:req:<request>`: the remembered answer of a request.
     pub fn answer(&self, account: AccountId, request: &str) -> String {
         format!("{}:{{acct:{}}}:req:{request}", self.ns, account.0)

@@ -344,14 +344,20 @@ end
 
 -- gyro_open: creates an account unless it exists (no request key needed:
 -- creation is idempotent by the account's existence), with its bundles.
--- An account that exists is left as it is, bundles included.
--- KEYS[1] account; ARGV: balance credit_limit blocked(0|1) [bundles]
+-- An account that exists is left as it is, bundles included; one that
+-- was deleted (gyro_delete left its tombstone, KEYS[2] when given) is not
+-- created again.
+-- KEYS[1] account [KEYS[2] tombstone]; ARGV: balance credit_limit
+-- blocked(0|1) [bundles]
 -- bundles: "<id>:<units>,<id>:<units>" (each a full bundle)
 -- Answer: { created (1|0), balance, reserved }
 local function open(keys, args)
   local a = account(keys)
   if a then
     return { 0, a.balance, a.reserved }
+  end
+  if keys[2] and redis.call('EXISTS', keys[2]) == 1 then
+    return { 0, 0, 0 }
   end
   local balance, limit = int(args[1], 'balance'), int(args[2], 'credit limit')
   if limit < 0 then
@@ -383,6 +389,12 @@ end
 -- units they cannot give are bought with money, priced with the tariff:
 -- all of them, or the most whole increments the account can pay (the
 -- engine's grant). A grant bundles give anything of is a success.
+-- With the tariff (and no bundle, or bundles that give nothing), a
+-- partial grant is priced the same way (version 6): the most whole
+-- increments the account can pay, and only their price is reserved
+-- (version 5 reserved all the account could pay); nothing at all is 4012.
+-- Without a tariff a partial grant is what the account can pay (at least
+-- min_money), its units scaled down in proportion.
 -- Answer: { replayed, code, granted_money, granted_units (those money
 --           pays for), balance, reserved, bundle_units }
 local function reserve(keys, args)
@@ -408,11 +420,17 @@ local function reserve(keys, args)
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
   local grant, grant_units = money, units
-  if from_bundles > 0 then
-    -- Money for what the bundles cannot give, priced as the engine does.
+  local priced = args[12] and args[12] ~= ''
+  if from_bundles > 0 or (priced and spendable < money) then
+    -- Money for what the bundles cannot give, priced as the engine does:
+    -- all of it, or the most whole increments the account can pay, and
+    -- only their price is reserved.
     local t = tariff(args[12])
     grant_units = affordable(t, spendable, units - from_bundles)
     grant = cost(t, grant_units)
+    if from_bundles == 0 and grant_units == 0 then
+      return remember(keys, args, { NO_CREDIT, 0, 0, a.balance, a.reserved, 0 })
+    end
   elseif spendable < money then
     if spendable > 0 and spendable >= min_money then
       grant = spendable
@@ -630,7 +648,10 @@ end
 
 -- gyro_topup: adds `amount` to the balance and to topped_up.
 -- ARGV[5..]: amount
--- Answer: { replayed, code, balance, topped_up }
+-- Answer: { replayed, code, balance, topped_up, amount }
+-- The answer remembers the amount (version 6; one remembered by version 5
+-- lacks it), so that the caller can refuse the same request key with
+-- another amount rather than replay the first top-up.
 local function topup(keys, args)
   local done = remembered(keys, args)
   if done then
@@ -641,11 +662,59 @@ local function topup(keys, args)
     error('gyro: a top-up must be positive')
   end
   if not account(keys) then
-    return remember(keys, args, { UNKNOWN, 0, 0 })
+    return remember(keys, args, { UNKNOWN, 0, 0, amount })
   end
   local balance = redis.call('HINCRBY', keys[1], 'balance', fmt(amount))
   local topped = redis.call('HINCRBY', keys[1], 'topped_up', fmt(amount))
-  return remember(keys, args, { SUCCESS, balance, topped })
+  return remember(keys, args, { SUCCESS, balance, topped, amount })
+end
+
+-- gyro_update: changes an account's status and/or credit limit (no
+-- request key needed: setting a value is idempotent).
+-- KEYS[1] account; ARGV: blocked ("0", "1" or "" to keep it)
+-- credit_limit (at least 0, or "" to keep it)
+-- Answer: { found (1|0) }
+local function update(keys, args)
+  local limit = nil
+  if args[2] and args[2] ~= '' then
+    limit = int(args[2], 'credit limit')
+    if limit < 0 then
+      error('gyro: negative credit limit')
+    end
+  end
+  if args[1] ~= '' and args[1] ~= '0' and args[1] ~= '1' then
+    error('gyro: bad status ' .. tostring(args[1]))
+  end
+  if not account(keys) then
+    return { 0 }
+  end
+  if args[1] ~= '' then
+    redis.call('HSET', keys[1], 'blocked', args[1])
+  end
+  if limit then
+    redis.call('HSET', keys[1], 'credit_limit', fmt(limit))
+  end
+  return { 1 }
+end
+
+-- gyro_delete: deletes an account that holds no reservation and no
+-- reserved money (its bundles with it), leaving a tombstone so that
+-- gyro_open does not create it again from a node's configuration.
+-- Deleting an account that is not there changes nothing.
+-- KEYS[1] account, KEYS[2] reservations, KEYS[3] tombstone; ARGV: now
+-- Answer: { 1 deleted | 0 no such account | -1 in use }
+local function delete(keys, args)
+  int(args[1], 'now')
+  local a = account(keys)
+  if not a then
+    return { 0 }
+  end
+  if a.reserved ~= 0 or redis.call('HLEN', keys[2]) > 0 then
+    return { -1 }
+  end
+  redis.call('DEL', keys[1], keys[2])
+  redis.call('SET', keys[3], args[1])
+  return { 1 }
 end
 
 -- gyro_expire: when the session's deadline (the expiry of its latest
@@ -821,6 +890,8 @@ redis.register_function('gyro_debit', debit)
 redis.register_function('gyro_release', release)
 redis.register_function('gyro_refund', refund)
 redis.register_function('gyro_topup', topup)
+redis.register_function('gyro_update', update)
+redis.register_function('gyro_delete', delete)
 redis.register_function('gyro_expire', expire)
 redis.register_function('gyro_end', end_session)
 redis.register_function('gyro_export_lease', export_lease)
@@ -829,7 +900,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 5
+    return 6
   end,
   flags = { 'no-writes' },
 }

@@ -82,6 +82,8 @@
 //! | `gyro_release` | reservation -> balance and bundles                         |
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
+//! | `gyro_update`  | an account's status and/or credit limit set                |
+//! | `gyro_delete`  | an account without reservations deleted; its tombstone left |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_end`     | release every reservation a session still holds on the account (CCR-Terminate); no CDR |
 //! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor and pinned range |
@@ -153,8 +155,9 @@
 //! Lua numbers are doubles: every amount, balance and unit count must lie
 //! within +/- 2^53 (about 9 * 10^15 minor units); the client refuses larger
 //! values with [`crate::Error::Encode`]. A reservation's units are only
-//! recorded (and scaled down with a partial grant); money is what the
-//! ledger checks. Bundles are not in this backend yet.
+//! recorded (and, with a partial grant, the whole increments the account
+//! can pay, priced with the tariff the caller passes); money is what the
+//! ledger checks.
 //!
 //! # Who uses it
 //!
@@ -184,11 +187,17 @@
 //!   request is answered 3004.
 //! * CDR files are closed by record count only (not by size or age).
 //! * Accounts are created only from the charging configuration (at
-//!   start); there is no step to change (block, credit limit), delete or
-//!   list them, so the operator API offers only show and top-up.
-//! * A top-up's remembered answer does not hold its amount: the same
-//!   request key with another amount replays the first top-up rather
-//!   than being refused.
+//!   start, unless a tombstone says the account was deleted); there is
+//!   no step to create one with its subscribers. They are listed by
+//!   scanning the namespace ([`RedisLedger::account_ids`]). Status
+//!   and credit limit are changed with `gyro_update`; an account without
+//!   reservations is deleted with `gyro_delete` (for good: its id cannot
+//!   be created again in the namespace).
+//! * A top-up's idempotency key is remembered for `answer_ttl` (then the
+//!   same key tops up again); the embedded store remembers each
+//!   account's latest keys instead. A key remembered by library version
+//!   5 has no amount: reused with another amount it replays the first
+//!   top-up rather than being refused.
 //! * A library upgrade is `FUNCTION LOAD REPLACE` by whichever node
 //!   connects last; nodes of different versions must not share a cluster
 //!   (`gyro_version` is checked at connect only).
@@ -213,7 +222,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 5;
+pub const LIBRARY_VERSION: i64 = 6;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -273,6 +282,18 @@ impl Default for RedisOptions {
             response_timeout: Duration::from_secs(2),
         }
     }
+}
+
+/// What [`RedisLedger::delete_account`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Deletion {
+    /// The account is gone; its tombstone stays.
+    Deleted,
+    /// There was no such account (never created, or deleted before).
+    NoAccount,
+    /// It holds reservations (open sessions) or reserved money: nothing
+    /// changed.
+    InUse,
 }
 
 /// How a step prices the units bundles leave to money: the tariff's
@@ -349,18 +370,21 @@ pub struct Reserve {
     /// Units that money pays for.
     pub units: u64,
     /// The least money worth granting when the account cannot pay `money`
-    /// (then it grants what it can, units scaled down); `money` or more
-    /// asks for all or nothing.
+    /// and no tariff is given (then it grants what it can, units scaled
+    /// down); `money` or more asks for all or nothing.
     pub min_money: i64,
     /// When the session's reservations may be released by another node if
     /// nothing more is heard of it (the Tcc deadline): the session's
     /// deadline from now on, for all its reservations on this account.
     pub expires: Timestamp,
-    /// Bundles to hold units of first (none: money only). When they give
-    /// anything, the units they cannot give are priced with the bundle
-    /// use's tariff (`money` and `min_money` are not used) and bought
-    /// as the engine buys them: all, or the most whole increments the
-    /// account can pay.
+    /// Bundles to hold units of first, and the service's tariff (none:
+    /// money only, `money` for `units`). When bundles give anything, the
+    /// units they cannot give are priced with the bundle use's tariff
+    /// (`money` and `min_money` are not used) and bought as the engine
+    /// buys them: all, or the most whole increments the account can pay.
+    /// With the tariff and no bundle (an empty list), a partial grant is
+    /// bought the same way: only the price of the whole increments
+    /// granted is reserved, as the engine reserves.
     pub bundles: Option<BundleUse>,
 }
 
@@ -648,6 +672,11 @@ pub enum Outcome {
         balance: i64,
         /// Sum of top-ups afterwards.
         topped_up: i64,
+        /// The amount of the top-up this answer is of: for a replayed
+        /// answer, the amount the request key was first used with (none
+        /// when library version 5 remembered it), which the caller
+        /// compares with the one it asked for.
+        amount: Option<i64>,
     },
     /// [`Step::Expire`].
     Expired {
