@@ -4,7 +4,7 @@
 use super::answers::{nth_answer, AnswerRecordLen};
 use super::ShardStore;
 use crate::error::{Error, Result};
-use crate::record::{encode_cdr, encode_effect};
+use crate::record::{encode_cdr, encode_cdr_after, encode_effect};
 use gyro_charging::{Cdr, Effect, Output};
 
 /// The records of one batch, encoded: the three sections of a journal
@@ -16,6 +16,9 @@ pub(super) struct Batch {
     pub(super) cdrs: Vec<u8>,
     pub(super) n_cdrs: u32,
     pub(super) first_cdr: u64,
+    /// The last CDR encoded (meaningful while `n_cdrs > 0`): the next one
+    /// is written against it.
+    pub(super) last_cdr: Cdr,
     pub(super) answers: Vec<u8>,
     pub(super) n_answers: u32,
     pub(super) first_answer: u64,
@@ -49,6 +52,11 @@ impl Batch {
                 self.first_cdr
             } else {
                 later.first_cdr
+            },
+            last_cdr: if later.n_cdrs > 0 {
+                std::mem::take(&mut later.last_cdr)
+            } else {
+                self.last_cdr.clone()
             },
             answers: self.answers.clone(),
             n_answers: self.n_answers + later.n_answers,
@@ -99,8 +107,23 @@ impl ShardStore {
             if self.pending.n_cdrs == 0 {
                 self.pending.first_cdr = next;
             }
-            for c in cdrs {
-                encode_cdr(&mut self.pending.cdrs, c);
+            // Each record after the first of the section is written
+            // against the one before it (the first of a batch stands
+            // alone, so a failed batch put back before a later one still
+            // reads).
+            for (i, c) in cdrs.iter().enumerate() {
+                let prev = match i {
+                    0 if self.pending.n_cdrs == 0 => None,
+                    0 => Some(&self.pending.last_cdr),
+                    _ => Some(&cdrs[i - 1]),
+                };
+                match prev {
+                    None => encode_cdr(&mut self.pending.cdrs, c),
+                    Some(p) => encode_cdr_after(&mut self.pending.cdrs, c, p),
+                }
+            }
+            if let Some(last) = cdrs.last() {
+                self.pending.last_cdr.set_from(&last.view());
             }
         }
         self.pending.n_effects += effects.len() as u32;
