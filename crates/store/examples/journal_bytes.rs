@@ -16,6 +16,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         e.1 += bytes;
     };
     let (mut total, mut frames, mut answers) = (0u64, 0u64, 0u64);
+    // `JOURNAL_DUMP=N` prints the first N effects.
+    let mut dump: usize = std::env::var("JOURNAL_DUMP")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
     for path in std::env::args().skip(1) {
         let data = std::fs::read(&path)?;
         total += data.len() as u64;
@@ -30,16 +35,21 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             while !d.is_empty() {
                 let at = d.position();
                 let e = d.effect()?;
+                if dump > 0 {
+                    dump -= 1;
+                    println!("{e:?}");
+                }
                 let name = format!("effect {}", effect_name(&e));
                 add(&name, 1, (d.position() - at) as u64);
             }
             let c0 = start + f.effects_len as usize;
             let cdrs = &data[c0..c0 + f.cdrs_len as usize];
             let mut d = Decoder::new(cdrs);
+            let mut prev = None;
             while !d.is_empty() {
                 let at = d.position();
                 let tag = cdrs[at];
-                d.cdr_view()?;
+                prev = Some(d.cdr_view_after(prev.as_ref())?);
                 add(&format!("cdr tag {tag}"), 1, (d.position() - at) as u64);
             }
             add("answer records", f.answers.into(), f.answers_len.into());
@@ -47,11 +57,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let per = |b: u64| b as f64 / answers.max(1) as f64;
     println!("{total} bytes, {frames} frames, {answers} answer records (requests)");
-    println!("{:<28} {:>10} {:>14} {:>12}", "part", "records", "bytes", "B/request");
+    println!(
+        "{:<28} {:>10} {:>14} {:>12}",
+        "part", "records", "bytes", "B/request"
+    );
     for (k, (n, b)) in &kinds {
         println!("{k:<28} {n:>10} {b:>14} {:>12.1}", per(*b));
     }
-    println!("{:<28} {:>10} {:>14} {:>12.1}", "total", "", total, per(total));
+    println!(
+        "{:<28} {:>10} {:>14} {:>12.1}",
+        "total",
+        "",
+        total,
+        per(total)
+    );
     Ok(())
 }
 

@@ -28,6 +28,19 @@
 //! | 17 | `SessionContextChanged` | session, called? (digits, a string), visited? (digits, a string) |
 //! | 18 | `SessionOpened` over another interface than Gy | the fields of tag 1, then the interface (1 nchf) |
 //!
+//! | 19 | `Charged` with a session | key, from_reserved, from_balance (account and session: the context) |
+//! | 20 | `Released` | key (account and session: the context) |
+//! | 21 | `Reserved` | key, unit, money, units, at (account and session: the context; at: a difference) |
+//! | 22 | `SessionTouched` | session, request_number, at (a difference from the context's), supervision_until (a difference from at) |
+//!
+//! Tags 19 to 22 (compact journals) leave out what the effects before
+//! them in the same section carried last, their context: the last
+//! account, session and time of any effect that has one (`Charged` and
+//! `BundleCharged` without a session leave the session as it was). A
+//! difference is a zigzag varint added to the time it is taken from. The
+//! encoder writes them only where the context holds what they need, so a
+//! section's first effects always stand alone.
+//!
 //! A bundle is id, unit, rating group count, rating groups, service id
 //! count, service ids, valid_from, valid_until, initial, remaining,
 //! reserved, consumed.
@@ -94,6 +107,17 @@ pub const TAG_CDR_RATED: u8 = 65;
 /// Tag byte of a CDR record charged over another interface than Gy: the
 /// fields of [`TAG_CDR_RATED`], then the interface.
 pub const TAG_CDR_INTERFACE: u8 = 66;
+/// Tag byte of a `Charged` record with a session, its account and session
+/// those the effects before it carried last.
+const TAG_CHARGED_SAME: u8 = 19;
+/// Tag byte of a `Released` record, its account and session those the
+/// effects before it carried last.
+const TAG_RELEASED_SAME: u8 = 20;
+/// Tag byte of a `Reserved` record, its account and session those the
+/// effects before it carried last, its time a difference from theirs.
+const TAG_RESERVED_SAME: u8 = 21;
+/// Tag byte of a `SessionTouched` record whose times are differences.
+const TAG_SESSION_TOUCHED_NEAR: u8 = 22;
 /// Tag byte of a CDR record written against the CDR record before it in
 /// its section ([`encode_cdr_after`]).
 pub const TAG_CDR_DELTA: u8 = 67;
@@ -677,10 +701,7 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr) {
         }
         !equal
     };
-    let w_sequence = bit(
-        same::SEQUENCE,
-        c.sequence == prev.sequence.wrapping_add(1),
-    );
+    let w_sequence = bit(same::SEQUENCE, c.sequence == prev.sequence.wrapping_add(1));
     let w_node = bit(same::NODE_ID, c.node_id == prev.node_id);
     let w_type = bit(same::RECORD_TYPE, c.record_type == prev.record_type);
     let w_session = bit(same::SESSION_ID, c.session_id == prev.session_id);
@@ -812,12 +833,164 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr) {
 pub struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// What the effects decoded so far carried last (tags 19 to 22).
+    context: EffectContext,
+}
+
+/// The account, session and time the effects of a section carried last:
+/// what effect tags 19 to 22 leave out. The encoder ([`EffectEncoder`])
+/// and the decoder keep it by the same rule ([`EffectContext::follow`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EffectContext {
+    account: Option<AccountId>,
+    session: Option<SessionKey>,
+    at: Option<Timestamp>,
+}
+
+impl EffectContext {
+    /// Takes what `e` carries.
+    fn follow(&mut self, e: &Effect) {
+        let (account, session, at) = match e {
+            Effect::SessionOpened {
+                session,
+                account,
+                at,
+                ..
+            } => (Some(*account), Some(*session), Some(*at)),
+            Effect::SessionContextChanged { session, .. } | Effect::SessionClosed { session } => {
+                (None, Some(*session), None)
+            }
+            Effect::SessionTouched { session, at, .. } => (None, Some(*session), Some(*at)),
+            Effect::Reserved {
+                account,
+                session,
+                at,
+                ..
+            }
+            | Effect::BundleReserved {
+                account,
+                session,
+                at,
+                ..
+            } => (Some(*account), Some(*session), Some(*at)),
+            Effect::Charged {
+                account, session, ..
+            }
+            | Effect::BundleCharged {
+                account, session, ..
+            } => (Some(*account), *session, None),
+            Effect::Released {
+                account, session, ..
+            } => (Some(*account), Some(*session), None),
+            Effect::ToppedUp { account, .. }
+            | Effect::Refunded { account, .. }
+            | Effect::StatusChanged { account, .. }
+            | Effect::AccountCreated { account, .. }
+            | Effect::AccountDeleted { account }
+            | Effect::CreditLimitChanged { account, .. }
+            | Effect::ToppedUpWithKey { account, .. }
+            | Effect::PlanChanged { account, .. } => (Some(*account), None, None),
+        };
+        self.account = account.or(self.account);
+        self.session = session.or(self.session);
+        self.at = at.or(self.at);
+    }
+}
+
+/// Encodes the effects of one section, leaving out what the effect
+/// before carried (tags 19 to 22). Start a new one (or
+/// [`EffectEncoder::reset`]) for each section.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EffectEncoder {
+    context: EffectContext,
+}
+
+impl EffectEncoder {
+    /// Forgets the context: the next effect is written as if first of
+    /// its section.
+    pub fn reset(&mut self) {
+        self.context = EffectContext::default();
+    }
+
+    /// Appends the binary record of `e` to `out`.
+    pub fn encode(&mut self, out: &mut Vec<u8>, e: &Effect) {
+        let cx = self.context;
+        let same = |a: &AccountId, s: &SessionKey| cx.account == Some(*a) && cx.session == Some(*s);
+        match (e, cx.at) {
+            (
+                Effect::Charged {
+                    account,
+                    session: Some(session),
+                    key,
+                    from_reserved,
+                    from_balance,
+                },
+                _,
+            ) if same(account, session) => {
+                out.push(TAG_CHARGED_SAME);
+                put_key(out, key);
+                put_i64(out, *from_reserved);
+                put_i64(out, *from_balance);
+            }
+            (
+                Effect::Released {
+                    account,
+                    session,
+                    key,
+                },
+                _,
+            ) if same(account, session) => {
+                out.push(TAG_RELEASED_SAME);
+                put_key(out, key);
+            }
+            (
+                Effect::Reserved {
+                    account,
+                    session,
+                    key,
+                    unit,
+                    money,
+                    units,
+                    at,
+                },
+                Some(base),
+            ) if same(account, session) => {
+                out.push(TAG_RESERVED_SAME);
+                put_key(out, key);
+                out.push(unit_code(*unit));
+                put_i64(out, *money);
+                put_u64(out, *units);
+                put_i64(out, at.0.wrapping_sub(base.0) as i64);
+            }
+            (
+                Effect::SessionTouched {
+                    session,
+                    request_number,
+                    at,
+                    supervision_until,
+                },
+                Some(base),
+            ) => {
+                out.push(TAG_SESSION_TOUCHED_NEAR);
+                put_u64(out, session.0);
+                put_u64(out, (*request_number).into());
+                put_i64(out, at.0.wrapping_sub(base.0) as i64);
+                put_i64(out, supervision_until.0.wrapping_sub(at.0) as i64);
+            }
+            _ => encode_effect(out, e),
+        }
+        self.context.follow(e);
+    }
 }
 
 impl<'a> Decoder<'a> {
     /// A decoder at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
-        Decoder { buf, pos: 0 }
+        Decoder {
+            buf,
+            pos: 0,
+            context: EffectContext::default(),
+        }
     }
 
     /// Offset of the next byte.
@@ -1025,10 +1198,65 @@ impl<'a> Decoder<'a> {
     }
 
     /// Decodes the next effect record.
+    /// Effects of tags 19 to 22 take what they leave out from the effects
+    /// decoded before them by this decoder.
     pub fn effect(&mut self) -> Result<Effect, DecodeError> {
+        let e = self.effect_record()?;
+        self.context.follow(&e);
+        Ok(e)
+    }
+
+    /// The context a tag-19-to-22 record needs, or an error at `at`.
+    fn context<T>(&self, v: Option<T>, at: usize) -> Result<T, DecodeError> {
+        v.ok_or(DecodeError::OutOfRange {
+            what: "effect record that refers to the ones before it (none carried it)",
+            at,
+        })
+    }
+
+    fn effect_record(&mut self) -> Result<Effect, DecodeError> {
         let at = self.pos;
         let tag = self.byte()?;
+        let cx = self.context;
         Ok(match tag {
+            TAG_CHARGED_SAME => Effect::Charged {
+                account: self.context(cx.account, at)?,
+                session: Some(self.context(cx.session, at)?),
+                key: self.key()?,
+                from_reserved: self.i64()?,
+                from_balance: self.i64()?,
+            },
+            TAG_RELEASED_SAME => Effect::Released {
+                account: self.context(cx.account, at)?,
+                session: self.context(cx.session, at)?,
+                key: self.key()?,
+            },
+            TAG_RESERVED_SAME => {
+                let (account, session) =
+                    (self.context(cx.account, at)?, self.context(cx.session, at)?);
+                let base = self.context(cx.at, at)?;
+                Effect::Reserved {
+                    account,
+                    session,
+                    key: self.key()?,
+                    unit: self.unit()?,
+                    money: self.i64()?,
+                    units: self.u64()?,
+                    at: Timestamp(base.0.wrapping_add(self.i64()? as u64)),
+                }
+            }
+            TAG_SESSION_TOUCHED_NEAR => {
+                let base = self.context(cx.at, at)?;
+                let session = self.session()?;
+                let request_number = self.u32("request number")?;
+                let t = Timestamp(base.0.wrapping_add(self.i64()? as u64));
+                Effect::SessionTouched {
+                    session,
+                    request_number,
+                    at: t,
+                    supervision_until: Timestamp(t.0.wrapping_add(self.i64()? as u64)),
+                }
+            }
             1 | TAG_SESSION_OPENED_INTERFACE => Effect::SessionOpened {
                 session: self.session()?,
                 session_id: self.str()?.into(),
@@ -1337,13 +1565,15 @@ impl<'a> Decoder<'a> {
         let at = self.pos;
         match self.opt_u32("requested action")? {
             None => Ok(None),
-            Some(code) => RequestedAction::from_code(code)
-                .map(Some)
-                .ok_or(DecodeError::UnknownTag {
-                    what: "requested action",
-                    value: code.into(),
-                    at,
-                }),
+            Some(code) => {
+                RequestedAction::from_code(code)
+                    .map(Some)
+                    .ok_or(DecodeError::UnknownTag {
+                        what: "requested action",
+                        value: code.into(),
+                        at,
+                    })
+            }
         }
     }
 
@@ -1411,7 +1641,11 @@ impl<'a> Decoder<'a> {
         } else {
             self.u64()?
         };
-        let node_id = if keep(same::NODE_ID) { p.node_id } else { self.str()? };
+        let node_id = if keep(same::NODE_ID) {
+            p.node_id
+        } else {
+            self.str()?
+        };
         let record_type = if keep(same::RECORD_TYPE) {
             p.record_type
         } else {
@@ -1523,14 +1757,26 @@ impl<'a> Decoder<'a> {
         } else {
             self.opt_u32("reporting reason")?
         };
-        c.plan = if keep(same::PLAN) { p.plan } else { self.str()? };
-        c.rate = if keep(same::RATE) { p.rate } else { self.str()? };
+        c.plan = if keep(same::PLAN) {
+            p.plan
+        } else {
+            self.str()?
+        };
+        c.rate = if keep(same::RATE) {
+            p.rate
+        } else {
+            self.str()?
+        };
         c.destination = if keep(same::DESTINATION) {
             p.destination
         } else {
             self.str()?
         };
-        c.zone = if keep(same::ZONE) { p.zone } else { self.str()? };
+        c.zone = if keep(same::ZONE) {
+            p.zone
+        } else {
+            self.str()?
+        };
         c.tariff_change = if keep(same::TARIFF_CHANGE) {
             p.tariff_change
         } else {
@@ -2005,7 +2251,87 @@ pub(crate) mod tests {
         buf
     }
 
+    /// Effects of one section as a request writes them: many share an
+    /// account, a session and a time with the one before.
+    fn effect_run() -> impl Strategy<Value = Vec<Effect>> {
+        proptest::collection::vec((effect(), 0u8..4, 0u64..3, 0u64..3, 0u64..2000), 1..24).prop_map(
+            |v| {
+                v.into_iter()
+                    .map(|(mut e, how, a, s, t)| {
+                        let near = Timestamp(1_795_500_000_000 + t);
+                        match &mut e {
+                            Effect::Reserved {
+                                account,
+                                session,
+                                at,
+                                ..
+                            } => {
+                                *account = AccountId(a);
+                                *session = SessionKey(s);
+                                if how > 0 {
+                                    *at = near;
+                                }
+                            }
+                            Effect::Charged {
+                                account, session, ..
+                            } => {
+                                *account = AccountId(a);
+                                if how > 0 {
+                                    *session = Some(SessionKey(s));
+                                }
+                            }
+                            Effect::Released {
+                                account, session, ..
+                            } => {
+                                *account = AccountId(a);
+                                *session = SessionKey(s);
+                            }
+                            Effect::SessionTouched {
+                                session,
+                                at,
+                                supervision_until,
+                                ..
+                            } => {
+                                *session = SessionKey(s);
+                                if how > 0 {
+                                    *at = near;
+                                    *supervision_until = Timestamp(near.0 + 1_200_000);
+                                }
+                            }
+                            _ => {}
+                        }
+                        e
+                    })
+                    .collect()
+            },
+        )
+    }
+
     proptest! {
+        #[test]
+        fn sections_of_related_effects_round_trip(effects in effect_run()) {
+            let mut buf = Vec::new();
+            let mut enc = EffectEncoder::default();
+            for e in &effects {
+                enc.encode(&mut buf, e);
+            }
+            let mut d = Decoder::new(&buf);
+            for e in &effects {
+                prop_assert_eq!(&d.effect().unwrap(), e);
+            }
+            prop_assert!(d.is_empty());
+            // Cut anywhere: an error or the effects before the cut.
+            for n in 0..buf.len() {
+                let mut d = Decoder::new(&buf[..n]);
+                let mut k = 0;
+                while let Ok(e) = d.effect() {
+                    prop_assert_eq!(&e, &effects[k]);
+                    k += 1;
+                }
+                prop_assert!(k < effects.len());
+            }
+        }
+
         #[test]
         fn sections_of_related_cdrs_round_trip(
             cdrs in prop_oneof![cdr_run(), proptest::collection::vec(cdr(), 1..6)],
@@ -2074,6 +2400,99 @@ pub(crate) mod tests {
                 prop_assert!(Decoder::new(&buf[..n]).cdr().is_err());
             }
         }
+    }
+
+    /// Records as journals written before tags 19 to 22 and 67 hold them
+    /// (bytes spelled out): they read unchanged, and a compact record
+    /// without the records it refers to is an error, not a guess.
+    #[test]
+    fn records_of_the_previous_layout_read_unchanged() {
+        // Reserved (tag 4): account 7, session 300, rating group 10, no
+        // service id, octets, money -2, 1000 units, at 1795500000000.
+        let reserved = [
+            4, 7, 0xac, 0x02, 1, 10, 0, 0, 3, 0xe8, 0x07, 0x80, 0x86, 0x8f, 0xe1, 0xa0, 0x34,
+        ];
+        // Charged (tag 6) with that session, and Released (tag 8).
+        let charged = [6, 7, 1, 0xac, 0x02, 1, 10, 0, 4, 6];
+        let released = [8, 7, 0xac, 0x02, 1, 10, 0];
+        let mut buf = Vec::new();
+        for r in [&reserved[..], &charged, &released] {
+            buf.extend_from_slice(r);
+        }
+        let key = RatingKey {
+            rating_group: Some(10),
+            service_id: None,
+        };
+        let (account, session) = (AccountId(7), SessionKey(300));
+        let mut d = Decoder::new(&buf);
+        assert_eq!(
+            d.effect(),
+            Ok(Effect::Reserved {
+                account,
+                session,
+                key,
+                unit: UnitKind::Octets,
+                money: -2,
+                units: 1000,
+                at: Timestamp(1_795_500_000_000),
+            })
+        );
+        assert_eq!(
+            d.effect(),
+            Ok(Effect::Charged {
+                account,
+                session: Some(session),
+                key,
+                from_reserved: 2,
+                from_balance: 3,
+            })
+        );
+        assert_eq!(
+            d.effect(),
+            Ok(Effect::Released {
+                account,
+                session,
+                key
+            })
+        );
+        assert!(d.is_empty());
+        // Written today, the same effects take the compact tags.
+        let mut enc = EffectEncoder::default();
+        let mut again = Vec::new();
+        let mut d = Decoder::new(&buf);
+        while !d.is_empty() {
+            enc.encode(&mut again, &d.effect().unwrap());
+        }
+        assert_eq!(again[..reserved.len()], reserved);
+        assert_eq!(again[reserved.len()..], [19, 1, 10, 0, 4, 6, 20, 1, 10, 0]);
+        // A compact record first in its section names its offset.
+        assert_eq!(
+            Decoder::new(&again[reserved.len()..]).effect(),
+            Err(DecodeError::OutOfRange {
+                what: "effect record that refers to the ones before it (none carried it)",
+                at: 0
+            })
+        );
+
+        // A Gy CDR (tag 64) as the previous layout wrote it, then one with
+        // rating labels (tag 65) after it in the same section.
+        let (gy, bytes) = gy_cdr();
+        let old: [u8; 57] = [
+            64, 9, 1, b'n', 0, 3, b's', b';', b'1', 3, 9, b'e', b'1', b'6', b'4', b':', b'4', b'6',
+            b'7', b'0', 14, b'3', b'2', b'2', b'5', b'1', b'@', b'3', b'g', b'p', b'p', b'.', b'o',
+            b'r', b'g', 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        assert_eq!(bytes[..], old[..]);
+        let mut section = old.to_vec();
+        let mut rated = gy.clone();
+        rated.sequence = 10;
+        rated.plan = "p".into();
+        encode_cdr(&mut section, &rated);
+        assert_eq!(section[bytes.len()], TAG_CDR_RATED);
+        let mut d = Decoder::new(&section);
+        let first = d.cdr_view_after(None).unwrap();
+        assert_eq!(first, gy.view());
+        assert_eq!(d.cdr_view_after(Some(&first)).unwrap(), rated.view());
     }
 
     #[test]

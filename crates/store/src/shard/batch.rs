@@ -4,7 +4,7 @@
 use super::answers::{nth_answer, AnswerRecordLen};
 use super::ShardStore;
 use crate::error::{Error, Result};
-use crate::record::{encode_cdr, encode_cdr_after, encode_effect};
+use crate::record::{encode_cdr, encode_cdr_after, EffectEncoder};
 use gyro_charging::{Cdr, Effect, Output};
 
 /// The records of one batch, encoded: the three sections of a journal
@@ -13,6 +13,8 @@ use gyro_charging::{Cdr, Effect, Output};
 pub(super) struct Batch {
     pub(super) effects: Vec<u8>,
     pub(super) n_effects: u32,
+    /// Encodes `effects` (against the effects before in the section).
+    pub(super) effect_encoder: EffectEncoder,
     pub(super) cdrs: Vec<u8>,
     pub(super) n_cdrs: u32,
     pub(super) first_cdr: u64,
@@ -31,6 +33,7 @@ impl Batch {
 
     pub(super) fn clear(&mut self) {
         self.effects.clear();
+        self.effect_encoder.reset();
         self.cdrs.clear();
         self.answers.clear();
         self.n_effects = 0;
@@ -46,6 +49,8 @@ impl Batch {
         let mut b = Batch {
             effects: self.effects.clone(),
             n_effects: self.n_effects + later.n_effects,
+            // The later batch's effects use only what its own carried.
+            effect_encoder: later.effect_encoder,
             cdrs: self.cdrs.clone(),
             n_cdrs: self.n_cdrs + later.n_cdrs,
             first_cdr: if self.n_cdrs > 0 {
@@ -101,7 +106,9 @@ impl ShardStore {
             }
         }
         for e in effects {
-            encode_effect(&mut self.pending.effects, e);
+            self.pending
+                .effect_encoder
+                .encode(&mut self.pending.effects, e);
         }
         if !cdrs.is_empty() {
             if self.pending.n_cdrs == 0 {
