@@ -55,7 +55,12 @@ fuzz_target!(|data: &[u8]| {
     for (i, c) in cdrs.iter().enumerate() {
         match i {
             0 => encode_cdr(&mut back, c),
-            _ => encode_cdr_after(&mut back, c, &cdrs[i - 1]),
+            _ => {
+                let t = i
+                    .checked_sub(2)
+                    .map(|k| (cdrs[k].rate.as_str(), cdrs[k].rating_group));
+                encode_cdr_after(&mut back, c, &cdrs[i - 1], t)
+            }
         }
     }
     let mut again = Decoder::new(&back);

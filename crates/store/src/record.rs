@@ -64,11 +64,11 @@
 //! against the record just before it in the section (the second rating
 //! group of a request repeats the first's session, subscriber and times;
 //! consecutive requests share the node, the service context and the
-//! plan). After the tag comes a 3-byte little-endian mask whose bit `i`
-//! says that field `i` of the list below is the previous record's and is
-//! left out (bit 0: the sequence number is the previous one plus 1); the
-//! fields not masked follow in [`Cdr`]'s declaration order, in tag 66's
-//! encodings except the times:
+//! plan). After the tag comes a 4-byte little-endian mask whose bit `i`
+//! (below 24) says that field `i` of the list below is the previous
+//! record's and is left out (bit 0: the sequence number is the previous
+//! one plus 1); the fields not masked follow in [`Cdr`]'s declaration
+//! order, in tag 66's encodings except the times:
 //!
 //! | bit | field | bit | field | bit | field |
 //! |---|---|---|---|---|---|
@@ -81,8 +81,12 @@
 //! | 6 | service_context | 14 | ended | 22 | zone |
 //! | 7 | interface | 15 | result_code | 23 | tariff_change |
 //!
-//! The counters and amounts (time through balance_after) are always
-//! written, between unit and started. `started` is a zigzag varint of
+//! Bits 24 to 27 leave out more: 24, total_octets is input_octets plus
+//! output_octets; 25, rated_units is total_octets; 26, rating_group is
+//! that of the record two before in the section; 27, rate is that of the
+//! record two before (consecutive requests with the same rating groups
+//! alternate them). The other counters and amounts (time through
+//! balance_after) are always written, between unit and started. `started` is a zigzag varint of
 //! its difference from the previous record's `started` (from 0 when the
 //! mask is 0 and there is no previous record), `ended` one of its
 //! difference from this record's `started`. A tag-67 record whose mask is
@@ -651,7 +655,20 @@ mod same {
     pub(super) const DESTINATION: u32 = 1 << 21;
     pub(super) const ZONE: u32 = 1 << 22;
     pub(super) const TARIFF_CHANGE: u32 = 1 << 23;
+    /// total_octets is input_octets + output_octets.
+    pub(super) const TOTAL_IS_SUM: u32 = 1 << 24;
+    /// rated_units is total_octets.
+    pub(super) const RATED_IS_TOTAL: u32 = 1 << 25;
+    /// rating_group is that of the record two before.
+    pub(super) const RATING_GROUP_TWO_BACK: u32 = 1 << 26;
+    /// rate is that of the record two before.
+    pub(super) const RATE_TWO_BACK: u32 = 1 << 27;
 }
+
+/// The rate and rating group of the CDR record two before the one being
+/// encoded (tag 67 may take them from there: requests with the same
+/// rating groups alternate them).
+pub type TwoBack<'s> = (&'s str, Option<u32>);
 
 fn record_type_code(r: RecordType) -> u8 {
     match r {
@@ -693,7 +710,7 @@ fn put_opt_byte(out: &mut Vec<u8>, v: Option<u8>) {
 /// record, which leaves out every field `c` shares with `prev` and writes
 /// its times as differences. Decoding it needs `prev` (see
 /// [`Decoder::cdr_view_after`]).
-pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr) {
+pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr, two_back: Option<TwoBack<'_>>) {
     let mut mask = 0u32;
     let mut bit = |b: u32, equal: bool| {
         if equal {
@@ -712,7 +729,11 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr) {
         c.service_context == prev.service_context,
     );
     let w_interface = bit(same::INTERFACE, c.interface == prev.interface);
-    let w_rg = bit(same::RATING_GROUP, c.rating_group == prev.rating_group);
+    let w_rg = bit(same::RATING_GROUP, c.rating_group == prev.rating_group)
+        && bit(
+            same::RATING_GROUP_TWO_BACK,
+            two_back.is_some_and(|t| t.1 == c.rating_group),
+        );
     let w_sid = bit(same::SERVICE_ID, c.service_id == prev.service_id);
     let w_number = bit(
         same::REQUEST_NUMBER,
@@ -736,12 +757,18 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr) {
         c.reporting_reason == prev.reporting_reason,
     );
     let w_plan = bit(same::PLAN, c.plan == prev.plan);
-    let w_rate = bit(same::RATE, c.rate == prev.rate);
+    let w_rate = bit(same::RATE, c.rate == prev.rate)
+        && bit(same::RATE_TWO_BACK, two_back.is_some_and(|t| t.0 == c.rate));
+    let w_total = bit(
+        same::TOTAL_IS_SUM,
+        c.total_octets == c.input_octets.wrapping_add(c.output_octets),
+    );
+    let w_rated = bit(same::RATED_IS_TOTAL, c.rated_units == c.total_octets);
     let w_destination = bit(same::DESTINATION, c.destination == prev.destination);
     let w_zone = bit(same::ZONE, c.zone == prev.zone);
     let w_tariff = bit(same::TARIFF_CHANGE, c.tariff_change == prev.tariff_change);
     out.push(TAG_CDR_DELTA);
-    out.extend_from_slice(&mask.to_le_bytes()[..3]);
+    out.extend_from_slice(&mask.to_le_bytes());
     if w_sequence {
         put_u64(out, c.sequence);
     }
@@ -781,17 +808,17 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr) {
     if w_unit {
         put_opt_byte(out, c.unit.map(unit_code));
     }
-    for v in [
-        c.time,
-        c.input_octets,
-        c.output_octets,
-        c.total_octets,
-        c.service_units,
-        c.rated_units,
-        c.bundle_units,
-    ] {
+    for v in [c.time, c.input_octets, c.output_octets] {
         put_u64(out, v);
     }
+    if w_total {
+        put_u64(out, c.total_octets);
+    }
+    put_u64(out, c.service_units);
+    if w_rated {
+        put_u64(out, c.rated_units);
+    }
+    put_u64(out, c.bundle_units);
     put_i64(out, c.amount);
     put_i64(out, c.unbilled);
     put_i64(out, c.balance_after);
@@ -835,6 +862,9 @@ pub struct Decoder<'a> {
     pos: usize,
     /// What the effects decoded so far carried last (tags 19 to 22).
     context: EffectContext,
+    /// The rate and rating group of the CDR record before the `prev` of
+    /// the last [`Decoder::cdr_view_after`] (tag 67).
+    two_back: Option<TwoBack<'a>>,
 }
 
 /// The account, session and time the effects of a section carried last:
@@ -990,6 +1020,7 @@ impl<'a> Decoder<'a> {
             buf,
             pos: 0,
             context: EffectContext::default(),
+            two_back: None,
         }
     }
 
@@ -1432,16 +1463,20 @@ impl<'a> Decoder<'a> {
     }
 
     /// Decodes the next CDR record, `prev` being the CDR record decoded
-    /// just before it from the same section (`None` for the first).
+    /// just before it from the same section (`None` for the first). The
+    /// records of a section are read in order by one decoder (which
+    /// remembers the record before `prev` too).
     pub fn cdr_view_after(
         &mut self,
         prev: Option<&CdrView<'a>>,
     ) -> Result<CdrView<'a>, DecodeError> {
+        let two_back =
+            std::mem::replace(&mut self.two_back, prev.map(|p| (p.rate, p.rating_group)));
         let mut c = CdrView::default();
         let at = self.pos;
         let tag = self.byte()?;
         if tag == TAG_CDR_DELTA {
-            return self.cdr_delta(prev);
+            return self.cdr_delta(prev, two_back);
         }
         if tag != TAG_CDR && tag != TAG_CDR_RATED && tag != TAG_CDR_INTERFACE {
             return Err(DecodeError::UnknownTag {
@@ -1617,10 +1652,14 @@ impl<'a> Decoder<'a> {
     }
 
     /// The rest of a [`TAG_CDR_DELTA`] record (after its tag).
-    fn cdr_delta(&mut self, prev: Option<&CdrView<'a>>) -> Result<CdrView<'a>, DecodeError> {
+    fn cdr_delta(
+        &mut self,
+        prev: Option<&CdrView<'a>>,
+        two_back: Option<TwoBack<'a>>,
+    ) -> Result<CdrView<'a>, DecodeError> {
         let m = self.pos;
         let mut mask = [0u8; 4];
-        for b in &mut mask[..3] {
+        for b in &mut mask {
             *b = self.byte()?;
         }
         let mask = u32::from_le_bytes(mask);
@@ -1636,6 +1675,15 @@ impl<'a> Decoder<'a> {
             }
         };
         let keep = |b: u32| mask & b != 0;
+        let back = |b: u32| -> Result<Option<TwoBack<'a>>, DecodeError> {
+            if mask & b == 0 {
+                return Ok(None);
+            }
+            two_back.map(Some).ok_or(DecodeError::OutOfRange {
+                what: "CDR record that refers to the one two before it (none)",
+                at: m,
+            })
+        };
         let sequence = if keep(same::SEQUENCE) {
             p.sequence.wrapping_add(1)
         } else {
@@ -1678,6 +1726,8 @@ impl<'a> Decoder<'a> {
         };
         let rating_group = if keep(same::RATING_GROUP) {
             p.rating_group
+        } else if let Some(t) = back(same::RATING_GROUP_TWO_BACK)? {
+            t.1
         } else {
             self.opt_u32("rating group")?
         };
@@ -1718,15 +1768,23 @@ impl<'a> Decoder<'a> {
             time: self.u64()?,
             input_octets: self.u64()?,
             output_octets: self.u64()?,
-            total_octets: self.u64()?,
-            service_units: self.u64()?,
-            rated_units: self.u64()?,
-            bundle_units: self.u64()?,
-            amount: self.i64()?,
-            unbilled: self.i64()?,
-            balance_after: self.i64()?,
             ..CdrView::default()
         };
+        c.total_octets = if keep(same::TOTAL_IS_SUM) {
+            c.input_octets.wrapping_add(c.output_octets)
+        } else {
+            self.u64()?
+        };
+        c.service_units = self.u64()?;
+        c.rated_units = if keep(same::RATED_IS_TOTAL) {
+            c.total_octets
+        } else {
+            self.u64()?
+        };
+        c.bundle_units = self.u64()?;
+        c.amount = self.i64()?;
+        c.unbilled = self.i64()?;
+        c.balance_after = self.i64()?;
         c.started = if keep(same::STARTED) {
             p.started
         } else {
@@ -1764,6 +1822,8 @@ impl<'a> Decoder<'a> {
         };
         c.rate = if keep(same::RATE) {
             p.rate
+        } else if let Some(t) = back(same::RATE_TWO_BACK)? {
+            t.0
         } else {
             self.str()?
         };
@@ -2231,11 +2291,31 @@ pub(crate) mod tests {
                     if take(same::TARIFF_CHANGE) {
                         c.tariff_change = p.tariff_change;
                     }
+                    if take(same::TOTAL_IS_SUM) {
+                        c.total_octets = c.input_octets.wrapping_add(c.output_octets);
+                    }
+                    if take(same::RATED_IS_TOTAL) {
+                        c.rated_units = c.total_octets;
+                    }
+                    if let Some(t) = out.len().checked_sub(2).map(|i| out[i].clone()) {
+                        if take(same::RATING_GROUP_TWO_BACK) {
+                            c.rating_group = t.rating_group;
+                        }
+                        if take(same::RATE_TWO_BACK) {
+                            c.rate = t.rate;
+                        }
+                    }
                 }
                 out.push(c);
             }
             out
         })
+    }
+
+    /// What record `i` of `cdrs` may take from the one two before it.
+    pub(crate) fn two_back(cdrs: &[Cdr], i: usize) -> Option<TwoBack<'_>> {
+        let t = cdrs.get(i.checked_sub(2)?)?;
+        Some((&t.rate, t.rating_group))
     }
 
     /// Encodes a section as the store does: the first record on its own,
@@ -2245,7 +2325,7 @@ pub(crate) mod tests {
         for (i, c) in cdrs.iter().enumerate() {
             match i {
                 0 => encode_cdr(&mut buf, c),
-                _ => encode_cdr_after(&mut buf, c, &cdrs[i - 1]),
+                _ => encode_cdr_after(&mut buf, c, &cdrs[i - 1], two_back(cdrs, i)),
             }
         }
         buf

@@ -21,6 +21,10 @@ pub(super) struct Batch {
     /// The last CDR encoded (meaningful while `n_cdrs > 0`): the next one
     /// is written against it.
     pub(super) last_cdr: Cdr,
+    /// The rate and rating group of the CDR before `last_cdr`
+    /// (meaningful while `n_cdrs > 1`).
+    pub(super) back_rate: String,
+    pub(super) back_rating_group: Option<u32>,
     pub(super) answers: Vec<u8>,
     pub(super) n_answers: u32,
     pub(super) first_answer: u64,
@@ -57,6 +61,16 @@ impl Batch {
                 self.first_cdr
             } else {
                 later.first_cdr
+            },
+            back_rate: match later.n_cdrs {
+                0 => self.back_rate.clone(),
+                1 => self.last_cdr.rate.clone(),
+                _ => std::mem::take(&mut later.back_rate),
+            },
+            back_rating_group: match later.n_cdrs {
+                0 => self.back_rating_group,
+                1 => self.last_cdr.rating_group,
+                _ => later.back_rating_group,
             },
             last_cdr: if later.n_cdrs > 0 {
                 std::mem::take(&mut later.last_cdr)
@@ -118,20 +132,36 @@ impl ShardStore {
             // against the one before it (the first of a batch stands
             // alone, so a failed batch put back before a later one still
             // reads).
+            let b = &mut self.pending;
+            let before = b.n_cdrs as usize;
             for (i, c) in cdrs.iter().enumerate() {
                 let prev = match i {
-                    0 if self.pending.n_cdrs == 0 => None,
-                    0 => Some(&self.pending.last_cdr),
+                    0 if before == 0 => None,
+                    0 => Some(&b.last_cdr),
                     _ => Some(&cdrs[i - 1]),
                 };
+                let two_back = match i {
+                    0 if before > 1 => Some((b.back_rate.as_str(), b.back_rating_group)),
+                    0 => None,
+                    1 if before > 0 => Some((b.last_cdr.rate.as_str(), b.last_cdr.rating_group)),
+                    1 => None,
+                    _ => Some((cdrs[i - 2].rate.as_str(), cdrs[i - 2].rating_group)),
+                };
                 match prev {
-                    None => encode_cdr(&mut self.pending.cdrs, c),
-                    Some(p) => encode_cdr_after(&mut self.pending.cdrs, c, p),
+                    None => encode_cdr(&mut b.cdrs, c),
+                    Some(p) => encode_cdr_after(&mut b.cdrs, c, p, two_back),
                 }
             }
-            if let Some(last) = cdrs.last() {
-                self.pending.last_cdr.set_from(&last.view());
+            // What the next records are written against: the last two.
+            let n = cdrs.len();
+            if n >= 2 {
+                b.back_rate.clone_from(&cdrs[n - 2].rate);
+                b.back_rating_group = cdrs[n - 2].rating_group;
+            } else if before > 0 {
+                std::mem::swap(&mut b.back_rate, &mut b.last_cdr.rate);
+                b.back_rating_group = b.last_cdr.rating_group;
             }
+            b.last_cdr.set_from(&cdrs[n - 1].view());
         }
         self.pending.n_effects += effects.len() as u32;
         self.pending.n_cdrs += cdrs.len() as u32;

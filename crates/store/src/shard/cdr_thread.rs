@@ -553,7 +553,7 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::tests::{cdr, cdr_run, plain_cdr};
+    use crate::record::tests::{cdr, cdr_run, plain_cdr, two_back};
     use crate::record::{encode_cdr, encode_cdr_after};
     use gyro_charging::Cdr;
     use proptest::prelude::*;
@@ -576,7 +576,7 @@ mod tests {
         for (i, c) in cdrs.iter().enumerate() {
             match i {
                 0 => encode_cdr(&mut section, c),
-                _ => encode_cdr_after(&mut section, c, &cdrs[i - 1]),
+                _ => encode_cdr_after(&mut section, c, &cdrs[i - 1], two_back(&cdrs, i)),
             }
         }
         (cdrs, section)
