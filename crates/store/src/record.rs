@@ -1043,7 +1043,19 @@ impl<'a> Decoder<'a> {
         Ok(b)
     }
 
+    #[inline]
     fn u64(&mut self) -> Result<u64, DecodeError> {
+        // One byte (most values of a record): no loop.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b.into());
+            }
+        }
+        self.u64_long()
+    }
+
+    fn u64_long(&mut self) -> Result<u64, DecodeError> {
         let at = self.pos;
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {

@@ -155,13 +155,13 @@ impl ShardStore {
             // What the next records are written against: the last two.
             let n = cdrs.len();
             if n >= 2 {
-                b.back_rate.clone_from(&cdrs[n - 2].rate);
+                copy_text(&mut b.back_rate, &cdrs[n - 2].rate);
                 b.back_rating_group = cdrs[n - 2].rating_group;
             } else if before > 0 {
                 std::mem::swap(&mut b.back_rate, &mut b.last_cdr.rate);
                 b.back_rating_group = b.last_cdr.rating_group;
             }
-            b.last_cdr.set_from(&cdrs[n - 1].view());
+            keep_last(&mut b.last_cdr, &cdrs[n - 1]);
         }
         self.pending.n_effects += effects.len() as u32;
         self.pending.n_cdrs += cdrs.len() as u32;
@@ -198,5 +198,143 @@ impl ShardStore {
         self.append(&out.effects, out.cdrs.as_slice())?;
         let a = &out.answers;
         self.append_answers(a.as_bytes(), a.first_seq(), a.count())
+    }
+}
+
+/// Makes `d` hold `s`, copying only when it does not already (most of a
+/// CDR's text repeats from one request to the next).
+fn copy_text(d: &mut String, s: &str) {
+    if d != s {
+        d.clear();
+        d.push_str(s);
+    }
+}
+
+/// Keeps in `last` what [`encode_cdr_after`] compares of `c`: every field
+/// but the counters and amounts (always written whole), which are left
+/// as they were.
+fn keep_last(last: &mut Cdr, c: &Cdr) {
+    // Destructured so that a new field fails to compile here.
+    let Cdr {
+        sequence,
+        node_id,
+        record_type,
+        session_id,
+        account,
+        subscriber,
+        service_context,
+        interface,
+        rating_group,
+        service_id,
+        request_number,
+        requested_action,
+        unit,
+        time: _,
+        input_octets: _,
+        output_octets: _,
+        total_octets: _,
+        service_units: _,
+        rated_units: _,
+        bundle_units: _,
+        amount: _,
+        unbilled: _,
+        balance_after: _,
+        started,
+        ended,
+        result_code,
+        closing_cause,
+        termination_cause,
+        reporting_reason,
+        plan,
+        rate,
+        destination,
+        zone,
+        tariff_change,
+    } = c;
+    last.sequence = *sequence;
+    copy_text(&mut last.node_id, node_id);
+    last.record_type = *record_type;
+    copy_text(&mut last.session_id, session_id);
+    last.account = *account;
+    copy_text(&mut last.subscriber, subscriber);
+    copy_text(&mut last.service_context, service_context);
+    last.interface = *interface;
+    last.rating_group = *rating_group;
+    last.service_id = *service_id;
+    last.request_number = *request_number;
+    last.requested_action = *requested_action;
+    last.unit = *unit;
+    last.started = *started;
+    last.ended = *ended;
+    last.result_code = *result_code;
+    last.closing_cause = *closing_cause;
+    last.termination_cause = *termination_cause;
+    last.reporting_reason = *reporting_reason;
+    copy_text(&mut last.plan, plan);
+    copy_text(&mut last.rate, rate);
+    copy_text(&mut last.destination, destination);
+    copy_text(&mut last.zone, zone);
+    last.tariff_change = *tariff_change;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::decode_cdrs;
+    use crate::record::tests::cdr_run;
+    use crate::StoreOptions;
+    use gyro_charging::Timestamp;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(64))]
+        /// Requests of any number of CDRs appended one after the other,
+        /// and a failed batch put back before them, leave a CDR section
+        /// that reads back record for record.
+        #[test]
+        fn appended_cdrs_read_back_in_order(
+            run in cdr_run(),
+            more in cdr_run(),
+            cuts in proptest::collection::vec(0usize..4, 1..8).prop_map(|mut v| {
+                v.push(1);
+                v
+            }),
+            fail_after in 0usize..8,
+        ) {
+            let dir = tempfile::tempdir().unwrap();
+            let now = Timestamp::from_secs(1_772_323_200);
+            let (mut store, _) =
+                ShardStore::open(dir.path(), 0, StoreOptions::default(), now).unwrap();
+            let mut all: Vec<Cdr> = run.into_iter().chain(more).collect();
+            let first = store.next_cdr_sequence();
+            for (i, c) in all.iter_mut().enumerate() {
+                c.sequence = first + i as u64;
+            }
+            let mut failed: Option<Batch> = None;
+            let mut at = 0;
+            for (k, n) in cuts.iter().cycle().enumerate() {
+                if at == all.len() {
+                    break;
+                }
+                if k == fail_after && failed.is_none() {
+                    // What is pending goes to disk and fails; appends go on.
+                    failed = Some(std::mem::take(&mut store.pending));
+                    store.next_cdr += failed.as_ref().unwrap().n_cdrs as u64;
+                }
+                let end = (at + n).min(all.len());
+                store.append(&[], &all[at..end]).unwrap();
+                at = end;
+            }
+            if let Some(f) = failed {
+                store.next_cdr -= f.n_cdrs as u64;
+                f.prepend_to(&mut store.pending);
+            }
+            let b = &store.pending;
+            prop_assert_eq!(b.n_cdrs as usize, all.len());
+            let mut back = Vec::new();
+            decode_cdrs(&b.cdrs, b.n_cdrs, first, |c| back.push(c.clone())).unwrap();
+            let want: Vec<_> = all.iter().map(Cdr::view).collect();
+            prop_assert_eq!(back, want);
+        }
     }
 }
