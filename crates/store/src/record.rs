@@ -28,6 +28,19 @@
 //! | 17 | `SessionContextChanged` | session, called? (digits, a string), visited? (digits, a string) |
 //! | 18 | `SessionOpened` over another interface than Gy | the fields of tag 1, then the interface (1 nchf) |
 //!
+//! | 19 | `Charged` with a session | key, from_reserved, from_balance (account and session: the context) |
+//! | 20 | `Released` | key (account and session: the context) |
+//! | 21 | `Reserved` | key, unit, money, units, at (account and session: the context; at: a difference) |
+//! | 22 | `SessionTouched` | session, request_number, at (a difference from the context's), supervision_until (a difference from at) |
+//!
+//! Tags 19 to 22 (compact journals) leave out what the effects before
+//! them in the same section carried last, their context: the last
+//! account, session and time of any effect that has one (`Charged` and
+//! `BundleCharged` without a session leave the session as it was). A
+//! difference is a zigzag varint added to the time it is taken from. The
+//! encoder writes them only where the context holds what they need, so a
+//! section's first effects always stand alone.
+//!
 //! A bundle is id, unit, rating group count, rating groups, service id
 //! count, service ids, valid_from, valid_until, initial, remaining,
 //! reserved, consumed.
@@ -47,6 +60,40 @@
 //! tags 18 and 66 with the interface; journals written before them read
 //! unchanged.
 //!
+//! A CDR record after the first of its CDR section is tag 67, written
+//! against the record just before it in the section (the second rating
+//! group of a request repeats the first's session, subscriber and times;
+//! consecutive requests share the node, the service context and the
+//! plan). After the tag comes a 4-byte little-endian mask whose bit `i`
+//! (below 24) says that field `i` of the list below is the previous
+//! record's and is left out (bit 0: the sequence number is the previous
+//! one plus 1); the fields not masked follow in [`Cdr`]'s declaration
+//! order, in tag 66's encodings except the times:
+//!
+//! | bit | field | bit | field | bit | field |
+//! |---|---|---|---|---|---|
+//! | 0 | sequence | 8 | rating_group | 16 | closing_cause |
+//! | 1 | node_id | 9 | service_id | 17 | termination_cause |
+//! | 2 | record_type | 10 | request_number | 18 | reporting_reason |
+//! | 3 | session_id | 11 | requested_action | 19 | plan |
+//! | 4 | account | 12 | unit | 20 | rate |
+//! | 5 | subscriber | 13 | started | 21 | destination |
+//! | 6 | service_context | 14 | ended | 22 | zone |
+//! | 7 | interface | 15 | result_code | 23 | tariff_change |
+//!
+//! Bits 24 to 27 leave out more: 24, total_octets is input_octets plus
+//! output_octets; 25, rated_units is total_octets; 26, rating_group is
+//! that of the record two before in the section; 27, rate is that of the
+//! record two before (consecutive requests with the same rating groups
+//! alternate them). The other counters and amounts (time through
+//! balance_after) are always written, between unit and started. `started` is a zigzag varint of
+//! its difference from the previous record's `started` (from 0 when the
+//! mask is 0 and there is no previous record), `ended` one of its
+//! difference from this record's `started`. A tag-67 record whose mask is
+//! not 0 cannot be the first of a section. Tag 67 came with compact
+//! journals (about 60 % fewer CDR bytes); sections written before it hold
+//! only tags 64 to 66 and read unchanged.
+//!
 //! Decoding never panics: anything malformed is a [`DecodeError`] that
 //! names what was wrong and where.
 
@@ -64,6 +111,20 @@ pub const TAG_CDR_RATED: u8 = 65;
 /// Tag byte of a CDR record charged over another interface than Gy: the
 /// fields of [`TAG_CDR_RATED`], then the interface.
 pub const TAG_CDR_INTERFACE: u8 = 66;
+/// Tag byte of a `Charged` record with a session, its account and session
+/// those the effects before it carried last.
+const TAG_CHARGED_SAME: u8 = 19;
+/// Tag byte of a `Released` record, its account and session those the
+/// effects before it carried last.
+const TAG_RELEASED_SAME: u8 = 20;
+/// Tag byte of a `Reserved` record, its account and session those the
+/// effects before it carried last, its time a difference from theirs.
+const TAG_RESERVED_SAME: u8 = 21;
+/// Tag byte of a `SessionTouched` record whose times are differences.
+const TAG_SESSION_TOUCHED_NEAR: u8 = 22;
+/// Tag byte of a CDR record written against the CDR record before it in
+/// its section ([`encode_cdr_after`]).
+pub const TAG_CDR_DELTA: u8 = 67;
 /// Tag byte of a `SessionOpened` record for a session opened over another
 /// interface than Gy: the fields of tag 1, then the interface.
 const TAG_SESSION_OPENED_INTERFACE: u8 = 18;
@@ -567,17 +628,400 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
     }
 }
 
+/// Bit of a [`TAG_CDR_DELTA`] record's mask for each field that may be
+/// taken from the record before it, in declaration order.
+mod same {
+    pub(super) const SEQUENCE: u32 = 1 << 0;
+    pub(super) const NODE_ID: u32 = 1 << 1;
+    pub(super) const RECORD_TYPE: u32 = 1 << 2;
+    pub(super) const SESSION_ID: u32 = 1 << 3;
+    pub(super) const ACCOUNT: u32 = 1 << 4;
+    pub(super) const SUBSCRIBER: u32 = 1 << 5;
+    pub(super) const SERVICE_CONTEXT: u32 = 1 << 6;
+    pub(super) const INTERFACE: u32 = 1 << 7;
+    pub(super) const RATING_GROUP: u32 = 1 << 8;
+    pub(super) const SERVICE_ID: u32 = 1 << 9;
+    pub(super) const REQUEST_NUMBER: u32 = 1 << 10;
+    pub(super) const REQUESTED_ACTION: u32 = 1 << 11;
+    pub(super) const UNIT: u32 = 1 << 12;
+    pub(super) const STARTED: u32 = 1 << 13;
+    pub(super) const ENDED: u32 = 1 << 14;
+    pub(super) const RESULT_CODE: u32 = 1 << 15;
+    pub(super) const CLOSING_CAUSE: u32 = 1 << 16;
+    pub(super) const TERMINATION_CAUSE: u32 = 1 << 17;
+    pub(super) const REPORTING_REASON: u32 = 1 << 18;
+    pub(super) const PLAN: u32 = 1 << 19;
+    pub(super) const RATE: u32 = 1 << 20;
+    pub(super) const DESTINATION: u32 = 1 << 21;
+    pub(super) const ZONE: u32 = 1 << 22;
+    pub(super) const TARIFF_CHANGE: u32 = 1 << 23;
+    /// total_octets is input_octets + output_octets.
+    pub(super) const TOTAL_IS_SUM: u32 = 1 << 24;
+    /// rated_units is total_octets.
+    pub(super) const RATED_IS_TOTAL: u32 = 1 << 25;
+    /// rating_group is that of the record two before.
+    pub(super) const RATING_GROUP_TWO_BACK: u32 = 1 << 26;
+    /// rate is that of the record two before.
+    pub(super) const RATE_TWO_BACK: u32 = 1 << 27;
+}
+
+/// The rate and rating group of the CDR record two before the one being
+/// encoded (tag 67 may take them from there: requests with the same
+/// rating groups alternate them).
+pub type TwoBack<'s> = (&'s str, Option<u32>);
+
+fn record_type_code(r: RecordType) -> u8 {
+    match r {
+        RecordType::Usage => 0,
+        RecordType::SessionEnd => 1,
+        RecordType::Event => 2,
+    }
+}
+
+fn closing_cause_code(c: ClosingCause) -> u8 {
+    match c {
+        ClosingCause::Terminated => 0,
+        ClosingCause::SupervisionExpired => 1,
+        ClosingCause::Rejected => 2,
+    }
+}
+
+fn tariff_change_code(t: Option<TariffChangeUsage>) -> u8 {
+    match t {
+        None => 0,
+        Some(TariffChangeUsage::Before) => 1,
+        Some(TariffChangeUsage::After) => 2,
+    }
+}
+
+#[inline]
+fn put_opt_byte(out: &mut Vec<u8>, v: Option<u8>) {
+    match v {
+        None => out.push(0),
+        Some(v) => {
+            out.push(1);
+            out.push(v);
+        }
+    }
+}
+
+/// Appends the binary record of `c` written against `prev`, the CDR
+/// record just before it in the same CDR section: a [`TAG_CDR_DELTA`]
+/// record, which leaves out every field `c` shares with `prev` and writes
+/// its times as differences. Decoding it needs `prev` (see
+/// [`Decoder::cdr_view_after`]).
+pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: &Cdr, two_back: Option<TwoBack<'_>>) {
+    let mut mask = 0u32;
+    let mut bit = |b: u32, equal: bool| {
+        if equal {
+            mask |= b;
+        }
+        !equal
+    };
+    let w_sequence = bit(same::SEQUENCE, c.sequence == prev.sequence.wrapping_add(1));
+    let w_node = bit(same::NODE_ID, c.node_id == prev.node_id);
+    let w_type = bit(same::RECORD_TYPE, c.record_type == prev.record_type);
+    let w_session = bit(same::SESSION_ID, c.session_id == prev.session_id);
+    let w_account = bit(same::ACCOUNT, c.account == prev.account);
+    let w_subscriber = bit(same::SUBSCRIBER, c.subscriber == prev.subscriber);
+    let w_context = bit(
+        same::SERVICE_CONTEXT,
+        c.service_context == prev.service_context,
+    );
+    let w_interface = bit(same::INTERFACE, c.interface == prev.interface);
+    let w_rg = bit(same::RATING_GROUP, c.rating_group == prev.rating_group)
+        && bit(
+            same::RATING_GROUP_TWO_BACK,
+            two_back.is_some_and(|t| t.1 == c.rating_group),
+        );
+    let w_sid = bit(same::SERVICE_ID, c.service_id == prev.service_id);
+    let w_number = bit(
+        same::REQUEST_NUMBER,
+        c.request_number == prev.request_number,
+    );
+    let w_action = bit(
+        same::REQUESTED_ACTION,
+        c.requested_action == prev.requested_action,
+    );
+    let w_unit = bit(same::UNIT, c.unit == prev.unit);
+    let w_started = bit(same::STARTED, c.started == prev.started);
+    let w_ended = bit(same::ENDED, c.ended == prev.ended);
+    let w_result = bit(same::RESULT_CODE, c.result_code == prev.result_code);
+    let w_closing = bit(same::CLOSING_CAUSE, c.closing_cause == prev.closing_cause);
+    let w_termination = bit(
+        same::TERMINATION_CAUSE,
+        c.termination_cause == prev.termination_cause,
+    );
+    let w_reporting = bit(
+        same::REPORTING_REASON,
+        c.reporting_reason == prev.reporting_reason,
+    );
+    let w_plan = bit(same::PLAN, c.plan == prev.plan);
+    let w_rate = bit(same::RATE, c.rate == prev.rate)
+        && bit(same::RATE_TWO_BACK, two_back.is_some_and(|t| t.0 == c.rate));
+    let w_total = bit(
+        same::TOTAL_IS_SUM,
+        c.total_octets == c.input_octets.wrapping_add(c.output_octets),
+    );
+    let w_rated = bit(same::RATED_IS_TOTAL, c.rated_units == c.total_octets);
+    let w_destination = bit(same::DESTINATION, c.destination == prev.destination);
+    let w_zone = bit(same::ZONE, c.zone == prev.zone);
+    let w_tariff = bit(same::TARIFF_CHANGE, c.tariff_change == prev.tariff_change);
+    out.push(TAG_CDR_DELTA);
+    out.extend_from_slice(&mask.to_le_bytes());
+    if w_sequence {
+        put_u64(out, c.sequence);
+    }
+    if w_node {
+        put_str(out, &c.node_id);
+    }
+    if w_type {
+        out.push(record_type_code(c.record_type));
+    }
+    if w_session {
+        put_str(out, &c.session_id);
+    }
+    if w_account {
+        put_u64(out, c.account.0);
+    }
+    if w_subscriber {
+        put_str(out, &c.subscriber);
+    }
+    if w_context {
+        put_str(out, &c.service_context);
+    }
+    if w_interface {
+        out.push(interface_code(c.interface));
+    }
+    if w_rg {
+        put_opt_u32(out, c.rating_group);
+    }
+    if w_sid {
+        put_opt_u32(out, c.service_id);
+    }
+    if w_number {
+        put_u64(out, c.request_number.into());
+    }
+    if w_action {
+        put_opt_u32(out, c.requested_action.map(|a| a.code()));
+    }
+    if w_unit {
+        put_opt_byte(out, c.unit.map(unit_code));
+    }
+    for v in [c.time, c.input_octets, c.output_octets] {
+        put_u64(out, v);
+    }
+    if w_total {
+        put_u64(out, c.total_octets);
+    }
+    put_u64(out, c.service_units);
+    if w_rated {
+        put_u64(out, c.rated_units);
+    }
+    put_u64(out, c.bundle_units);
+    put_i64(out, c.amount);
+    put_i64(out, c.unbilled);
+    put_i64(out, c.balance_after);
+    if w_started {
+        put_i64(out, c.started.0.wrapping_sub(prev.started.0) as i64);
+    }
+    if w_ended {
+        put_i64(out, c.ended.0.wrapping_sub(c.started.0) as i64);
+    }
+    if w_result {
+        put_u64(out, c.result_code.into());
+    }
+    if w_closing {
+        put_opt_byte(out, c.closing_cause.map(closing_cause_code));
+    }
+    if w_termination {
+        put_opt_u32(out, c.termination_cause);
+    }
+    if w_reporting {
+        put_opt_u32(out, c.reporting_reason);
+    }
+    for (write, s) in [
+        (w_plan, &c.plan),
+        (w_rate, &c.rate),
+        (w_destination, &c.destination),
+        (w_zone, &c.zone),
+    ] {
+        if write {
+            put_str(out, s);
+        }
+    }
+    if w_tariff {
+        out.push(tariff_change_code(c.tariff_change));
+    }
+}
+
 /// Reads records from a buffer.
 #[derive(Debug, Clone)]
 pub struct Decoder<'a> {
     buf: &'a [u8],
     pos: usize,
+    /// What the effects decoded so far carried last (tags 19 to 22).
+    context: EffectContext,
+    /// The rate and rating group of the CDR record before the `prev` of
+    /// the last [`Decoder::cdr_view_after`] (tag 67).
+    two_back: Option<TwoBack<'a>>,
+}
+
+/// The account, session and time the effects of a section carried last:
+/// what effect tags 19 to 22 leave out. The encoder ([`EffectEncoder`])
+/// and the decoder keep it by the same rule ([`EffectContext::follow`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EffectContext {
+    account: Option<AccountId>,
+    session: Option<SessionKey>,
+    at: Option<Timestamp>,
+}
+
+impl EffectContext {
+    /// Takes what `e` carries.
+    fn follow(&mut self, e: &Effect) {
+        let (account, session, at) = match e {
+            Effect::SessionOpened {
+                session,
+                account,
+                at,
+                ..
+            } => (Some(*account), Some(*session), Some(*at)),
+            Effect::SessionContextChanged { session, .. } | Effect::SessionClosed { session } => {
+                (None, Some(*session), None)
+            }
+            Effect::SessionTouched { session, at, .. } => (None, Some(*session), Some(*at)),
+            Effect::Reserved {
+                account,
+                session,
+                at,
+                ..
+            }
+            | Effect::BundleReserved {
+                account,
+                session,
+                at,
+                ..
+            } => (Some(*account), Some(*session), Some(*at)),
+            Effect::Charged {
+                account, session, ..
+            }
+            | Effect::BundleCharged {
+                account, session, ..
+            } => (Some(*account), *session, None),
+            Effect::Released {
+                account, session, ..
+            } => (Some(*account), Some(*session), None),
+            Effect::ToppedUp { account, .. }
+            | Effect::Refunded { account, .. }
+            | Effect::StatusChanged { account, .. }
+            | Effect::AccountCreated { account, .. }
+            | Effect::AccountDeleted { account }
+            | Effect::CreditLimitChanged { account, .. }
+            | Effect::ToppedUpWithKey { account, .. }
+            | Effect::PlanChanged { account, .. } => (Some(*account), None, None),
+        };
+        self.account = account.or(self.account);
+        self.session = session.or(self.session);
+        self.at = at.or(self.at);
+    }
+}
+
+/// Encodes the effects of one section, leaving out what the effect
+/// before carried (tags 19 to 22). Start a new one (or
+/// [`EffectEncoder::reset`]) for each section.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EffectEncoder {
+    context: EffectContext,
+}
+
+impl EffectEncoder {
+    /// Forgets the context: the next effect is written as if first of
+    /// its section.
+    pub fn reset(&mut self) {
+        self.context = EffectContext::default();
+    }
+
+    /// Appends the binary record of `e` to `out`.
+    pub fn encode(&mut self, out: &mut Vec<u8>, e: &Effect) {
+        let cx = self.context;
+        let same = |a: &AccountId, s: &SessionKey| cx.account == Some(*a) && cx.session == Some(*s);
+        match (e, cx.at) {
+            (
+                Effect::Charged {
+                    account,
+                    session: Some(session),
+                    key,
+                    from_reserved,
+                    from_balance,
+                },
+                _,
+            ) if same(account, session) => {
+                out.push(TAG_CHARGED_SAME);
+                put_key(out, key);
+                put_i64(out, *from_reserved);
+                put_i64(out, *from_balance);
+            }
+            (
+                Effect::Released {
+                    account,
+                    session,
+                    key,
+                },
+                _,
+            ) if same(account, session) => {
+                out.push(TAG_RELEASED_SAME);
+                put_key(out, key);
+            }
+            (
+                Effect::Reserved {
+                    account,
+                    session,
+                    key,
+                    unit,
+                    money,
+                    units,
+                    at,
+                },
+                Some(base),
+            ) if same(account, session) => {
+                out.push(TAG_RESERVED_SAME);
+                put_key(out, key);
+                out.push(unit_code(*unit));
+                put_i64(out, *money);
+                put_u64(out, *units);
+                put_i64(out, at.0.wrapping_sub(base.0) as i64);
+            }
+            (
+                Effect::SessionTouched {
+                    session,
+                    request_number,
+                    at,
+                    supervision_until,
+                },
+                Some(base),
+            ) => {
+                out.push(TAG_SESSION_TOUCHED_NEAR);
+                put_u64(out, session.0);
+                put_u64(out, (*request_number).into());
+                put_i64(out, at.0.wrapping_sub(base.0) as i64);
+                put_i64(out, supervision_until.0.wrapping_sub(at.0) as i64);
+            }
+            _ => encode_effect(out, e),
+        }
+        self.context.follow(e);
+    }
 }
 
 impl<'a> Decoder<'a> {
     /// A decoder at the start of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
-        Decoder { buf, pos: 0 }
+        Decoder {
+            buf,
+            pos: 0,
+            context: EffectContext::default(),
+            two_back: None,
+        }
     }
 
     /// Offset of the next byte.
@@ -599,7 +1043,19 @@ impl<'a> Decoder<'a> {
         Ok(b)
     }
 
+    #[inline]
     fn u64(&mut self) -> Result<u64, DecodeError> {
+        // One byte (most values of a record): no loop.
+        if let Some(&b) = self.buf.get(self.pos) {
+            if b < 0x80 {
+                self.pos += 1;
+                return Ok(b.into());
+            }
+        }
+        self.u64_long()
+    }
+
+    fn u64_long(&mut self) -> Result<u64, DecodeError> {
         let at = self.pos;
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
@@ -785,10 +1241,65 @@ impl<'a> Decoder<'a> {
     }
 
     /// Decodes the next effect record.
+    /// Effects of tags 19 to 22 take what they leave out from the effects
+    /// decoded before them by this decoder.
     pub fn effect(&mut self) -> Result<Effect, DecodeError> {
+        let e = self.effect_record()?;
+        self.context.follow(&e);
+        Ok(e)
+    }
+
+    /// The context a tag-19-to-22 record needs, or an error at `at`.
+    fn context<T>(&self, v: Option<T>, at: usize) -> Result<T, DecodeError> {
+        v.ok_or(DecodeError::OutOfRange {
+            what: "effect record that refers to the ones before it (none carried it)",
+            at,
+        })
+    }
+
+    fn effect_record(&mut self) -> Result<Effect, DecodeError> {
         let at = self.pos;
         let tag = self.byte()?;
+        let cx = self.context;
         Ok(match tag {
+            TAG_CHARGED_SAME => Effect::Charged {
+                account: self.context(cx.account, at)?,
+                session: Some(self.context(cx.session, at)?),
+                key: self.key()?,
+                from_reserved: self.i64()?,
+                from_balance: self.i64()?,
+            },
+            TAG_RELEASED_SAME => Effect::Released {
+                account: self.context(cx.account, at)?,
+                session: self.context(cx.session, at)?,
+                key: self.key()?,
+            },
+            TAG_RESERVED_SAME => {
+                let (account, session) =
+                    (self.context(cx.account, at)?, self.context(cx.session, at)?);
+                let base = self.context(cx.at, at)?;
+                Effect::Reserved {
+                    account,
+                    session,
+                    key: self.key()?,
+                    unit: self.unit()?,
+                    money: self.i64()?,
+                    units: self.u64()?,
+                    at: Timestamp(base.0.wrapping_add(self.i64()? as u64)),
+                }
+            }
+            TAG_SESSION_TOUCHED_NEAR => {
+                let base = self.context(cx.at, at)?;
+                let session = self.session()?;
+                let request_number = self.u32("request number")?;
+                let t = Timestamp(base.0.wrapping_add(self.i64()? as u64));
+                Effect::SessionTouched {
+                    session,
+                    request_number,
+                    at: t,
+                    supervision_until: Timestamp(t.0.wrapping_add(self.i64()? as u64)),
+                }
+            }
             1 | TAG_SESSION_OPENED_INTERFACE => Effect::SessionOpened {
                 session: self.session()?,
                 session_id: self.str()?.into(),
@@ -956,10 +1467,29 @@ impl<'a> Decoder<'a> {
     }
 
     /// Decodes the next CDR record, borrowing its text from the buffer.
+    /// A [`TAG_CDR_DELTA`] record that takes a field from the record
+    /// before it is an error here: read a section's records with
+    /// [`Decoder::cdr_view_after`].
     pub fn cdr_view(&mut self) -> Result<CdrView<'a>, DecodeError> {
+        self.cdr_view_after(None)
+    }
+
+    /// Decodes the next CDR record, `prev` being the CDR record decoded
+    /// just before it from the same section (`None` for the first). The
+    /// records of a section are read in order by one decoder (which
+    /// remembers the record before `prev` too).
+    pub fn cdr_view_after(
+        &mut self,
+        prev: Option<&CdrView<'a>>,
+    ) -> Result<CdrView<'a>, DecodeError> {
+        let two_back =
+            std::mem::replace(&mut self.two_back, prev.map(|p| (p.rate, p.rating_group)));
         let mut c = CdrView::default();
         let at = self.pos;
         let tag = self.byte()?;
+        if tag == TAG_CDR_DELTA {
+            return self.cdr_delta(prev, two_back);
+        }
         if tag != TAG_CDR && tag != TAG_CDR_RATED && tag != TAG_CDR_INTERFACE {
             return Err(DecodeError::UnknownTag {
                 what: "CDR tag",
@@ -1060,6 +1590,269 @@ impl<'a> Decoder<'a> {
             self.interface()?
         } else {
             Interface::Gy
+        };
+        Ok(c)
+    }
+
+    fn record_type(&mut self) -> Result<RecordType, DecodeError> {
+        let at = self.pos;
+        match self.byte()? {
+            0 => Ok(RecordType::Usage),
+            1 => Ok(RecordType::SessionEnd),
+            2 => Ok(RecordType::Event),
+            b => Err(DecodeError::UnknownTag {
+                what: "record type",
+                value: b.into(),
+                at,
+            }),
+        }
+    }
+
+    fn requested_action(&mut self) -> Result<Option<RequestedAction>, DecodeError> {
+        let at = self.pos;
+        match self.opt_u32("requested action")? {
+            None => Ok(None),
+            Some(code) => {
+                RequestedAction::from_code(code)
+                    .map(Some)
+                    .ok_or(DecodeError::UnknownTag {
+                        what: "requested action",
+                        value: code.into(),
+                        at,
+                    })
+            }
+        }
+    }
+
+    fn opt_unit(&mut self) -> Result<Option<UnitKind>, DecodeError> {
+        Ok(if self.bool()? {
+            Some(self.unit()?)
+        } else {
+            None
+        })
+    }
+
+    fn closing_cause(&mut self) -> Result<Option<ClosingCause>, DecodeError> {
+        if !self.bool()? {
+            return Ok(None);
+        }
+        let at = self.pos;
+        match self.byte()? {
+            0 => Ok(Some(ClosingCause::Terminated)),
+            1 => Ok(Some(ClosingCause::SupervisionExpired)),
+            2 => Ok(Some(ClosingCause::Rejected)),
+            b => Err(DecodeError::UnknownTag {
+                what: "closing cause",
+                value: b.into(),
+                at,
+            }),
+        }
+    }
+
+    fn tariff_change(&mut self) -> Result<Option<TariffChangeUsage>, DecodeError> {
+        let at = self.pos;
+        match self.byte()? {
+            0 => Ok(None),
+            1 => Ok(Some(TariffChangeUsage::Before)),
+            2 => Ok(Some(TariffChangeUsage::After)),
+            b => Err(DecodeError::UnknownTag {
+                what: "tariff change usage",
+                value: b.into(),
+                at,
+            }),
+        }
+    }
+
+    /// The rest of a [`TAG_CDR_DELTA`] record (after its tag).
+    fn cdr_delta(
+        &mut self,
+        prev: Option<&CdrView<'a>>,
+        two_back: Option<TwoBack<'a>>,
+    ) -> Result<CdrView<'a>, DecodeError> {
+        let m = self.pos;
+        let mut mask = [0u8; 4];
+        for b in &mut mask {
+            *b = self.byte()?;
+        }
+        let mask = u32::from_le_bytes(mask);
+        let empty = CdrView::default();
+        let p = match prev {
+            Some(p) => p,
+            None if mask == 0 => &empty,
+            None => {
+                return Err(DecodeError::OutOfRange {
+                    what: "CDR record that refers to the one before it (first of its section)",
+                    at: m,
+                })
+            }
+        };
+        let keep = |b: u32| mask & b != 0;
+        let back = |b: u32| -> Result<Option<TwoBack<'a>>, DecodeError> {
+            if mask & b == 0 {
+                return Ok(None);
+            }
+            two_back.map(Some).ok_or(DecodeError::OutOfRange {
+                what: "CDR record that refers to the one two before it (none)",
+                at: m,
+            })
+        };
+        let sequence = if keep(same::SEQUENCE) {
+            p.sequence.wrapping_add(1)
+        } else {
+            self.u64()?
+        };
+        let node_id = if keep(same::NODE_ID) {
+            p.node_id
+        } else {
+            self.str()?
+        };
+        let record_type = if keep(same::RECORD_TYPE) {
+            p.record_type
+        } else {
+            self.record_type()?
+        };
+        let session_id = if keep(same::SESSION_ID) {
+            p.session_id
+        } else {
+            self.str()?
+        };
+        let account = if keep(same::ACCOUNT) {
+            p.account
+        } else {
+            self.account()?
+        };
+        let subscriber = if keep(same::SUBSCRIBER) {
+            p.subscriber
+        } else {
+            self.str()?
+        };
+        let service_context = if keep(same::SERVICE_CONTEXT) {
+            p.service_context
+        } else {
+            self.str()?
+        };
+        let interface = if keep(same::INTERFACE) {
+            p.interface
+        } else {
+            self.interface()?
+        };
+        let rating_group = if keep(same::RATING_GROUP) {
+            p.rating_group
+        } else if let Some(t) = back(same::RATING_GROUP_TWO_BACK)? {
+            t.1
+        } else {
+            self.opt_u32("rating group")?
+        };
+        let service_id = if keep(same::SERVICE_ID) {
+            p.service_id
+        } else {
+            self.opt_u32("service id")?
+        };
+        let request_number = if keep(same::REQUEST_NUMBER) {
+            p.request_number
+        } else {
+            self.u32("request number")?
+        };
+        let requested_action = if keep(same::REQUESTED_ACTION) {
+            p.requested_action
+        } else {
+            self.requested_action()?
+        };
+        let unit = if keep(same::UNIT) {
+            p.unit
+        } else {
+            self.opt_unit()?
+        };
+        let mut c = CdrView {
+            sequence,
+            node_id,
+            record_type,
+            session_id,
+            account,
+            subscriber,
+            service_context,
+            interface,
+            rating_group,
+            service_id,
+            request_number,
+            requested_action,
+            unit,
+            time: self.u64()?,
+            input_octets: self.u64()?,
+            output_octets: self.u64()?,
+            ..CdrView::default()
+        };
+        c.total_octets = if keep(same::TOTAL_IS_SUM) {
+            c.input_octets.wrapping_add(c.output_octets)
+        } else {
+            self.u64()?
+        };
+        c.service_units = self.u64()?;
+        c.rated_units = if keep(same::RATED_IS_TOTAL) {
+            c.total_octets
+        } else {
+            self.u64()?
+        };
+        c.bundle_units = self.u64()?;
+        c.amount = self.i64()?;
+        c.unbilled = self.i64()?;
+        c.balance_after = self.i64()?;
+        c.started = if keep(same::STARTED) {
+            p.started
+        } else {
+            Timestamp(p.started.0.wrapping_add(self.i64()? as u64))
+        };
+        c.ended = if keep(same::ENDED) {
+            p.ended
+        } else {
+            Timestamp(c.started.0.wrapping_add(self.i64()? as u64))
+        };
+        c.result_code = if keep(same::RESULT_CODE) {
+            p.result_code
+        } else {
+            self.u32("result code")?
+        };
+        c.closing_cause = if keep(same::CLOSING_CAUSE) {
+            p.closing_cause
+        } else {
+            self.closing_cause()?
+        };
+        c.termination_cause = if keep(same::TERMINATION_CAUSE) {
+            p.termination_cause
+        } else {
+            self.opt_u32("termination cause")?
+        };
+        c.reporting_reason = if keep(same::REPORTING_REASON) {
+            p.reporting_reason
+        } else {
+            self.opt_u32("reporting reason")?
+        };
+        c.plan = if keep(same::PLAN) {
+            p.plan
+        } else {
+            self.str()?
+        };
+        c.rate = if keep(same::RATE) {
+            p.rate
+        } else if let Some(t) = back(same::RATE_TWO_BACK)? {
+            t.0
+        } else {
+            self.str()?
+        };
+        c.destination = if keep(same::DESTINATION) {
+            p.destination
+        } else {
+            self.str()?
+        };
+        c.zone = if keep(same::ZONE) {
+            p.zone
+        } else {
+            self.str()?
+        };
+        c.tariff_change = if keep(same::TARIFF_CHANGE) {
+            p.tariff_change
+        } else {
+            self.tariff_change()?
         };
         Ok(c)
     }
@@ -1423,7 +2216,241 @@ pub(crate) mod tests {
         })
     }
 
+    /// CDRs of one section, each taking any of its fields from the one
+    /// before it (as the rating groups of one request and consecutive
+    /// requests do).
+    pub(crate) fn cdr_run() -> impl Strategy<Value = Vec<Cdr>> {
+        proptest::collection::vec((plain_cdr(), any::<u32>()), 1..8).prop_map(|v| {
+            let mut out: Vec<Cdr> = Vec::new();
+            for (mut c, m) in v {
+                if let Some(p) = out.last() {
+                    let p = p.clone();
+                    let take = |b: u32| m & b != 0;
+                    if take(same::SEQUENCE) {
+                        c.sequence = p.sequence.wrapping_add(1);
+                    }
+                    if take(same::NODE_ID) {
+                        c.node_id = p.node_id;
+                    }
+                    if take(same::RECORD_TYPE) {
+                        c.record_type = p.record_type;
+                    }
+                    if take(same::SESSION_ID) {
+                        c.session_id = p.session_id;
+                    }
+                    if take(same::ACCOUNT) {
+                        c.account = p.account;
+                    }
+                    if take(same::SUBSCRIBER) {
+                        c.subscriber = p.subscriber;
+                    }
+                    if take(same::SERVICE_CONTEXT) {
+                        c.service_context = p.service_context;
+                    }
+                    if take(same::INTERFACE) {
+                        c.interface = p.interface;
+                    }
+                    if take(same::RATING_GROUP) {
+                        c.rating_group = p.rating_group;
+                    }
+                    if take(same::SERVICE_ID) {
+                        c.service_id = p.service_id;
+                    }
+                    if take(same::REQUEST_NUMBER) {
+                        c.request_number = p.request_number;
+                    }
+                    if take(same::REQUESTED_ACTION) {
+                        c.requested_action = p.requested_action;
+                    }
+                    if take(same::UNIT) {
+                        c.unit = p.unit;
+                    }
+                    if take(same::STARTED) {
+                        c.started = p.started;
+                    } else if m & (1 << 30) != 0 {
+                        // Near the previous one, as sessions of one batch are.
+                        c.started = Timestamp(p.started.0.wrapping_add(u64::from(m >> 24)));
+                    }
+                    if take(same::ENDED) {
+                        c.ended = p.ended;
+                    } else if m & (1 << 31) != 0 {
+                        c.ended = Timestamp(c.started.0.wrapping_add(u64::from(m >> 26)));
+                    }
+                    if take(same::RESULT_CODE) {
+                        c.result_code = p.result_code;
+                    }
+                    if take(same::CLOSING_CAUSE) {
+                        c.closing_cause = p.closing_cause;
+                    }
+                    if take(same::TERMINATION_CAUSE) {
+                        c.termination_cause = p.termination_cause;
+                    }
+                    if take(same::REPORTING_REASON) {
+                        c.reporting_reason = p.reporting_reason;
+                    }
+                    if take(same::PLAN) {
+                        c.plan = p.plan;
+                    }
+                    if take(same::RATE) {
+                        c.rate = p.rate;
+                    }
+                    if take(same::DESTINATION) {
+                        c.destination = p.destination;
+                    }
+                    if take(same::ZONE) {
+                        c.zone = p.zone;
+                    }
+                    if take(same::TARIFF_CHANGE) {
+                        c.tariff_change = p.tariff_change;
+                    }
+                    if take(same::TOTAL_IS_SUM) {
+                        c.total_octets = c.input_octets.wrapping_add(c.output_octets);
+                    }
+                    if take(same::RATED_IS_TOTAL) {
+                        c.rated_units = c.total_octets;
+                    }
+                    if let Some(t) = out.len().checked_sub(2).map(|i| out[i].clone()) {
+                        if take(same::RATING_GROUP_TWO_BACK) {
+                            c.rating_group = t.rating_group;
+                        }
+                        if take(same::RATE_TWO_BACK) {
+                            c.rate = t.rate;
+                        }
+                    }
+                }
+                out.push(c);
+            }
+            out
+        })
+    }
+
+    /// What record `i` of `cdrs` may take from the one two before it.
+    pub(crate) fn two_back(cdrs: &[Cdr], i: usize) -> Option<TwoBack<'_>> {
+        let t = cdrs.get(i.checked_sub(2)?)?;
+        Some((&t.rate, t.rating_group))
+    }
+
+    /// Encodes a section as the store does: the first record on its own,
+    /// each other against the one before it.
+    fn section(cdrs: &[Cdr]) -> Vec<u8> {
+        let mut buf = Vec::new();
+        for (i, c) in cdrs.iter().enumerate() {
+            match i {
+                0 => encode_cdr(&mut buf, c),
+                _ => encode_cdr_after(&mut buf, c, &cdrs[i - 1], two_back(cdrs, i)),
+            }
+        }
+        buf
+    }
+
+    /// Effects of one section as a request writes them: many share an
+    /// account, a session and a time with the one before.
+    fn effect_run() -> impl Strategy<Value = Vec<Effect>> {
+        proptest::collection::vec((effect(), 0u8..4, 0u64..3, 0u64..3, 0u64..2000), 1..24).prop_map(
+            |v| {
+                v.into_iter()
+                    .map(|(mut e, how, a, s, t)| {
+                        let near = Timestamp(1_795_500_000_000 + t);
+                        match &mut e {
+                            Effect::Reserved {
+                                account,
+                                session,
+                                at,
+                                ..
+                            } => {
+                                *account = AccountId(a);
+                                *session = SessionKey(s);
+                                if how > 0 {
+                                    *at = near;
+                                }
+                            }
+                            Effect::Charged {
+                                account, session, ..
+                            } => {
+                                *account = AccountId(a);
+                                if how > 0 {
+                                    *session = Some(SessionKey(s));
+                                }
+                            }
+                            Effect::Released {
+                                account, session, ..
+                            } => {
+                                *account = AccountId(a);
+                                *session = SessionKey(s);
+                            }
+                            Effect::SessionTouched {
+                                session,
+                                at,
+                                supervision_until,
+                                ..
+                            } => {
+                                *session = SessionKey(s);
+                                if how > 0 {
+                                    *at = near;
+                                    *supervision_until = Timestamp(near.0 + 1_200_000);
+                                }
+                            }
+                            _ => {}
+                        }
+                        e
+                    })
+                    .collect()
+            },
+        )
+    }
+
     proptest! {
+        #[test]
+        fn sections_of_related_effects_round_trip(effects in effect_run()) {
+            let mut buf = Vec::new();
+            let mut enc = EffectEncoder::default();
+            for e in &effects {
+                enc.encode(&mut buf, e);
+            }
+            let mut d = Decoder::new(&buf);
+            for e in &effects {
+                prop_assert_eq!(&d.effect().unwrap(), e);
+            }
+            prop_assert!(d.is_empty());
+            // Cut anywhere: an error or the effects before the cut.
+            for n in 0..buf.len() {
+                let mut d = Decoder::new(&buf[..n]);
+                let mut k = 0;
+                while let Ok(e) = d.effect() {
+                    prop_assert_eq!(&e, &effects[k]);
+                    k += 1;
+                }
+                prop_assert!(k < effects.len());
+            }
+        }
+
+        #[test]
+        fn sections_of_related_cdrs_round_trip(
+            cdrs in prop_oneof![cdr_run(), proptest::collection::vec(cdr(), 1..6)],
+        ) {
+            let buf = section(&cdrs);
+            let mut d = Decoder::new(&buf);
+            let mut prev: Option<CdrView<'_>> = None;
+            for c in &cdrs {
+                let v = d.cdr_view_after(prev.as_ref()).unwrap();
+                prop_assert_eq!(&v, &c.view());
+                prev = Some(v);
+            }
+            prop_assert!(d.is_empty());
+            // Cut anywhere: an error, never a panic or a wrong record.
+            for n in 0..buf.len() {
+                let mut d = Decoder::new(&buf[..n]);
+                let mut prev: Option<CdrView<'_>> = None;
+                let mut ok = 0;
+                while let Ok(v) = d.cdr_view_after(prev.as_ref()) {
+                    prop_assert_eq!(&v, &cdrs[ok].view());
+                    ok += 1;
+                    prev = Some(v);
+                }
+                prop_assert!(ok < cdrs.len());
+            }
+        }
+
         #[test]
         fn every_effect_kind_round_trips(effects in proptest::collection::vec(effect(), 1..20)) {
             let mut buf = Vec::new();
@@ -1465,6 +2492,99 @@ pub(crate) mod tests {
                 prop_assert!(Decoder::new(&buf[..n]).cdr().is_err());
             }
         }
+    }
+
+    /// Records as journals written before tags 19 to 22 and 67 hold them
+    /// (bytes spelled out): they read unchanged, and a compact record
+    /// without the records it refers to is an error, not a guess.
+    #[test]
+    fn records_of_the_previous_layout_read_unchanged() {
+        // Reserved (tag 4): account 7, session 300, rating group 10, no
+        // service id, octets, money -2, 1000 units, at 1795500000000.
+        let reserved = [
+            4, 7, 0xac, 0x02, 1, 10, 0, 0, 3, 0xe8, 0x07, 0x80, 0x86, 0x8f, 0xe1, 0xa0, 0x34,
+        ];
+        // Charged (tag 6) with that session, and Released (tag 8).
+        let charged = [6, 7, 1, 0xac, 0x02, 1, 10, 0, 4, 6];
+        let released = [8, 7, 0xac, 0x02, 1, 10, 0];
+        let mut buf = Vec::new();
+        for r in [&reserved[..], &charged, &released] {
+            buf.extend_from_slice(r);
+        }
+        let key = RatingKey {
+            rating_group: Some(10),
+            service_id: None,
+        };
+        let (account, session) = (AccountId(7), SessionKey(300));
+        let mut d = Decoder::new(&buf);
+        assert_eq!(
+            d.effect(),
+            Ok(Effect::Reserved {
+                account,
+                session,
+                key,
+                unit: UnitKind::Octets,
+                money: -2,
+                units: 1000,
+                at: Timestamp(1_795_500_000_000),
+            })
+        );
+        assert_eq!(
+            d.effect(),
+            Ok(Effect::Charged {
+                account,
+                session: Some(session),
+                key,
+                from_reserved: 2,
+                from_balance: 3,
+            })
+        );
+        assert_eq!(
+            d.effect(),
+            Ok(Effect::Released {
+                account,
+                session,
+                key
+            })
+        );
+        assert!(d.is_empty());
+        // Written today, the same effects take the compact tags.
+        let mut enc = EffectEncoder::default();
+        let mut again = Vec::new();
+        let mut d = Decoder::new(&buf);
+        while !d.is_empty() {
+            enc.encode(&mut again, &d.effect().unwrap());
+        }
+        assert_eq!(again[..reserved.len()], reserved);
+        assert_eq!(again[reserved.len()..], [19, 1, 10, 0, 4, 6, 20, 1, 10, 0]);
+        // A compact record first in its section names its offset.
+        assert_eq!(
+            Decoder::new(&again[reserved.len()..]).effect(),
+            Err(DecodeError::OutOfRange {
+                what: "effect record that refers to the ones before it (none carried it)",
+                at: 0
+            })
+        );
+
+        // A Gy CDR (tag 64) as the previous layout wrote it, then one with
+        // rating labels (tag 65) after it in the same section.
+        let (gy, bytes) = gy_cdr();
+        let old: [u8; 57] = [
+            64, 9, 1, b'n', 0, 3, b's', b';', b'1', 3, 9, b'e', b'1', b'6', b'4', b':', b'4', b'6',
+            b'7', b'0', 14, b'3', b'2', b'2', b'5', b'1', b'@', b'3', b'g', b'p', b'p', b'.', b'o',
+            b'r', b'g', 1, 10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 10, 0, 0, 0, 0, 0, 0, 0, 0,
+        ];
+        assert_eq!(bytes[..], old[..]);
+        let mut section = old.to_vec();
+        let mut rated = gy.clone();
+        rated.sequence = 10;
+        rated.plan = "p".into();
+        encode_cdr(&mut section, &rated);
+        assert_eq!(section[bytes.len()], TAG_CDR_RATED);
+        let mut d = Decoder::new(&section);
+        let first = d.cdr_view_after(None).unwrap();
+        assert_eq!(first, gy.view());
+        assert_eq!(d.cdr_view_after(Some(&first)).unwrap(), rated.view());
     }
 
     #[test]
