@@ -40,7 +40,6 @@ fn main() -> std::result::Result<(), Box<dyn std::error::Error>> {
                 origin_host: "pgw.example".into(),
                 request_type: kind,
                 request_number: i as u32,
-                end_to_end: i as u32 + 1,
                 service_context: "32251@3gpp.org".into(),
                 subscription_ids: vec![SubscriptionId::e164("46700000001")],
                 multiple_services: Some(true),

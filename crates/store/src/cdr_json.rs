@@ -1,20 +1,119 @@
-//! CDR file lines in JSON Lines written from decoded journal CDR records
-//! (the CDR writer's hot path): each member is written into a fixed room
-//! with its key spelled out at compile time and the line is copied to the
-//! output whole.
+//! CDR file lines in JSON Lines written straight from journal CDR records
+//! (the CDR writer's hot path): each field is read from the binary record
+//! (layout in [`crate::record`]) and written as its JSON member at once,
+//! with no decoded record in between.
 //!
 //! The bytes are exactly those of [`gyro_charging::CdrOf::write_json_line`]
-//! for the same record (a property test holds them equal). A record with a
-//! string that needs JSON escaping or is not ASCII, or a line longer than
-//! the room, is left to that one by returning `None`.
+//! for the decoded record (a property test holds them equal). Records this
+//! path does not take are left to that one by returning `None`: a record
+//! charged over another interface than Gy (tag 66, whose interface comes
+//! last in the record but early in the line), a string that needs JSON
+//! escaping or is not ASCII, and anything malformed (the decoder then
+//! reports what is wrong).
 
-use gyro_charging::{CdrView, RequestedAction, UnitKind};
+use crate::record::{TAG_CDR, TAG_CDR_RATED};
+use gyro_charging::{ClosingCause, RecordType, TariffChangeUsage};
 
 /// `,"name":`: a member's separator and key, spelled out at compile time.
 macro_rules! key {
     ($name:literal) => {
         concat!(",\"", $name, "\":").as_bytes()
     };
+}
+
+/// The binary record being read.
+struct Cursor<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> Cursor<'a> {
+    #[inline(always)]
+    fn byte(&mut self) -> Option<u8> {
+        let b = *self.buf.get(self.pos)?;
+        self.pos += 1;
+        Some(b)
+    }
+
+    /// A LEB128 varint, refused exactly where the record decoder refuses
+    /// it (more than 64 bits).
+    #[inline(always)]
+    fn u64(&mut self) -> Option<u64> {
+        let b = self.byte()?;
+        if b < 0x80 {
+            return Some(b.into());
+        }
+        // By value, so that the cursor stays in registers.
+        let (v, pos) = u64_long(self.buf, self.pos, b)?;
+        self.pos = pos;
+        Some(v)
+    }
+
+    #[inline(always)]
+    fn u32(&mut self) -> Option<u32> {
+        u32::try_from(self.u64()?).ok()
+    }
+
+    #[inline(always)]
+    fn i64(&mut self) -> Option<i64> {
+        let v = self.u64()?;
+        Some(((v >> 1) as i64) ^ -((v & 1) as i64))
+    }
+
+    /// `None`: malformed; `Some(None)`: absent.
+    #[inline(always)]
+    fn opt_u32(&mut self) -> Option<Option<u32>> {
+        match self.byte()? {
+            0 => Some(None),
+            1 => Some(Some(self.u32()?)),
+            _ => None,
+        }
+    }
+
+    #[inline(always)]
+    fn bytes(&mut self) -> Option<&'a [u8]> {
+        let n = usize::try_from(self.u64()?).ok()?;
+        let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len())?;
+        let b = &self.buf[self.pos..end];
+        self.pos = end;
+        Some(b)
+    }
+}
+
+/// The rest of a varint whose first byte was `first`, read from
+/// `buf[pos..]`: its value and the position after it.
+#[inline(never)]
+fn u64_long(buf: &[u8], mut pos: usize, first: u8) -> Option<(u64, usize)> {
+    let mut v = u64::from(first & 0x7f);
+    if let Some(rest) = buf.get(pos..pos + 9) {
+        // Nine more bytes at hand (nearly always): the same steps over a
+        // fixed array, unrolled, with no bounds check per byte.
+        let rest: &[u8; 9] = rest.try_into().ok()?;
+        for (k, &b) in rest.iter().enumerate() {
+            if k == 8 {
+                return (b <= 1).then_some((v | u64::from(b) << 63, pos + 9));
+            }
+            v |= u64::from(b & 0x7f) << (7 * (k + 1));
+            if b & 0x80 == 0 {
+                return Some((v, pos + k + 1));
+            }
+        }
+        return None;
+    }
+    let mut shift = 7;
+    loop {
+        let b = *buf.get(pos)?;
+        pos += 1;
+        if shift == 63 {
+            // The tenth byte holds the top bit only, and ends it.
+            return (b <= 1).then_some((v | u64::from(b) << 63, pos));
+        }
+        v |= u64::from(b & 0x7f) << shift;
+        if b & 0x80 == 0 {
+            return Some((v, pos));
+        }
+        shift += 7;
+    }
 }
 
 /// Whether every byte is printable ASCII that JSON writes as it is: no
@@ -191,94 +290,138 @@ impl W<'_> {
     }
 }
 
-/// Appends the JSON line of `c` to `out` (`l`: the room to write it
-/// in), or returns `None` with `out` unchanged when the record is one
-/// this path leaves to [`gyro_charging::CdrOf::write_json_line`] (see the
-/// module documentation).
-pub(crate) fn json_line(c: &CdrView<'_>, l: &mut Line, out: &mut Vec<u8>) -> Option<()> {
-    let mut l = W {
-        buf: &mut l.buf,
-        pos: 0,
-    };
+/// Appends the JSON line of the CDR record at the start of `rec` to `out`
+/// and returns its sequence number and the record's length (`l`: the
+/// room to write it in), or returns
+/// `None` with `out` unchanged when the record is one this path leaves to
+/// the decoder (see the module documentation).
+pub(crate) fn json_line(rec: &[u8], l: &mut Line, out: &mut Vec<u8>) -> Option<(u64, usize)> {
+    line(rec, &mut l.buf, out)
+}
+
+fn line(rec: &[u8], buf: &mut [u8; LINE_MAX], out: &mut Vec<u8>) -> Option<(u64, usize)> {
+    let mut c = Cursor { buf: rec, pos: 0 };
+    let mut l = W { buf, pos: 0 };
+    let tag = c.byte()?;
+    if tag != TAG_CDR && tag != TAG_CDR_RATED {
+        return None;
+    }
+    let sequence = c.u64()?;
     l.put(b"{\"sequence\":")?;
-    l.u64(c.sequence)?;
-    l.member_str(key!("node_id"), c.node_id.as_bytes())?;
-    l.member_word(key!("record_type"), c.record_type.as_str())?;
-    l.member_str(key!("session_id"), c.session_id.as_bytes())?;
-    l.member_u64(key!("account"), c.account.0)?;
-    l.member_str(key!("subscriber"), c.subscriber.as_bytes())?;
-    l.member_str(key!("service_context"), c.service_context.as_bytes())?;
-    l.member_word(key!("interface"), c.interface.as_str())?;
-    if let Some(v) = c.rating_group {
+    l.u64(sequence)?;
+    l.member_str(key!("node_id"), c.bytes()?)?;
+    let record_type = match c.byte()? {
+        0 => RecordType::Usage,
+        1 => RecordType::SessionEnd,
+        2 => RecordType::Event,
+        _ => return None,
+    };
+    l.member_word(key!("record_type"), record_type.as_str())?;
+    l.member_str(key!("session_id"), c.bytes()?)?;
+    l.member_u64(key!("account"), c.u64()?)?;
+    l.member_str(key!("subscriber"), c.bytes()?)?;
+    l.member_str(key!("service_context"), c.bytes()?)?;
+    // Tags 64 and 65 are Gy's.
+    l.member_word(key!("interface"), "gy")?;
+    if let Some(v) = c.opt_u32()? {
         l.member_u64(key!("rating_group"), v.into())?;
     }
-    if let Some(v) = c.service_id {
+    if let Some(v) = c.opt_u32()? {
         l.member_u64(key!("service_id"), v.into())?;
     }
-    l.member_u64(key!("request_number"), c.request_number.into())?;
-    if let Some(a) = c.requested_action {
-        let action = match a {
-            RequestedAction::DirectDebiting => "direct-debiting",
-            RequestedAction::RefundAccount => "refund-account",
-            RequestedAction::CheckBalance => "check-balance",
-            RequestedAction::PriceEnquiry => "price-enquiry",
+    l.member_u64(key!("request_number"), c.u32()?.into())?;
+    if let Some(code) = c.opt_u32()? {
+        let action = match code {
+            0 => "direct-debiting",
+            1 => "refund-account",
+            2 => "check-balance",
+            3 => "price-enquiry",
+            _ => return None,
         };
         l.member_word(key!("requested_action"), action)?;
     }
-    if let Some(u) = c.unit {
-        let unit = match u {
-            UnitKind::Octets => "octets",
-            UnitKind::Seconds => "seconds",
-            UnitKind::Events => "events",
-        };
-        l.member_word(key!("unit"), unit)?;
-    }
-    for (key, v) in [
-        (key!("time"), c.time),
-        (key!("input_octets"), c.input_octets),
-        (key!("output_octets"), c.output_octets),
-        (key!("total_octets"), c.total_octets),
-        (key!("service_units"), c.service_units),
-        (key!("rated_units"), c.rated_units),
-        (key!("bundle_units"), c.bundle_units),
-    ] {
-        if v != 0 {
-            l.member_u64(key, v)?;
+    match c.byte()? {
+        0 => {}
+        1 => {
+            let unit = match c.byte()? {
+                0 => "octets",
+                1 => "seconds",
+                2 => "events",
+                _ => return None,
+            };
+            l.member_word(key!("unit"), unit)?;
         }
+        _ => return None,
     }
-    l.member_i64(key!("amount"), c.amount)?;
-    if c.unbilled != 0 {
-        l.member_i64(key!("unbilled"), c.unbilled)?;
+    macro_rules! counter {
+        ($name:literal) => {
+            let v = c.u64()?;
+            if v != 0 {
+                l.member_u64(key!($name), v)?;
+            }
+        };
     }
-    l.member_i64(key!("balance_after"), c.balance_after)?;
-    l.member_u64(key!("started"), c.started.0)?;
-    l.member_u64(key!("ended"), c.ended.0)?;
-    l.member_u64(key!("result_code"), c.result_code.into())?;
-    if let Some(cause) = c.closing_cause {
-        l.member_word(key!("closing_cause"), cause.as_str())?;
+    counter!("time");
+    counter!("input_octets");
+    counter!("output_octets");
+    counter!("total_octets");
+    counter!("service_units");
+    counter!("rated_units");
+    counter!("bundle_units");
+    l.member_i64(key!("amount"), c.i64()?)?;
+    let unbilled = c.i64()?;
+    if unbilled != 0 {
+        l.member_i64(key!("unbilled"), unbilled)?;
     }
-    if let Some(v) = c.termination_cause {
+    l.member_i64(key!("balance_after"), c.i64()?)?;
+    l.member_u64(key!("started"), c.u64()?)?;
+    l.member_u64(key!("ended"), c.u64()?)?;
+    l.member_u64(key!("result_code"), c.u32()?.into())?;
+    match c.byte()? {
+        0 => {}
+        1 => {
+            let cause = match c.byte()? {
+                0 => ClosingCause::Terminated,
+                1 => ClosingCause::SupervisionExpired,
+                2 => ClosingCause::Rejected,
+                _ => return None,
+            };
+            l.member_word(key!("closing_cause"), cause.as_str())?;
+        }
+        _ => return None,
+    }
+    if let Some(v) = c.opt_u32()? {
         l.member_u64(key!("termination_cause"), v.into())?;
     }
-    if let Some(v) = c.reporting_reason {
+    if let Some(v) = c.opt_u32()? {
         l.member_u64(key!("reporting_reason"), v.into())?;
     }
-    for (key, v) in [
-        (key!("plan"), c.plan),
-        (key!("rate"), c.rate),
-        (key!("destination"), c.destination),
-        (key!("zone"), c.zone),
-    ] {
-        if !v.is_empty() {
-            l.member_str(key, v.as_bytes())?;
+    if tag == TAG_CDR_RATED {
+        macro_rules! label {
+            ($name:literal) => {
+                let s = c.bytes()?;
+                if !s.is_empty() {
+                    l.member_str(key!($name), s)?;
+                }
+            };
         }
-    }
-    if let Some(t) = c.tariff_change {
-        l.member_word(key!("tariff_change"), t.as_str())?;
+        label!("plan");
+        label!("rate");
+        label!("destination");
+        label!("zone");
+        let side = match c.byte()? {
+            0 => None,
+            1 => Some(TariffChangeUsage::Before),
+            2 => Some(TariffChangeUsage::After),
+            _ => return None,
+        };
+        if let Some(t) = side {
+            l.member_word(key!("tariff_change"), t.as_str())?;
+        }
     }
     l.put(b"}\n")?;
     out.extend_from_slice(&l.buf[..l.pos]);
-    Some(())
+    Some((sequence, c.pos))
 }
 
 #[cfg(test)]
@@ -321,6 +464,46 @@ mod tests {
             l.i64(v).unwrap();
             assert_eq!(&l.buf[..l.pos], v.to_string().as_bytes());
         }
+    }
+
+    #[test]
+    fn long_varints_read_the_same_with_and_without_room_after_them() {
+        let mut values = vec![0u64, 127, 128, 300, u64::MAX, 1 << 63, (1 << 63) - 1];
+        values.extend((0..64).map(|s| 1u64 << s));
+        values.extend((0..64).map(|s| (1u64 << s).wrapping_sub(1)));
+        for v in values {
+            let mut b = Vec::new();
+            let mut x = v;
+            while x >= 0x80 {
+                b.push(x as u8 | 0x80);
+                x >>= 7;
+            }
+            b.push(x as u8);
+            let n = b.len();
+            for pad in [0, 20] {
+                let mut buf = b.clone();
+                buf.extend(std::iter::repeat_n(0xff, pad));
+                let mut c = Cursor { buf: &buf, pos: 0 };
+                assert_eq!((c.u64(), c.pos), (Some(v), n), "{v} pad {pad}");
+            }
+        }
+        // A tenth byte above 1 (or one that goes on): refused, as the
+        // record decoder refuses it.
+        for tenth in [2u8, 0x81] {
+            for pad in [0, 20] {
+                let mut buf = vec![0xff; 9];
+                buf.push(tenth);
+                buf.extend(std::iter::repeat_n(0, pad));
+                let mut c = Cursor { buf: &buf, pos: 0 };
+                assert_eq!(c.u64(), None);
+            }
+        }
+        // Cut short: refused.
+        let mut c = Cursor {
+            buf: &[0x80, 0x80],
+            pos: 0,
+        };
+        assert_eq!(c.u64(), None);
     }
 
     #[test]

@@ -118,21 +118,14 @@
 //!           n_effects:u32le n_cdrs:u32le first_cdr:u64le
 //!           first_answer:u64le n_answers:u32le
 //!           effects_len:u32le cdrs_len:u32le answers_len:u32le
-//! effects = n_effects effect records      (binary, see [`record`]; some
-//!                                          leave out what the ones before
-//!                                          them in the section carried)
+//! effects = n_effects effect records      (binary, see [`record`])
 //! cdrs    = n_cdrs CDR records            (binary, see [`record`]; sequence
-//!                                          numbers first_cdr, first_cdr + 1, ...;
-//!                                          each after the first written
-//!                                          against the one before it)
+//!                                          numbers first_cdr, first_cdr + 1, ...)
 //! answers = n_answers answer records      (the engine's opaque bytes, numbered
 //!                                          first_answer, first_answer + 1, ...)
 //! ```
 //!
-//! A section is read from its start: a record may take fields from the
-//! records before it in the same section, never from another frame, so
-//! every frame still decodes on its own. `first_cdr` and `first_answer`
-//! are 0 when their section is empty. Each
+//! `first_cdr` and `first_answer` are 0 when their section is empty. Each
 //! commit appends one frame with one `writev` and (in synchronous mode) one
 //! `fdatasync`; a crash can leave only the last frame incomplete ("torn"),
 //! recognised by its length or checksum and cut off on open; damage
@@ -144,9 +137,8 @@
 //! The commit job then queues the batch's CDR records for the CDR writer
 //! thread (in synchronous mode only once the frame is durable; the queue
 //! is bounded, so a slow CDR disk holds commits back instead of growing
-//! memory), which encodes them (each record decoded in order, its text
-//! borrowed from the section, then written as a JSON line in place) and
-//! appends the lines to
+//! memory), which encodes them (JSON lines straight from the binary
+//! records, with no decoded record in between) and appends the lines to
 //! the open CDR file in order, without a sync: if they are lost in a crash, opening the
 //! store writes them again from the journal; lines the journal never made
 //! durable (asynchronous mode) are cut from the CDR file and their
