@@ -116,6 +116,49 @@ fn load(addr: SocketAddr, args: &[&str]) -> serde_json::Value {
     })
 }
 
+/// What the server at `addr` answers at most, closed loop (the load
+/// generator shares the machine, so this is what the pair can do), and ten
+/// times that as a `--rate` argument.
+fn ten_times_capacity(addr: SocketAddr) -> (f64, String) {
+    let calibration = load(
+        addr,
+        &[
+            "--scenario",
+            "sms",
+            "-c",
+            "4",
+            "-w",
+            "16",
+            "--duration",
+            "1s",
+        ],
+    );
+    let capacity = calibration["rate"].as_f64().unwrap().max(100.0);
+    (capacity, (capacity * 10.0).to_string())
+}
+
+/// An open-loop SMS load at `rate` for `duration` on 8 connections with
+/// room for 512 requests in flight each: the overload of these tests.
+fn flood(addr: SocketAddr, rate: &str, duration: &str) -> serde_json::Value {
+    load(
+        addr,
+        &[
+            "--scenario",
+            "sms",
+            "-c",
+            "8",
+            "-w",
+            "512",
+            "--rate",
+            rate,
+            "--duration",
+            duration,
+            "--timeout",
+            "5s",
+        ],
+    )
+}
+
 fn count(report: &serde_json::Value, key: &str) -> u64 {
     report[key].as_u64().unwrap_or(0)
 }
@@ -209,40 +252,8 @@ fn ten_times_overload_gets_fast_3004s_and_a_normal_client_is_served_right_after(
         ),
         None,
     );
-    // What the server answers at most, closed loop (the load generator
-    // shares the machine, so this is what the pair can do).
-    let calibration = load(
-        addr,
-        &[
-            "--scenario",
-            "sms",
-            "-c",
-            "4",
-            "-w",
-            "16",
-            "--duration",
-            "1s",
-        ],
-    );
-    let capacity = calibration["rate"].as_f64().unwrap().max(100.0);
-    let rate = (capacity * 10.0).to_string();
-    let report = load(
-        addr,
-        &[
-            "--scenario",
-            "sms",
-            "-c",
-            "8",
-            "-w",
-            "512",
-            "--rate",
-            &rate,
-            "--duration",
-            "3s",
-            "--timeout",
-            "5s",
-        ],
-    );
+    let (capacity, rate) = ten_times_capacity(addr);
+    let report = flood(addr, &rate, "3s");
     let done = Instant::now();
     let busy = result_count(&report, 3004);
     let ok = result_count(&report, 2001);
@@ -388,40 +399,8 @@ fn a_light_peer_is_served_while_a_heavy_one_on_the_same_loop_is_shed() {
         "[server]\nworkers = 1\n[limits]\nmax_queue_wait_ms = 200\n",
         None,
     );
-    let calibration = load(
-        addr,
-        &[
-            "--scenario",
-            "sms",
-            "-c",
-            "4",
-            "-w",
-            "16",
-            "--duration",
-            "1s",
-        ],
-    );
-    let capacity = calibration["rate"].as_f64().unwrap().max(100.0);
-    let rate = (capacity * 10.0).to_string();
-    let heavy = std::thread::spawn(move || {
-        load(
-            addr,
-            &[
-                "--scenario",
-                "sms",
-                "-c",
-                "8",
-                "-w",
-                "512",
-                "--rate",
-                &rate,
-                "--duration",
-                "4s",
-                "--timeout",
-                "5s",
-            ],
-        )
-    });
+    let (_, rate) = ten_times_capacity(addr);
+    let heavy = std::thread::spawn(move || flood(addr, &rate, "4s"));
     // The light peer: one connection of its own, one CCR every 20 ms,
     // from a second into the heavy load until a second before its end.
     std::thread::sleep(Duration::from_secs(1));

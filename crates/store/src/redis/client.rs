@@ -534,53 +534,11 @@ impl RedisLedger {
     pub async fn books(&self) -> Result<Books> {
         self.refresh_shards().await?;
         let mut books = Books::default();
-        for master in self.masters() {
-            let Some((host, port)) = master.rsplit_once(':') else {
-                continue;
-            };
-            let Ok(port) = port.parse::<u16>() else {
-                continue;
-            };
-            let route = SingleNodeRoutingInfo::ByAddress {
-                host: host.to_string(),
-                port,
-            };
-            let pattern = format!("{}:{{acct:*}}", self.keys.namespace());
+        for route in self.master_routes() {
             let mut cursor = "0".to_string();
             loop {
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(&cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .arg("TYPE")
-                    .arg("hash");
-                let mut conn = self.conn.clone();
-                let v = conn
-                    .route_command(scan, RoutingInfo::SingleNode(route.clone()))
-                    .await
-                    .map_err(|e| classify("SCAN", &e))?;
-                let Value::Array(parts) = v else {
-                    return Err(Error::Redis {
-                        op: "SCAN",
-                        reason: format!("unexpected answer {v:?}"),
-                    });
-                };
-                cursor = parts.first().and_then(text).unwrap_or_else(|| "0".into());
-                let keys: Vec<String> = match parts.get(1) {
-                    Some(Value::Array(k)) => k.iter().filter_map(text).collect(),
-                    _ => Vec::new(),
-                };
-                // Account hashes end with their tag; ":res" hashes do not.
-                let ids: Vec<AccountId> = keys
-                    .iter()
-                    .filter(|k| k.ends_with('}'))
-                    .filter_map(|k| {
-                        let id = k.rsplit_once("{acct:")?.1.strip_suffix('}')?;
-                        Some(AccountId(id.parse().ok()?))
-                    })
-                    .collect();
+                let ids;
+                (cursor, ids) = self.scan_accounts(&route, &cursor).await?;
                 if !ids.is_empty() {
                     let mut pipe = redis::pipe();
                     for &id in &ids {
@@ -627,47 +585,12 @@ impl RedisLedger {
     pub async fn account_ids(&self) -> Result<Vec<AccountId>> {
         self.refresh_shards().await?;
         let mut ids = Vec::new();
-        let pattern = format!("{}:{{acct:*}}", self.keys.namespace());
-        for master in self.masters() {
-            let Some((host, port)) = master.rsplit_once(':') else {
-                continue;
-            };
-            let Ok(port) = port.parse::<u16>() else {
-                continue;
-            };
-            let route = RoutingInfo::SingleNode(SingleNodeRoutingInfo::ByAddress {
-                host: host.to_string(),
-                port,
-            });
+        for route in self.master_routes() {
             let mut cursor = "0".to_string();
             loop {
-                let mut scan = redis::cmd("SCAN");
-                scan.arg(&cursor)
-                    .arg("MATCH")
-                    .arg(&pattern)
-                    .arg("COUNT")
-                    .arg(1000)
-                    .arg("TYPE")
-                    .arg("hash");
-                let mut conn = self.conn.clone();
-                let v = conn
-                    .route_command(scan, route.clone())
-                    .await
-                    .map_err(|e| classify("SCAN", &e))?;
-                let Value::Array(parts) = v else {
-                    return Err(Error::Redis {
-                        op: "SCAN",
-                        reason: format!("unexpected answer {v:?}"),
-                    });
-                };
-                cursor = parts.first().and_then(text).unwrap_or_else(|| "0".into());
-                if let Some(Value::Array(keys)) = parts.get(1) {
-                    // Account hashes end with their tag; ":res" hashes do not.
-                    ids.extend(keys.iter().filter_map(text).filter_map(|k| {
-                        let id = k.rsplit_once("{acct:")?.1.strip_suffix('}')?;
-                        Some(AccountId(id.parse().ok()?))
-                    }));
-                }
+                let page;
+                (cursor, page) = self.scan_accounts(&route, &cursor).await?;
+                ids.extend(page);
                 if cursor == "0" {
                     break;
                 }
@@ -676,6 +599,65 @@ impl RedisLedger {
         ids.sort_unstable();
         ids.dedup();
         Ok(ids)
+    }
+
+    /// How to reach each master, as last read.
+    fn master_routes(&self) -> Vec<SingleNodeRoutingInfo> {
+        self.masters()
+            .iter()
+            .filter_map(|m| {
+                let (host, port) = m.rsplit_once(':')?;
+                Some(SingleNodeRoutingInfo::ByAddress {
+                    host: host.to_string(),
+                    port: port.parse().ok()?,
+                })
+            })
+            .collect()
+    }
+
+    /// One page of `SCAN cursor MATCH <ns>:{acct:*} COUNT 1000 TYPE hash`
+    /// on the master at `route`: the next cursor ("0" at the end) and the
+    /// ids of the account hashes found (a reservations hash, `...:res`,
+    /// does not end with its tag and is left out).
+    async fn scan_accounts(
+        &self,
+        route: &SingleNodeRoutingInfo,
+        cursor: &str,
+    ) -> Result<(String, Vec<AccountId>)> {
+        let pattern = format!("{}:{{acct:*}}", self.keys.namespace());
+        let mut scan = redis::cmd("SCAN");
+        scan.arg(cursor)
+            .arg("MATCH")
+            .arg(&pattern)
+            .arg("COUNT")
+            .arg(1000)
+            .arg("TYPE")
+            .arg("hash");
+        let mut conn = self.conn.clone();
+        let v = conn
+            .route_command(scan, RoutingInfo::SingleNode(route.clone()))
+            .await
+            .map_err(|e| classify("SCAN", &e))?;
+        let Value::Array(parts) = v else {
+            return Err(Error::Redis {
+                op: "SCAN",
+                reason: format!("unexpected answer {v:?}"),
+            });
+        };
+        let next = parts.first().and_then(text).unwrap_or_else(|| "0".into());
+        let ids = match parts.get(1) {
+            Some(Value::Array(keys)) => keys
+                .iter()
+                .filter_map(text)
+                .filter(|k| k.ends_with('}'))
+                .filter_map(|k| {
+                    let id = k.rsplit_once("{acct:")?.1.strip_suffix('}')?;
+                    Some(AccountId(id.parse().ok()?))
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        Ok((next, ids))
     }
 
     /// The masters, `host:port`, as last read.
