@@ -413,10 +413,8 @@ fn echo_ids(e: &mut Encoder<'_>, msg: &Message<'_>) {
 /// The kind ([`telemetry::REQUEST_KINDS`]) of a request, or of the
 /// request an answer answers, from its command and CC-Request-Type.
 fn request_kind(msg: &Message<'_>) -> usize {
-    if msg.command_code() != cmd::CREDIT_CONTROL {
-        return telemetry::OTHER_COMMAND;
-    }
-    telemetry::kind_of_code(msg.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()))
+    let request_type = msg.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok());
+    telemetry::kind_of_request(msg.command_code(), request_type)
 }
 
 /// Lowers the calling thread to the idle scheduling class: building a

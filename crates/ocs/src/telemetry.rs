@@ -94,14 +94,20 @@ pub fn kind_of_code(code: Option<u32>) -> usize {
         .map_or(UNKNOWN_TYPE, kind_of)
 }
 
-/// The index in [`REQUEST_KINDS`] of a request its connection refused
-/// under overload.
-pub fn kind_of_shed(kind: ShedKind) -> usize {
-    if kind.command_code == cmd::CREDIT_CONTROL {
-        kind_of_code(kind.request_type)
+/// The index in [`REQUEST_KINDS`] of a request of this Command Code and
+/// CC-Request-Type value.
+pub fn kind_of_request(command_code: u32, request_type: Option<u32>) -> usize {
+    if command_code == cmd::CREDIT_CONTROL {
+        kind_of_code(request_type)
     } else {
         OTHER_COMMAND
     }
+}
+
+/// The index in [`REQUEST_KINDS`] of a request its connection refused
+/// under overload.
+pub fn kind_of_shed(kind: ShedKind) -> usize {
+    kind_of_request(kind.command_code, kind.request_type)
 }
 
 pub use gyro_telemetry::Histogram;
