@@ -564,8 +564,7 @@ impl JournalWriter {
     /// retransmission; see [`writeback`](crate::writeback)).
     pub(crate) fn sync(&mut self) -> Result<()> {
         self.file.sync_data().map_err(io_err("fsync", &self.path))?;
-        crate::writeback::release(&self.file, self.released, self.len);
-        self.released = self.len & !4095;
+        self.released = crate::writeback::release(&self.file, self.released, self.len);
         Ok(())
     }
 }

@@ -59,7 +59,7 @@ impl WriteBehind {
                         | libc::SYNC_FILE_RANGE_WAIT_AFTER,
                 );
                 if r == 0 {
-                    release(file, self.waited, self.started);
+                    let _ = release(file, self.waited, self.started);
                 }
             }
             libc::sync_file_range(
@@ -78,10 +78,15 @@ impl WriteBehind {
 /// page cache (best effort). Only clean pages go: call it for a range
 /// already written back (after an `fdatasync` or a waited
 /// `sync_file_range`). A page that `to` cuts is kept, so an append into it
-/// never has to read it back from the disk.
-pub(crate) fn release(file: &File, from: u64, to: u64) {
+/// never has to read it back from the disk: `to` is rounded down to a page
+/// here, because Linux drops a partial last page when the range ends at
+/// the end of the file (the journal's case after every `fdatasync`),
+/// which made each append read its first page back synchronously.
+/// Returns where the next release may start (`to` rounded down).
+pub(crate) fn release(file: &File, from: u64, to: u64) -> u64 {
+    let to = to & !(page_size() - 1);
     if to <= from {
-        return;
+        return from;
     }
     // SAFETY: `fd` is an open descriptor borrowed from `file` for the
     // duration of the call; posix_fadvise reads no memory of ours.
@@ -93,6 +98,21 @@ pub(crate) fn release(file: &File, from: u64, to: u64) {
             libc::POSIX_FADV_DONTNEED,
         );
     }
+    to
+}
+
+/// The page size (a power of two), as the kernel reports it.
+fn page_size() -> u64 {
+    static PAGE: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *PAGE.get_or_init(|| {
+        // SAFETY: sysconf reads no memory of ours.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if n > 0 && (n as u64).is_power_of_two() {
+            n as u64
+        } else {
+            4096
+        }
+    })
 }
 
 /// A file written front to back with write-behind.

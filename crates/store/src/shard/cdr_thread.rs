@@ -481,8 +481,8 @@ impl Writer {
         self.journal
             .sync_data()
             .map_err(io_err("fsync", &self.journal_path))?;
-        crate::writeback::release(&self.journal, self.journal_released, written);
-        self.journal_released = self.journal_released.max(written);
+        self.journal_released =
+            crate::writeback::release(&self.journal, self.journal_released, written);
         self.unsynced_since = None;
         self.shared.report().syncs += 1;
         Ok(())
