@@ -111,7 +111,7 @@
 //! # Journal layout (version 2)
 //!
 //! ```text
-//! file    = magic:"GYJRNL02" frame*
+//! file    = magic:"GYJRNL02" frame* zero*   zero bytes written ahead (below)
 //! frame   = len:u32le crc:u32le payload          crc = CRC-32 (IEEE) of payload
 //! payload = header effects cdrs answers          len = 41 + the three section lengths
 //! header  = version:u8 (2)
@@ -127,7 +127,12 @@
 //!
 //! `first_cdr` and `first_answer` are 0 when their section is empty. Each
 //! commit appends one frame with one `writev` and (in synchronous mode) one
-//! `fdatasync`; a crash can leave only the last frame incomplete ("torn"),
+//! `fdatasync`. In synchronous mode the journal keeps zero bytes written
+//! ahead of its last frame ([`StoreOptions::journal_write_ahead`], 1 MiB),
+//! so that a frame is written over blocks the file already has and its
+//! `fdatasync` writes only the data, not a new size and new blocks; they
+//! read as the end of the journal and are cut when it is closed. A crash
+//! can leave only the last frame incomplete ("torn"),
 //! recognised by its length or checksum and cut off on open; damage
 //! anywhere else is [`Error::Corrupt`] naming the file and byte offset,
 //! and [`repair`] cuts such a journal to its last consistent frame (`gyro

@@ -254,6 +254,9 @@ fn walk(path: &Path, next_cdr: &mut u64, seen_cdrs: &mut bool) -> Result<Walk> {
         let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
         let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
         if len > MAX_FRAME || (len as usize) < PAYLOAD_HEADER {
+            if h == [0; FRAME_HEADER] && zeros_from(path, pos)? {
+                break None; // zero bytes the writer prepared ahead
+            }
             break stop("impossible frame length", zeros_from(path, pos)?);
         }
         payload.resize(len as usize, 0);
@@ -636,5 +639,17 @@ mod tests {
         let d = inspect(data.path(), 0).unwrap();
         assert!(!d.is_damaged());
         assert_eq!(d.torn_tail, 10);
+    }
+
+    #[test]
+    fn zero_bytes_written_ahead_are_neither_damage_nor_a_torn_tail() {
+        let data = tempfile::tempdir().unwrap();
+        let (path, _) = journal(data.path(), 3);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes.resize(bytes.len() + 70_000, 0);
+        std::fs::write(&path, &bytes).unwrap();
+        let d = inspect(data.path(), 0).unwrap();
+        assert!(!d.is_damaged());
+        assert_eq!(d.torn_tail, 0);
     }
 }

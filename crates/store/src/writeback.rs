@@ -45,30 +45,25 @@ impl WriteBehind {
         if len - self.started < CHUNK {
             return;
         }
-        let fd = file.as_raw_fd();
-        // SAFETY: `fd` is an open descriptor borrowed from `file` for the
-        // duration of the calls; sync_file_range reads no memory of ours.
-        unsafe {
-            if self.started > self.waited {
-                let r = libc::sync_file_range(
-                    fd,
+        if self.started > self.waited {
+            // SAFETY: `fd` is an open descriptor borrowed from `file` for
+            // the duration of the call; sync_file_range reads no memory of
+            // ours.
+            let r = unsafe {
+                libc::sync_file_range(
+                    file.as_raw_fd(),
                     self.waited as libc::off64_t,
                     (self.started - self.waited) as libc::off64_t,
                     libc::SYNC_FILE_RANGE_WAIT_BEFORE
                         | libc::SYNC_FILE_RANGE_WRITE
                         | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-                );
-                if r == 0 {
-                    let _ = release(file, self.waited, self.started);
-                }
+                )
+            };
+            if r == 0 {
+                let _ = release(file, self.waited, self.started);
             }
-            libc::sync_file_range(
-                fd,
-                self.started as libc::off64_t,
-                (len - self.started) as libc::off64_t,
-                libc::SYNC_FILE_RANGE_WRITE,
-            );
         }
+        start(file, self.started, len);
         self.waited = self.started;
         self.started = len;
     }
@@ -99,6 +94,24 @@ pub(crate) fn release(file: &File, from: u64, to: u64) -> u64 {
         );
     }
     to
+}
+
+/// Starts writing `[from, to)` of `file` back to the disk without waiting
+/// (best effort).
+pub(crate) fn start(file: &File, from: u64, to: u64) {
+    if to <= from {
+        return;
+    }
+    // SAFETY: `fd` is an open descriptor borrowed from `file` for the
+    // duration of the call; sync_file_range reads no memory of ours.
+    unsafe {
+        libc::sync_file_range(
+            file.as_raw_fd(),
+            from as libc::off64_t,
+            (to - from) as libc::off64_t,
+            libc::SYNC_FILE_RANGE_WRITE,
+        );
+    }
 }
 
 /// The page size (a power of two), as the kernel reports it.

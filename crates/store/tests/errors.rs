@@ -155,6 +155,11 @@ fn a_read_only_file_system_is_a_clear_error_and_nothing_written_changes() {
 fn a_full_disk_fails_the_commit_cleanly_and_a_retry_succeeds_once_space_is_freed() {
     let Some(fs) = Tmpfs::mount("1m") else { return };
     let data = fs.path.join("data");
+    // No zero bytes written ahead: the next commit needs new space.
+    let options = || StoreOptions {
+        journal_write_ahead: 0,
+        ..options()
+    };
     let (mut store, mut engine, _) = open(&data, options(), T0);
     store.snapshot(&engine.snapshot(), T0).unwrap();
     run(&mut engine, &mut store, &round(0), T0);
@@ -211,6 +216,41 @@ fn a_full_disk_fails_the_commit_cleanly_and_a_retry_succeeds_once_space_is_freed
     assert!(s.cdrs > 0);
     assert!(s.cdr_error.is_none());
     let after = engine.snapshot();
+    drop(store);
+    let (_s, engine2, _) = open(&data, options(), T0);
+    assert_eq!(engine2.snapshot(), after);
+    assert_gap_free(&all_cdrs(&data));
+}
+
+#[test]
+fn commits_go_on_into_the_space_the_journal_wrote_ahead_when_the_disk_fills() {
+    let Some(fs) = Tmpfs::mount("2m") else { return };
+    let data = fs.path.join("data");
+    let (mut store, mut engine, _) = open(&data, options(), T0);
+    store.snapshot(&engine.snapshot(), T0).unwrap();
+    run(&mut engine, &mut store, &round(0), T0);
+    let journal = store.journal_path().to_path_buf();
+    let size = std::fs::metadata(&journal).unwrap().len();
+
+    let filler = fs.path.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
+    drop(f);
+
+    // The disk is full, the batch is made durable in the journal all the
+    // same, in place of zero bytes: the file does not grow.
+    let mut out = gyro_charging::Output::default();
+    let mut answer = gyro_charging::CcAnswer::default();
+    for r in &round(1) {
+        engine.handle(r, T0, &mut answer, &mut out);
+        store.append_output(&out).unwrap();
+        out.clear();
+    }
+    store.commit(T0).unwrap();
+    assert_eq!(std::fs::metadata(&journal).unwrap().len(), size);
+    let after = engine.snapshot();
+    std::fs::remove_file(&filler).unwrap();
     drop(store);
     let (_s, engine2, _) = open(&data, options(), T0);
     assert_eq!(engine2.snapshot(), after);

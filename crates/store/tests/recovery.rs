@@ -182,7 +182,11 @@ fn a_torn_frame_that_is_whole_but_fails_its_checksum_is_cut_too() {
     let (mut store, mut engine, _) = open(dir.path(), options(), T0);
     run(&mut engine, &mut store, &round(0), T0);
     let before = engine.snapshot();
-    let len0 = std::fs::metadata(store.journal_path()).unwrap().len();
+    // Closed, the journal holds only its frames (no zero bytes ahead).
+    let journal = store.journal_path().to_path_buf();
+    drop(store);
+    let len0 = std::fs::metadata(&journal).unwrap().len();
+    let (mut store, mut engine, _) = open(dir.path(), options(), T0);
     run(&mut engine, &mut store, &round(1), T0);
     let journal = store.journal_path().to_path_buf();
     drop(store);
@@ -385,4 +389,28 @@ fn a_cdr_out_of_sequence_is_refused() {
         }
     ));
     assert!(!store.has_pending());
+}
+
+#[test]
+fn zero_bytes_after_the_frames_of_a_journal_are_no_damage_in_any_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, mut engine, _) = open(dir.path(), options(), T0);
+    run(&mut engine, &mut store, &round(0), T0);
+    let first = store.journal_path().to_path_buf();
+    store.snapshot(&engine.snapshot(), T0).unwrap();
+    run(&mut engine, &mut store, &round(1), T0);
+    let last = store.journal_path().to_path_buf();
+    assert_ne!(first, last, "the snapshot started a new journal");
+    let before = engine.snapshot();
+    drop(store);
+    // A crash before the zero bytes written ahead were cut (the closed
+    // journal) or while they were there (the last one).
+    for p in [&first, &last] {
+        let mut f = std::fs::OpenOptions::new().append(true).open(p).unwrap();
+        f.write_all(&vec![0u8; 70_000]).unwrap();
+    }
+    let (_s, engine2, report) = open(dir.path(), options(), T0);
+    assert_eq!(report.torn_journal_bytes, 0);
+    assert_eq!(engine2.snapshot(), before);
+    assert_gap_free(&all_cdrs(dir.path()));
 }

@@ -140,7 +140,7 @@ impl CompactionJob {
         let mut journals = Vec::new();
         for p in &self.journals {
             let scan = journal::scan(p)?;
-            if scan.valid_len != scan.file_len {
+            if scan.torn_bytes() != 0 {
                 return Err(corrupt(
                     p,
                     scan.valid_len,

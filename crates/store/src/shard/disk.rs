@@ -23,6 +23,8 @@ pub(super) struct Disk {
     pub(super) ledger_dir: PathBuf,
     pub(super) generation: u64,
     pub(super) journal: JournalWriter,
+    /// Zero bytes each journal keeps written ahead.
+    pub(super) write_ahead: u64,
     pub(super) durability: Durability,
     pub(super) outcome: Option<Outcome>,
     /// The CDR writer thread's queue.
@@ -159,10 +161,10 @@ impl Disk {
     pub(super) fn rotate_journal(&mut self) -> Result<()> {
         let g = self.generation + 1;
         let path = self.ledger_dir.join(journal_name(g));
-        let j = JournalWriter::create(&path)?;
+        let j = JournalWriter::create(&path)?.write_ahead(self.write_ahead);
         sync_dir(&self.ledger_dir)?;
         let file = j.handle()?;
-        self.journal = j;
+        self.journal = j; // the closed one is trimmed as it is dropped
         self.generation = g;
         let msg = Msg::JournalRotated {
             file,

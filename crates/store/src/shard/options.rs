@@ -37,6 +37,11 @@ pub struct StoreOptions {
     pub cdr_max_age: Duration,
     /// How CDR files are written.
     pub cdr_format: CdrFormat,
+    /// Zero bytes the journal keeps written ahead of its last frame in
+    /// synchronous mode, so that a frame's `fdatasync` writes only its data
+    /// (no block allocation, no new file size); 0 appends to the end of
+    /// the file instead. On a full disk, commits go on into this space.
+    pub journal_write_ahead: u64,
 }
 
 impl Default for StoreOptions {
@@ -48,6 +53,7 @@ impl Default for StoreOptions {
             cdr_max_bytes: 64 << 20,
             cdr_max_age: Duration::from_secs(300),
             cdr_format: CdrFormat::JsonLines,
+            journal_write_ahead: 1 << 20,
         }
     }
 }

@@ -219,7 +219,7 @@ fn scan_replay(
     let count = journals.len();
     for (i, (_, p)) in journals.iter().enumerate() {
         let scan = journal::scan(p)?;
-        let torn = scan.file_len - scan.valid_len.min(scan.file_len);
+        let torn = scan.torn_bytes();
         if torn > 0 && i + 1 < count {
             return Err(corrupt(
                 p,
@@ -304,7 +304,7 @@ impl ShardStore {
         let mut retained = Vec::new();
         for (g, p) in &old {
             let scan = journal::scan(p)?;
-            if scan.valid_len != scan.file_len {
+            if scan.torn_bytes() != 0 {
                 return Err(corrupt(
                     p,
                     scan.valid_len,
@@ -364,7 +364,8 @@ impl ShardStore {
         let disk = Disk {
             ledger_dir: dir.clone(),
             generation,
-            journal,
+            journal: journal.write_ahead(options.journal_write_ahead),
+            write_ahead: options.journal_write_ahead,
             durability: options.durability,
             outcome: None,
             cdr_tx: cdr.tx.clone(),
