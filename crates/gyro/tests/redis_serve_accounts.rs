@@ -25,6 +25,7 @@ use redis_support::{cluster_nodes, options};
 use serde_json::{json, Value};
 use support::common::result_code;
 use support::gateway::{exchange, Gateway};
+use support::prometheus::sum;
 use support::server::{http, is_problem, Server};
 use support::{data_ccr, gyro, scratch};
 
@@ -186,6 +187,13 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     // An unknown subscriber is still 5030, at once and a second later.
     assert_eq!(initial(b.diameter, 2, "46709990999"), Some(5030));
     assert_eq!(initial(a.diameter, 3, "46709990999"), Some(5030));
+    // Node b looked the created subscriber up once (then kept it), and
+    // the unknown one once.
+    let metrics = server_b.metrics();
+    assert!(
+        sum(&metrics, "gyro_redis_subscriber_lookups_total") == 2.0,
+        "{metrics}"
+    );
 
     // Created through node a while node b has just been told the
     // subscriber is unknown: found within a second.

@@ -46,6 +46,30 @@
 //! so requests are not routed: each goes to the shard of the connection's
 //! own worker.
 //!
+//! # Accounts created through the operator API
+//!
+//! The charging configuration's accounts are found in its directory, by
+//! every node alike. An account created through the operator API
+//! ([`RedisAccounts::create`]) is kept in the cluster with a claim per
+//! identity naming it and its definition (plan name, bundles; see
+//! `gyro_store::redis`, "Accounts created through the operator API"). A
+//! CCR-Initial or -Event whose Subscription-Ids are not in the
+//! configuration is held back from planning, like a session the node does
+//! not know; the batch job reads the claims of all such identities of the
+//! turn in the same round trip as the unknown sessions, and plans them
+//! with the account found, its plan resolved by name in this node's
+//! catalog and its bundles from its definition. The answer is kept
+//! node-wide: an account found is served from memory from then on (until
+//! a step says it does not exist, 5030: deleted, or a claim whose creation
+//! never finished), "not found" for a second
+//! ([`NOT_FOUND_MEMORY_MS`]), so that an account created through another
+//! node is found at most a second later; an identity claimed by no
+//! account is answered 5030 DIAMETER_USER_UNKNOWN, as with the embedded
+//! store. A CCR-Update or -Terminate of such an account's session at a
+//! node that does not know the session reads the session's record, then
+//! (when it does not know the account either) the claim of its
+//! subscriber: one more round trip.
+//!
 //! # Sessions
 //!
 //! A CCR-Update or -Terminate is charged to its session's account (as
@@ -91,15 +115,23 @@
 //!   remembers a session as open charges a late CCR-Update for it even
 //!   if another node has since ended it (the money rules hold either way;
 //!   the new reservation goes at the Tcc deadline).
-//! * The operator API lists, shows, tops up, changes (status, credit
-//!   limit) and deletes accounts ([`RedisAccounts`]; a list scans the
-//!   namespace's keys) but does not create them, change their plan, nor
-//!   list or abort sessions (it answers 501): the subscriber directory and
-//!   the plans are each node's
-//!   charging configuration, so an account created on one node would not
-//!   be found by the others. A top-up sends no Re-Auth-Request and a
-//!   change none either (nor an Abort-Session-Request when it blocks: the
-//!   sessions are denied at their next request). `/metrics` shows the Redis families
+//! * The operator API lists, creates, shows, tops up, changes (status,
+//!   credit limit) and deletes accounts ([`RedisAccounts`]; a list scans
+//!   the namespace's keys) but does not change their plan, nor list or
+//!   abort sessions (it answers 501). A top-up sends no Re-Auth-Request
+//!   and a change none either (nor an Abort-Session-Request when it
+//!   blocks: the sessions are denied at their next request).
+//! * A node keeps what it found in the cluster's subscriber directory
+//!   until a step on that account answers 5030: after an account created
+//!   through the API is deleted through another node and its subscriber
+//!   given a new account, a node that had charged the old one answers its
+//!   next CCR-Initial for that subscriber 5030 once (it forgets the old
+//!   account then and finds the new one at the request after). The node
+//!   that deletes it forgets at once.
+//! * The subscriber of a deleted account of the charging configuration
+//!   cannot be given an account through the API (409: the identity is
+//!   in every node's configuration, and the tombstone keeps its account
+//!   from being created again). `/metrics` shows the Redis families
 //!   (`gyro_redis_*`) but not the per-request families of the embedded
 //!   runtime.
 
