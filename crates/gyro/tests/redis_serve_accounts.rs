@@ -134,15 +134,15 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     let by_imsi = json!({ "imsi": IMSI, "balance": 1 });
     let r = post(&b, &by_imsi);
     is_problem(&r, 409);
-    assert_eq!(
-        r.2,
-        embedded.call("POST", "/v1/accounts", Some(by_imsi)).2
-    );
+    assert_eq!(r.2, embedded.call("POST", "/v1/accounts", Some(by_imsi)).2);
     // A subscriber of the charging configuration, an id that is taken,
     // and invalid requests: the embedded store's answers.
     for (body, status) in [
         (json!({ "msisdn": "46700000001", "balance": 1 }), 409),
-        (json!({ "msisdn": "46709990002", "balance": 1, "id": 1000 }), 409),
+        (
+            json!({ "msisdn": "46709990002", "balance": 1, "id": 1000 }),
+            409,
+        ),
         (json!({ "msisdn": "46709990002", "plan": "gold" }), 422),
         (json!({ "msisdn": "not-a-number", "balance": 1 }), 422),
         (json!({ "balance": 1 }), 422),
@@ -163,8 +163,13 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
 
     // Found through node b (which never heard of it) by either identity.
     for subscriber in [MSISDN, IMSI] {
-        let (status, _, shown) =
-            http(&url(&b, &format!("/v1/accounts/{subscriber}")), "GET", None, None).unwrap();
+        let (status, _, shown) = http(
+            &url(&b, &format!("/v1/accounts/{subscriber}")),
+            "GET",
+            None,
+            None,
+        )
+        .unwrap();
         assert_eq!(status, 200, "{shown}");
         assert_eq!(shown, created.2);
     }
@@ -180,7 +185,10 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     let account = format!("/v1/accounts/{MSISDN}");
     let (status, _, after) = http(&url(&a, &account), "GET", None, None).unwrap();
     assert_eq!(status, 200, "{after}");
-    assert_eq!(after["debited"], 150, "150 MiB at 1.00 per 100 MiB: {after}");
+    assert_eq!(
+        after["debited"], 150,
+        "150 MiB at 1.00 per 100 MiB: {after}"
+    );
     assert_eq!(after["balance"], 100000 - 150, "{after}");
     assert_eq!(after["reserved"], 0, "{after}");
     assert_eq!(after, embedded.account(MSISDN));
@@ -219,8 +227,16 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
             .collect();
         tasks.into_iter().map(|t| t.join().unwrap()).collect()
     });
-    assert_eq!(answers.iter().filter(|&&s| s == 201).count(), 1, "{answers:?}");
-    assert_eq!(answers.iter().filter(|&&s| s == 409).count(), 7, "{answers:?}");
+    assert_eq!(
+        answers.iter().filter(|&&s| s == 201).count(),
+        1,
+        "{answers:?}"
+    );
+    assert_eq!(
+        answers.iter().filter(|&&s| s == 409).count(),
+        7,
+        "{answers:?}"
+    );
 
     // A restarted node finds the created accounts.
     server_b.stop();

@@ -155,8 +155,8 @@ use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::connection::ShedKind;
 use gyro_diameter::{Encoder, Message};
 use gyro_store::redis::{
-    request_key, AccountDefinition, Answer, BundleUse, Debit, EndSession, Outcome, Pricing, PutSession, RedisLedger,
-    RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
+    request_key, AccountDefinition, Answer, BundleUse, Debit, EndSession, Outcome, Pricing,
+    PutSession, RedisLedger, RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
 };
 use gyro_store::ErrorKind;
 use tracing::{info, warn};
@@ -402,7 +402,13 @@ impl Ctx {
     /// Remembers what the cluster's directory says of `id`.
     fn remember(&self, id: &SubscriptionId, created: Option<Arc<Created>>, now_ms: u64) {
         if let Ok(mut found) = self.found.lock() {
-            found.insert(found_key(id), FoundSubscriber { created, at: now_ms });
+            found.insert(
+                found_key(id),
+                FoundSubscriber {
+                    created,
+                    at: now_ms,
+                },
+            );
         }
     }
 
@@ -735,7 +741,8 @@ impl RedisAccounts {
         // request for it).
         let created = Created::of(&self.ctx, account, view.state.definition.as_ref());
         for id in &view.subscribers {
-            self.ctx.remember(id, Some(created.clone()), unix_now().as_millis());
+            self.ctx
+                .remember(id, Some(created.clone()), unix_now().as_millis());
         }
         Ok(view)
     }
@@ -1424,15 +1431,13 @@ fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timesta
                     == Some(r.account);
                 let created = match (&id, configured) {
                     (_, true) | (None, _) => None,
-                    (Some(id), false) => {
-                        match ctx.remembered(std::slice::from_ref(id), now_ms) {
-                            Ok((_, c)) if c.account == r.account => Some(c),
-                            _ => {
-                                need.push((found.len(), id.clone()));
-                                None
-                            }
+                    (Some(id), false) => match ctx.remembered(std::slice::from_ref(id), now_ms) {
+                        Ok((_, c)) if c.account == r.account => Some(c),
+                        _ => {
+                            need.push((found.len(), id.clone()));
+                            None
                         }
-                    }
+                    },
                 };
                 found.push((i, r, created));
             }
@@ -1454,7 +1459,11 @@ fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timesta
             match claim {
                 Ok(c) => {
                     let c = c.filter(|c| c.account == r.account);
-                    let profile = Created::of(ctx, r.account, c.as_ref().and_then(|c| c.definition.as_ref()));
+                    let profile = Created::of(
+                        ctx,
+                        r.account,
+                        c.as_ref().and_then(|c| c.definition.as_ref()),
+                    );
                     if c.is_some() {
                         ctx.remember(id, Some(profile.clone()), now_ms);
                     }
@@ -1698,8 +1707,17 @@ impl Planner {
                             release: true,
                             whole: false,
                             cdr,
-                            bundles: Self::bundle_use(&ctx, created.as_deref(), account, key, t, now, false, true)
-                                .map(|b| (units, b)),
+                            bundles: Self::bundle_use(
+                                &ctx,
+                                created.as_deref(),
+                                account,
+                                key,
+                                t,
+                                now,
+                                false,
+                                true,
+                            )
+                            .map(|b| (units, b)),
                         }));
                         p.parts.push(Part::Usage {
                             step: self.steps.len() - 1,
@@ -1748,13 +1766,22 @@ impl Planner {
                             // Always with the tariff: a partial grant is
                             // priced as the engine prices it (whole
                             // increments, and only their price reserved).
-                            bundles: Self::bundle_use(&ctx, created.as_deref(), account, key, t, now, false, false)
-                                .or_else(|| {
-                                    (!t.is_free()).then(|| BundleUse {
-                                        bundles: Vec::new(),
-                                        pricing: Pricing::of(t, false),
-                                    })
-                                }),
+                            bundles: Self::bundle_use(
+                                &ctx,
+                                created.as_deref(),
+                                account,
+                                key,
+                                t,
+                                now,
+                                false,
+                                false,
+                            )
+                            .or_else(|| {
+                                (!t.is_free()).then(|| BundleUse {
+                                    bundles: Vec::new(),
+                                    pricing: Pricing::of(t, false),
+                                })
+                            }),
                         }));
                         p.parts.push(Part::Grant {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
@@ -1830,7 +1857,8 @@ impl Planner {
         };
         let ctx = self.ctx.clone();
         let created = self.created.clone();
-        let (plan, t) = match Self::rate(&ctx, created.as_deref(), &self.request, account, key, now) {
+        let (plan, t) = match Self::rate(&ctx, created.as_deref(), &self.request, account, key, now)
+        {
             Ok((_, p, t)) => ((&*p.name, p.currency), t),
             Err(e) => {
                 p.answer.result_code = rc::RATING_FAILED;
@@ -1880,8 +1908,17 @@ impl Planner {
                     release: false,
                     whole: true,
                     cdr,
-                    bundles: Self::bundle_use(&ctx, created.as_deref(), account, key, t, now, true, false)
-                        .map(|b| (units, b)),
+                    bundles: Self::bundle_use(
+                        &ctx,
+                        created.as_deref(),
+                        account,
+                        key,
+                        t,
+                        now,
+                        true,
+                        false,
+                    )
+                    .map(|b| (units, b)),
                 }));
                 p.answer.cost = Some(cost_info);
                 p.parts.push(Part::Event {

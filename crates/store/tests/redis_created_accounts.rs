@@ -100,7 +100,11 @@ async fn created_accounts_are_found_by_their_identities_and_claimed_once() {
     // Created again (either identity): refused, nothing changes.
     assert_eq!(
         ledger
-            .create_account(&new_account(&[unknown.clone(), imsi.clone()], 5), GRACE, NOW)
+            .create_account(
+                &new_account(&[unknown.clone(), imsi.clone()], 5),
+                GRACE,
+                NOW
+            )
             .await
             .unwrap(),
         Creation::SubscriberTaken(imsi.clone())
@@ -111,7 +115,7 @@ async fn created_accounts_are_found_by_their_identities_and_claimed_once() {
     );
     // An id asked for: refused when taken, else used and the counter
     // goes above it.
-    let mut asked = new_account(&[unknown.clone()], 5);
+    let mut asked = new_account(std::slice::from_ref(&unknown), 5);
     asked.id = Some(AccountId(5001));
     assert_eq!(
         ledger.create_account(&asked, GRACE, NOW).await.unwrap(),
@@ -125,7 +129,7 @@ async fn created_accounts_are_found_by_their_identities_and_claimed_once() {
     let next = SubscriptionId::e164("46709990002");
     assert_eq!(
         ledger
-            .create_account(&new_account(&[next.clone()], 1), GRACE, NOW)
+            .create_account(&new_account(std::slice::from_ref(&next), 1), GRACE, NOW)
             .await
             .unwrap(),
         Creation::Created(AccountId(7001))
@@ -146,7 +150,7 @@ async fn created_accounts_are_found_by_their_identities_and_claimed_once() {
     );
     assert_eq!(
         ledger
-            .create_account(&new_account(&[next.clone()], 2), GRACE, NOW)
+            .create_account(&new_account(std::slice::from_ref(&next), 2), GRACE, NOW)
             .await
             .unwrap(),
         Creation::Created(AccountId(7002))
@@ -226,14 +230,17 @@ async fn a_creation_that_died_after_its_claim_is_taken_over_after_the_grace() {
     // Found, but it names no account: a step on it answers 5030.
     let claim = ledger.subscriber(&id).await.unwrap().unwrap();
     assert_eq!(claim.account, AccountId(9000));
-    let answer = ledger.step(&reserve(claim.account, "s1"), NOW).await.unwrap();
+    let answer = ledger
+        .step(&reserve(claim.account, "s1"), NOW)
+        .await
+        .unwrap();
     assert_eq!(answer.code, 5030);
 
     // Within the grace it is still being created: refused.
     let soon = Timestamp(NOW.as_millis() + 1000);
     assert_eq!(
         ledger
-            .create_account(&new_account(&[id.clone()], 50), GRACE, soon)
+            .create_account(&new_account(std::slice::from_ref(&id), 50), GRACE, soon)
             .await
             .unwrap(),
         Creation::SubscriberTaken(id.clone())
@@ -241,14 +248,17 @@ async fn a_creation_that_died_after_its_claim_is_taken_over_after_the_grace() {
     // After it: taken over.
     let later = Timestamp(NOW.as_millis() + GRACE.as_millis() as u64);
     let created = ledger
-        .create_account(&new_account(&[id.clone()], 50), GRACE, later)
+        .create_account(&new_account(std::slice::from_ref(&id), 50), GRACE, later)
         .await
         .unwrap();
     let Creation::Created(account) = created else {
         panic!("{created:?}");
     };
     assert_ne!(account, AccountId(9000));
-    assert_eq!(ledger.subscriber(&id).await.unwrap().unwrap().account, account);
+    assert_eq!(
+        ledger.subscriber(&id).await.unwrap().unwrap().account,
+        account
+    );
     let answer = ledger.step(&reserve(account, "s2"), later).await.unwrap();
     assert_eq!(answer.code, 2001);
 
@@ -265,7 +275,11 @@ async fn a_creation_that_died_after_its_claim_is_taken_over_after_the_grace() {
     let much_later = Timestamp(later.as_millis() + 3_600_000);
     assert_eq!(
         ledger
-            .create_account(&new_account(&[id.clone()], 1), GRACE, much_later)
+            .create_account(
+                &new_account(std::slice::from_ref(&id), 1),
+                GRACE,
+                much_later
+            )
             .await
             .unwrap(),
         Creation::SubscriberTaken(id.clone())

@@ -2,10 +2,9 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Books, BundleState, Claim, Creation, Deletion,
-    NewAccount, ExpiryReport, LedgerStats, Outcome,
-    Pricing, RedisOptions, ReservationState, SessionRecord, Step, StreamCdr, LIBRARY,
-    LIBRARY_VERSION,
+    AccountState, Answer, Books, BundleState, Claim, Creation, Deletion, ExpiryReport, LedgerStats,
+    NewAccount, Outcome, Pricing, RedisOptions, ReservationState, SessionRecord, Step, StreamCdr,
+    LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Rounding, SubscriptionId, Timestamp};
@@ -870,7 +869,11 @@ impl RedisLedger {
     /// Frees the claims of `ids` that `account` holds (a deleted account's
     /// identities, or those of a creation given up); returns how many it
     /// freed.
-    pub async fn free_subscribers(&self, account: AccountId, ids: &[SubscriptionId]) -> Result<u64> {
+    pub async fn free_subscribers(
+        &self,
+        account: AccountId,
+        ids: &[SubscriptionId],
+    ) -> Result<u64> {
         let mut freed = 0;
         for id in ids {
             let key = self.keys.subscriber(id.kind, &id.data);
