@@ -43,7 +43,19 @@ const GW: Gateway = Gateway {
 /// CCR-I, -U (100 MiB) and -T (50 MiB) of session `n` for `msisdn`
 /// through `addr`; the result codes.
 fn charge(addr: std::net::SocketAddr, n: u32, msisdn: &str) -> Vec<Option<u32>> {
-    let mut c = GW.connect(addr);
+    charge_over(addr, addr, n, msisdn)
+}
+
+/// [`charge`] with the CCR-I sent to `first`, the rest to `then` (a
+/// gateway failing over).
+fn charge_over(
+    first: std::net::SocketAddr,
+    then: std::net::SocketAddr,
+    n: u32,
+    msisdn: &str,
+) -> Vec<Option<u32>> {
+    let mut c = GW.connect(first);
+    let mut d = GW.connect(then);
     let session = format!("pgw.gyro.test;accounts;{n}");
     let steps = [
         (RequestType::Initial, 0),
@@ -63,9 +75,37 @@ fn charge(addr: std::net::SocketAddr, n: u32, msisdn: &str) -> Vec<Option<u32>> 
                 i as u32,
                 used,
             );
-            result_code(&exchange(&mut c, &GW.encode(&ccr, i as u32)))
+            let to = if i == 0 { &mut c } else { &mut d };
+            result_code(&exchange(to, &GW.encode(&ccr, i as u32)))
         })
         .collect()
+}
+
+/// The test's charging configuration: the shared one and a plan `gold`
+/// at half the price of data on rating group 10.
+fn charging() -> String {
+    format!(
+        "{}\n\
+         [plans.gold]\n\
+         [[plans.gold.rate]]\n\
+         name = \"gold-data\"\n\
+         service_context = \"32251@3gpp.org\"\n\
+         rating_group = 10\n\
+         unit = \"octets\"\n\
+         price = 50\n\
+         per = 104857600\n\
+         increment = 1024\n\
+         default_quota = 10485760\n\
+         validity_time = 600\n",
+        redis_serve_support::charging()
+    )
+}
+
+/// An account view without its id (which differs between backends once
+/// creations raced).
+fn without_id(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("id");
+    v
 }
 
 /// A CCR-Initial for `msisdn` (session `n`): its result code.
@@ -95,6 +135,9 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     let root = scratch("redis-serve-accounts");
     let a = Node::new(&root, "node-a", &seeds, &namespace);
     let b = Node::new(&root, "node-b", &seeds, &namespace);
+    for n in [&a, &b] {
+        std::fs::write(n.dir.join("charging.toml"), charging()).unwrap();
+    }
     let server_a = a.start();
     let mut server_b = b.start();
     let url = |n: &Node, p: &str| format!("http://127.0.0.1:{}{p}", n.admin_port);
@@ -143,7 +186,7 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
             json!({ "msisdn": "46709990002", "balance": 1, "id": 1000 }),
             409,
         ),
-        (json!({ "msisdn": "46709990002", "plan": "gold" }), 422),
+        (json!({ "msisdn": "46709990002", "plan": "platinum" }), 422),
         (json!({ "msisdn": "not-a-number", "balance": 1 }), 422),
         (json!({ "balance": 1 }), 422),
         (json!({ "msisdn": "46709990002", "balance": -5 }), 422),
@@ -267,6 +310,41 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     assert_eq!(shown["id"], renewed.2["id"], "{shown}");
     assert_eq!(shown["balance"], 700 - 150, "{shown}");
 
+    // An account on plan gold with a bundle, created through node a,
+    // whose session opens at node a and goes on at node b (which knows
+    // neither the session nor the account): charged at gold's price,
+    // the bundle first, as the embedded store charges it.
+    let gold = json!({
+        "msisdn": "46709990050", "balance": 100000, "plan": "gold",
+        "bundles": [{ "unit": "octets", "units": 52428800, "rating_groups": [10] }]
+    });
+    let created_gold = post(&a, &gold);
+    assert_eq!(created_gold.0, 201, "{}", created_gold.2);
+    let embedded_gold = embedded.call("POST", "/v1/accounts", Some(gold));
+    assert_eq!(
+        without_id(created_gold.2.clone()),
+        without_id(embedded_gold.2)
+    );
+    assert_eq!(created_gold.2["plan"], "gold", "{}", created_gold.2);
+    assert_eq!(
+        charge_over(a.diameter, b.diameter, 20, "46709990050"),
+        vec![Some(2001), Some(2001), Some(2001)]
+    );
+    assert_eq!(
+        charge(embedded.diameter, 20, "46709990050"),
+        vec![Some(2001), Some(2001), Some(2001)]
+    );
+    let (_, _, charged) = http(&url(&b, "/v1/accounts/46709990050"), "GET", None, None).unwrap();
+    assert_eq!(
+        without_id(charged.clone()),
+        without_id(embedded.account("46709990050"))
+    );
+    assert_eq!(
+        charged["debited"], 50,
+        "100 MiB past the 50 MiB bundle at 0.50 per 100 MiB: {charged}"
+    );
+    assert_eq!(charged["bundles"][0]["consumed"], 52428800, "{charged}");
+
     // The books: every account adds up, the created ones included, and
     // every charge has its CDR.
     let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
@@ -279,7 +357,7 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
         .map(|a| a.0)
         .filter(|&id| id > 5000)
         .collect();
-    assert_eq!(created_ids.len(), 3, "{created_ids:?}");
+    assert_eq!(created_ids.len(), 4, "{created_ids:?}");
     let dirs = [a.data().join("cdr"), b.data().join("cdr")];
     cdrs_match_debits(&rt, &ledger, &dirs, &created_ids, Duration::from_secs(15));
     let (code, out, err) = gyro(&["ledger", "--config", a.config.to_str().unwrap(), "--json"]);
