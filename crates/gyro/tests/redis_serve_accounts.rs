@@ -8,8 +8,10 @@
 //! through either node; of concurrent creations of one subscriber through
 //! both nodes exactly one succeeds; a restarted node still finds the
 //! account; an unknown subscriber is 5030 as before; a created account
-//! deleted frees its subscriber for a new account; and `gyro ledger`
-//! finds the books balanced with the created accounts' initial balances.
+//! deleted frees its subscriber for a new account; a CHECK_BALANCE event
+//! is answered as the embedded store answers it, charging nothing; and
+//! `gyro ledger` finds the books balanced with the created accounts'
+//! initial balances.
 
 mod redis_serve_support;
 #[path = "../../store/tests/redis_support/mod.rs"]
@@ -23,7 +25,7 @@ use gyro_store::redis::RedisLedger;
 use redis_serve_support::{books_once_tcc_passed, cdrs_match_debits, Node, TCC_SECS};
 use redis_support::{cluster_nodes, options};
 use serde_json::{json, Value};
-use support::common::result_code;
+use support::common::{avp_u32, result_code};
 use support::gateway::{exchange, Gateway};
 use support::prometheus::sum;
 use support::server::{http, is_problem, Server};
@@ -79,6 +81,45 @@ fn charge_over(
             result_code(&exchange(to, &GW.encode(&ccr, i as u32)))
         })
         .collect()
+}
+
+/// What a CHECK_BALANCE event for 100 MiB of data (rating group 10) for
+/// `msisdn` is answered through `addr`: Result-Code, the MSCC's
+/// Result-Code, Check-Balance-Result.
+fn check_balance(
+    addr: std::net::SocketAddr,
+    n: u32,
+    msisdn: &str,
+) -> (Option<u32>, Option<u32>, Option<u32>) {
+    use gyro_charging::{RequestedAction, ServiceUnits};
+    use gyro_diameter::codes::avp;
+    let mut c = GW.connect(addr);
+    let mut ccr = data_ccr(
+        GW.host,
+        GW.ids | (n << 8),
+        &format!("pgw.gyro.test;check;{n}"),
+        msisdn,
+        RequestType::Event,
+        0,
+        0,
+    );
+    ccr.requested_action = Some(RequestedAction::CheckBalance);
+    ccr.mscc[0].used = None;
+    ccr.mscc[0].requested = Some(ServiceUnits {
+        total_octets: Some(HUNDRED_MIB),
+        ..ServiceUnits::default()
+    });
+    let cca = exchange(&mut c, &GW.encode(&ccr, 0));
+    let m = support::common::parse(&cca);
+    let mscc = m
+        .find(avp::MULTIPLE_SERVICES_CREDIT_CONTROL)
+        .and_then(|g| g.child(avp::RESULT_CODE))
+        .and_then(|a| a.u32().ok());
+    (
+        result_code(&cca),
+        mscc,
+        avp_u32(&cca, avp::CHECK_BALANCE_RESULT),
+    )
 }
 
 /// The test's charging configuration: the shared one and a plan `gold`
@@ -345,6 +386,53 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     );
     assert_eq!(charged["bundles"][0]["consumed"], 52428800, "{charged}");
 
+    // CHECK_BALANCE: answered as the embedded store answers it (enough
+    // credit, not enough, blocked, unknown), charging nothing.
+    for (msisdn, balance, status) in [
+        ("46709990060", 100000, "active"),
+        ("46709990061", 10, "active"),
+        ("46709990062", 100000, "blocked"),
+    ] {
+        let body = json!({ "msisdn": msisdn, "balance": balance, "status": status });
+        assert_eq!(post(&a, &body).0, 201);
+        assert_eq!(embedded.call("POST", "/v1/accounts", Some(body)).0, 201);
+    }
+    let mut checked = Vec::new();
+    for (n, msisdn) in [
+        "46709990060",
+        "46709990061",
+        "46709990062",
+        "46700000001",
+        "46709990999",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let on_redis = check_balance(b.diameter, 30 + n as u32, msisdn);
+        let on_embedded = check_balance(embedded.diameter, 30 + n as u32, msisdn);
+        assert_eq!(on_redis, on_embedded, "{msisdn}");
+        checked.push(on_redis);
+    }
+    assert_eq!(
+        checked,
+        vec![
+            (Some(2001), Some(2001), Some(0)),
+            (Some(2001), Some(2001), Some(1)),
+            (Some(4010), Some(4010), None),
+            (Some(2001), Some(2001), Some(0)),
+            (Some(5030), None, None),
+        ]
+    );
+    let (_, _, unchanged) = http(&url(&b, "/v1/accounts/46709990061"), "GET", None, None).unwrap();
+    assert_eq!(
+        (
+            &unchanged["balance"],
+            &unchanged["reserved"],
+            &unchanged["debited"]
+        ),
+        (&json!(10), &json!(0), &json!(0))
+    );
+
     // The books: every account adds up, the created ones included, and
     // every charge has its CDR.
     let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
@@ -357,7 +445,7 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
         .map(|a| a.0)
         .filter(|&id| id > 5000)
         .collect();
-    assert_eq!(created_ids.len(), 4, "{created_ids:?}");
+    assert_eq!(created_ids.len(), 7, "{created_ids:?}");
     let dirs = [a.data().join("cdr"), b.data().join("cdr")];
     cdrs_match_debits(&rt, &ledger, &dirs, &created_ids, Duration::from_secs(15));
     let (code, out, err) = gyro(&["ledger", "--config", a.config.to_str().unwrap(), "--json"]);

@@ -40,7 +40,12 @@
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
 //!   nothing (4012 when the account cannot pay, 4010 when blocked), free
 //!   bundle units first;
-//!   REFUND_ACCOUNT a Refund; PRICE_ENQUIRY is answered locally.
+//!   REFUND_ACCOUNT a Refund; CHECK_BALANCE a Check, which reads the
+//!   account in the batch (blocked: 4010; else whether it could pay for
+//!   the units now, free bundle units first: Check-Balance-Result) and
+//!   charges nothing; PRICE_ENQUIRY is answered locally. Neither of the
+//!   last two writes a CDR (the embedded store writes an event CDR of
+//!   amount 0 for them).
 //!
 //! Any node and any worker can take any request (the state is in Redis),
 //! so requests are not routed: each goes to the shard of the connection's
@@ -101,7 +106,6 @@
 //!   configuration afterwards); which services a bundle covers and when
 //!   it is valid come from this node's charging configuration, so every
 //!   node must run the same one.
-//! * CHECK_BALANCE events are answered 5012 DIAMETER_UNABLE_TO_COMPLY.
 //! * Tariff changes within a grant (Tariff-Time-Change) and first
 //!   charging intervals are not applied: a grant and a usage report are
 //!   priced at the rate in force when the request arrives, each usage
@@ -146,17 +150,17 @@ use gyro_charging::rating::Catalog;
 use gyro_charging::tariff::affordable;
 use gyro_charging::{
     result_code as rc, AccountId, Bundle, CcAnswer, CcRequest, Cdr, ChargingConfig,
-    CostInformation, FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType, RequestType,
-    RequestedAction, ServiceUnits, SubscriberDirectory, SubscriptionId, SubscriptionType, Tariff,
-    Timestamp, UnitKind, ZeroRated,
+    CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType,
+    RequestType, RequestedAction, ServiceUnits, SubscriberDirectory, SubscriptionId,
+    SubscriptionType, Tariff, Timestamp, UnitKind, ZeroRated,
 };
 use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::connection::ShedKind;
 use gyro_diameter::{Encoder, Message};
 use gyro_store::redis::{
-    request_key, AccountDefinition, Answer, BundleUse, Debit, EndSession, Outcome, Pricing,
-    PutSession, RedisLedger, RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
+    request_key, AccountDefinition, Answer, BundleUse, CheckBalance, Debit, EndSession, Outcome,
+    Pricing, PutSession, RedisLedger, RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
 };
 use gyro_store::ErrorKind;
 use tracing::{info, warn};
@@ -1107,6 +1111,9 @@ enum Part {
     },
     /// A refund (event).
     Refund { step: usize },
+    /// A balance check (event): its code and Check-Balance-Result are
+    /// the answer's.
+    Check { mscc: Option<usize>, step: usize },
 }
 
 /// A request waiting for its steps.
@@ -1944,9 +1951,28 @@ impl Planner {
             }
             RequestedAction::PriceEnquiry => p.answer.cost = Some(cost_info),
             RequestedAction::CheckBalance => {
-                // Not in the Redis backend yet (see the module docs).
-                p.answer.mscc.clear();
-                p.answer.result_code = rc::UNABLE_TO_COMPLY;
+                // Read in the batch: could the account pay for the units
+                // now (free bundle units first)? Nothing is charged.
+                self.steps.push(Step::Check(CheckBalance {
+                    account,
+                    request: request_key(&session, number, 0),
+                    money: cost,
+                    units,
+                    bundles: Self::bundle_use(
+                        &ctx,
+                        created.as_deref(),
+                        account,
+                        key,
+                        t,
+                        now,
+                        true,
+                        false,
+                    ),
+                }));
+                p.parts.push(Part::Check {
+                    mscc,
+                    step: self.steps.len() - 1,
+                });
             }
         }
     }
@@ -2041,6 +2067,20 @@ impl RedisShard {
                             p.answer.validity_time = g.validity_time;
                             p.answer.final_unit = g.final_unit;
                         }
+                    }
+                }
+                Part::Check { mscc, step } => {
+                    let Some(Ok(a)) = results.get(*step) else {
+                        return false;
+                    };
+                    unknown |= a.code == rc::USER_UNKNOWN;
+                    set_code(&mut p.answer, *mscc, a.code);
+                    if let (rc::SUCCESS, Outcome::Checked { enough, .. }) = (a.code, &a.outcome) {
+                        p.answer.check_balance = Some(if *enough {
+                            CheckBalanceResult::EnoughCredit
+                        } else {
+                            CheckBalanceResult::NoCredit
+                        });
                     }
                 }
                 Part::Usage { step } | Part::Refund { step } => {

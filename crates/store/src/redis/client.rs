@@ -225,6 +225,7 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::TopUp(_) if n.len() == 4 => 4,
         Step::TopUp(_) => 5,
         Step::End(_) => 4,
+        Step::Check(_) => 5,
         Step::Session(_) => return Err(bad()),
     };
     if n.len() != need {
@@ -273,6 +274,11 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::End(_) => Outcome::Ended {
             reservations: u(2),
             money: n[3],
+        },
+        Step::Check(_) => Outcome::Checked {
+            enough: n[2] == 1,
+            money: n[3],
+            bundle_units: u(4),
         },
         Step::Session(_) => return Err(bad()),
     };
@@ -1154,6 +1160,14 @@ impl RedisLedger {
             }
             Step::End(s) => {
                 c.arg(&s.session);
+            }
+            Step::Check(s) => {
+                non_negative("money", s.money)?;
+                exact_u("units", s.units)?;
+                c.arg(s.money).arg(s.units);
+                if let Some(b) = &s.bundles {
+                    c.arg(bundle_list(&b.bundles)).arg(pricing(&b.pricing)?);
+                }
             }
             Step::Session(_) => {}
         }

@@ -795,6 +795,41 @@ local function end_session(keys, args)
   return remember(keys, args, { SUCCESS, count, money })
 end
 
+-- gyro_check: a balance check (CHECK_BALANCE, library version 7): could
+-- the account pay `money` for `units` now? Reads only: nothing is
+-- reserved, charged or remembered (a retry asks again).
+-- ARGV[5..]: money units [bundles tariff]
+-- With bundles (comma-separated ids) and the tariff, their remaining
+-- units count first and only the units they cannot give are priced with
+-- the tariff (the engine's check).
+-- Answer: { 0, code (2001, 4010 blocked, 5030 no account), enough (1|0),
+--           money it would cost, bundle units it would use }
+local function check(keys, args)
+  int(args[3], 'account')
+  int(args[4], 'now')
+  local money, units = int(args[5], 'money'), int(args[6], 'units')
+  if money < 0 or units < 0 then
+    error('gyro: negative check')
+  end
+  local a = account(keys)
+  if not a then
+    return { 0, UNKNOWN, 0, 0, 0 }
+  end
+  if a.blocked then
+    return { 0, BLOCKED, 0, 0, 0 }
+  end
+  local from_bundles = 0
+  if args[7] and args[7] ~= '' then
+    local _
+    _, from_bundles = plan_takes(keys, ids(args[7]), units)
+    if from_bundles > 0 then
+      money = cost(tariff(args[8]), units - from_bundles)
+    end
+  end
+  local spendable = math.max(0, a.balance + a.credit_limit)
+  return { 0, SUCCESS, money <= spendable and 1 or 0, money, from_bundles }
+end
+
 -- Accounts created through the operator API (library version 7). The
 -- subscriber directory of such accounts lives in the cluster: one claim
 -- per identity, <ns>:{sub:<kind>:<data>} = "<account id> <claimed at ms>
@@ -1005,6 +1040,7 @@ redis.register_function('gyro_update', update)
 redis.register_function('gyro_delete', delete)
 redis.register_function('gyro_expire', expire)
 redis.register_function('gyro_end', end_session)
+redis.register_function('gyro_check', check)
 redis.register_function('gyro_account_id', account_id)
 redis.register_function('gyro_claim', claim)
 redis.register_function('gyro_unclaim', unclaim)

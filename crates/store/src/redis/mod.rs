@@ -95,6 +95,7 @@
 //! | `gyro_delete`  | an account without reservations deleted; its tombstone left |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_end`     | release every reservation a session still holds on the account (CCR-Terminate); no CDR |
+//! | `gyro_check`   | could the account pay for some units now (CHECK_BALANCE; reads only) |
 //! | `gyro_account_id` | raise the id counter above a floor; take the next id   |
 //! | `gyro_claim`   | claim a subscriber identity for an account (set-if-absent, or over a stale claim of a named account) |
 //! | `gyro_unclaim` | free an identity if the account holds it                   |
@@ -566,6 +567,24 @@ pub struct PutSession {
     pub ttl: std::time::Duration,
 }
 
+/// A balance check (CHECK_BALANCE): whether the account could pay for
+/// `units` now, free bundle units first. Reads only: nothing changes and
+/// nothing is remembered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckBalance {
+    /// The account.
+    pub account: AccountId,
+    /// Request key (names the step in errors; not remembered).
+    pub request: String,
+    /// What the units cost in money, without bundles.
+    pub money: i64,
+    /// The units.
+    pub units: u64,
+    /// The bundles that may pay for them first, and the tariff that
+    /// prices the rest.
+    pub bundles: Option<BundleUse>,
+}
+
 /// One step: a money step, or the write of a session record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
@@ -585,6 +604,8 @@ pub enum Step {
     End(EndSession),
     /// [`PutSession`] (not a money step; in the session's slot).
     Session(PutSession),
+    /// [`CheckBalance`] (reads only).
+    Check(CheckBalance),
 }
 
 /// The request key of the `step`-th money step of a Diameter request:
@@ -606,6 +627,7 @@ impl Step {
             Step::Expire(s) => s.account,
             Step::End(s) => s.account,
             Step::Session(s) => s.record.account,
+            Step::Check(s) => s.account,
         }
     }
 
@@ -623,6 +645,7 @@ impl Step {
             Step::Expire(s) => &s.request,
             Step::End(s) => &s.request,
             Step::Session(s) => &s.session,
+            Step::Check(s) => &s.request,
         }
     }
 
@@ -637,6 +660,7 @@ impl Step {
             Step::Expire(_) => "gyro_expire",
             Step::End(_) => "gyro_end",
             Step::Session(_) => "SET",
+            Step::Check(_) => "gyro_check",
         }
     }
 }
@@ -740,6 +764,15 @@ pub enum Outcome {
     },
     /// [`Step::Session`]: the record is written.
     SessionKept,
+    /// [`Step::Check`].
+    Checked {
+        /// The account can pay for the units (code 2001 only).
+        enough: bool,
+        /// The money they would cost (after bundles).
+        money: i64,
+        /// The bundle units that would pay first.
+        bundle_units: u64,
+    },
 }
 
 /// An account as the cluster holds it.
