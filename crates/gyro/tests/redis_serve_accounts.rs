@@ -386,6 +386,58 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     );
     assert_eq!(charged["bundles"][0]["consumed"], 52428800, "{charged}");
 
+    // Changed, topped up and created through the command line, through
+    // any node.
+    let patched = http(
+        &url(&b, "/v1/accounts/46709990050"),
+        "PATCH",
+        Some(json!({ "credit_limit": 300 })),
+        None,
+    )
+    .unwrap();
+    assert_eq!(patched.0, 200, "{}", patched.2);
+    assert_eq!(patched.2["credit_limit"], 300, "{}", patched.2);
+    let top_up = json!({ "amount": 500, "idempotency_key": "refill-50" });
+    let topped = http(
+        &url(&a, "/v1/accounts/46709990050/top-ups"),
+        "POST",
+        Some(top_up.clone()),
+        None,
+    )
+    .unwrap();
+    assert_eq!(topped.0, 200, "{}", topped.2);
+    let again = http(
+        &url(&b, "/v1/accounts/46709990050/top-ups"),
+        "POST",
+        Some(top_up),
+        None,
+    )
+    .unwrap();
+    assert_eq!(again.2["replayed"], true, "{}", again.2);
+    assert_eq!(again.2["balance"], topped.2["balance"], "{}", again.2);
+    let (code, out, err) = gyro(&[
+        "account",
+        "create",
+        "46709990070",
+        "--balance",
+        "300",
+        "-c",
+        b.config.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    assert!(out.contains("created"), "{out}");
+    let (code, out, err) = gyro(&[
+        "account",
+        "show",
+        "46709990070",
+        "--json",
+        "-c",
+        a.config.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}\n{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["balance"], 300, "{shown}");
+
     // CHECK_BALANCE: answered as the embedded store answers it (enough
     // credit, not enough, blocked, unknown), charging nothing.
     for (msisdn, balance, status) in [
@@ -445,7 +497,7 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
         .map(|a| a.0)
         .filter(|&id| id > 5000)
         .collect();
-    assert_eq!(created_ids.len(), 7, "{created_ids:?}");
+    assert_eq!(created_ids.len(), 8, "{created_ids:?}");
     let dirs = [a.data().join("cdr"), b.data().join("cdr")];
     cdrs_match_debits(&rt, &ledger, &dirs, &created_ids, Duration::from_secs(15));
     let (code, out, err) = gyro(&["ledger", "--config", a.config.to_str().unwrap(), "--json"]);

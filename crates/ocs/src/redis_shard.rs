@@ -132,6 +132,12 @@
 //!   next CCR-Initial for that subscriber 5030 once (it forgets the old
 //!   account then and finds the new one at the request after). The node
 //!   that deletes it forgets at once.
+//! * Ids of created accounts come from a counter kept above the
+//!   configuration's highest id when each account is created: an account
+//!   added to the configuration later with an id the counter has given
+//!   meanwhile is not opened (the cluster has an account of that id), and
+//!   its subscribers would charge the created account. Give configured
+//!   accounts ids below those of created ones.
 //! * The subscriber of a deleted account of the charging configuration
 //!   cannot be given an account through the API (409: the identity is
 //!   in every node's configuration, and the tombstone keeps its account
