@@ -65,8 +65,11 @@
 //! with the account found, its plan resolved by name in this node's
 //! catalog and its bundles from its definition. The answer is kept
 //! node-wide: an account found is served from memory from then on (until
-//! a step says it does not exist, 5030: deleted, or a claim whose creation
-//! never finished), "not found" for a second
+//! a step says it does not exist, 5030: deleted through another node, or
+//! a claim whose creation never finished; a CCR-Initial or -Event that
+//! meets such a 5030 is looked up again and run once more in the same
+//! batch job, so a subscriber deleted and given a new account through
+//! another node is charged to the new one at once), "not found" for a second
 //! ([`NOT_FOUND_MEMORY_MS`]), so that an account created through another
 //! node is found at most a second later; an identity claimed by no
 //! account is answered 5030 DIAMETER_USER_UNKNOWN, as with the embedded
@@ -125,13 +128,6 @@
 //!   abort sessions (it answers 501). A top-up sends no Re-Auth-Request
 //!   and a change none either (nor an Abort-Session-Request when it
 //!   blocks: the sessions are denied at their next request).
-//! * A node keeps what it found in the cluster's subscriber directory
-//!   until a step on that account answers 5030: after an account created
-//!   through the API is deleted through another node and its subscriber
-//!   given a new account, a node that had charged the old one answers its
-//!   next CCR-Initial for that subscriber 5030 once (it forgets the old
-//!   account then and finds the new one at the request after). The node
-//!   that deletes it forgets at once.
 //! * Ids of created accounts come from a counter kept above the
 //!   configuration's highest id when each account is created: an account
 //!   added to the configuration later with an id the counter has given
@@ -1145,6 +1141,10 @@ struct Pending {
     /// Its account was created through the operator API: when a step
     /// says it does not exist (5030), this node forgets it.
     created: Option<AccountId>,
+    /// Its account is one this node remembered from the cluster's
+    /// directory (not read for this request): when a step says it does
+    /// not exist, the request is looked up again and planned anew.
+    cached: bool,
 }
 
 /// How a request's account is found.
@@ -2177,6 +2177,82 @@ impl RedisShard {
     }
 }
 
+/// Runs steps as one group commit, bounded: the client's own timeouts
+/// and retries may add up to more than a gateway waits while a master is
+/// dead; past the bound every step is answered 3004 (it may have run; a
+/// retry is answered from what Redis remembers).
+fn run_bounded(ctx: &Ctx, steps: &[Step], now: Timestamp) -> Vec<gyro_store::Result<Answer>> {
+    let o = ctx.ledger.options();
+    let bound = o.response_timeout * 2 + o.wait_timeout;
+    ctx.rt
+        .block_on(async { tokio::time::timeout(bound, ctx.ledger.run(steps, now)).await })
+        .unwrap_or_else(|_| {
+            steps
+                .iter()
+                .map(|_| {
+                    Err(gyro_store::Error::Unavailable {
+                        op: "pipeline",
+                        reason: format!("no answer within {bound:?}"),
+                    })
+                })
+                .collect()
+        })
+}
+
+/// The CCR-Initials and -Events of a batch charged to an account this
+/// node remembered from the cluster's subscriber directory whose steps
+/// found no such account (5030: deleted through another node since, its
+/// subscriber perhaps given a new account): the account is forgotten,
+/// their Subscription-Ids looked up again, and their new steps run (one
+/// more round trip each, only then). What the first steps did on the
+/// missing account is nothing (each answered 5030).
+fn redo_vanished(
+    ctx: &Arc<Ctx>,
+    batch: &mut [Pending],
+    steps: Vec<Step>,
+    mut results: Vec<gyro_store::Result<Answer>>,
+    now: Timestamp,
+) -> (Vec<Step>, Vec<gyro_store::Result<Answer>>) {
+    let vanished = |p: &Pending| {
+        p.cached
+            && results.get(p.steps.clone()).is_some_and(|r| {
+                r.iter()
+                    .any(|r| matches!(r, Ok(a) if a.code == rc::USER_UNKNOWN))
+            })
+    };
+    let redo: Vec<usize> = (0..batch.len()).filter(|&i| vanished(&batch[i])).collect();
+    if redo.is_empty() {
+        return (steps, results);
+    }
+    let start = steps.len();
+    let mut planner = Planner {
+        ctx: ctx.clone(),
+        request: CcRequest::default(),
+        subscriber: String::new(),
+        created: None,
+        steps,
+    };
+    for &i in &redo {
+        let p = &mut batch[i];
+        if let Some(a) = p.created.take() {
+            ctx.forget(a);
+        }
+        p.cached = false;
+        p.parts.clear();
+        p.steps = 0..0;
+        if !planner.decode(p) {
+            continue;
+        }
+        let req = &planner.request;
+        p.answer = CcAnswer::default();
+        p.answer.reset(req.request_type, req.request_number);
+        p.find = req.subscription_ids.clone();
+    }
+    look_up(ctx, &mut planner, batch, now);
+    results.extend(run_bounded(ctx, &planner.steps[start..], now));
+    (planner.steps, results)
+}
+
 /// One service of a session request: its MSCC (none: the command level),
 /// rating key, used and requested units, Reporting-Reason.
 type Service = (
@@ -2243,6 +2319,7 @@ impl Shard for RedisShard {
             failed: false,
             find: Vec::new(),
             created: None,
+            cached: false,
         };
         match self.known(now_ms) {
             Known::UnknownUser => {
@@ -2257,6 +2334,11 @@ impl Shard for RedisShard {
             Known::Find => p.find = self.planner.request.subscription_ids.clone(),
             Known::Account(account) => {
                 p.created = self.planner.created.as_ref().map(|c| c.account);
+                p.cached = p.created.is_some()
+                    && matches!(
+                        self.planner.request.request_type,
+                        RequestType::Initial | RequestType::Event
+                    );
                 self.planner.plan(account, now, &mut p)
             }
         }
@@ -2343,26 +2425,12 @@ impl Shard for RedisShard {
             } else {
                 steps
             };
-            // The client's own timeouts and retries may add up to more
-            // than a gateway waits while a master is dead: past this
-            // bound every step of the batch is answered 3004 (it may have
-            // run; a retry is answered from what Redis remembers).
-            let o = ctx.ledger.options();
-            let bound = o.response_timeout * 2 + o.wait_timeout;
-            let results = ctx
-                .rt
-                .block_on(async { tokio::time::timeout(bound, ctx.ledger.run(&steps, now)).await })
-                .unwrap_or_else(|_| {
-                    steps
-                        .iter()
-                        .map(|_| {
-                            Err(gyro_store::Error::Unavailable {
-                                op: "pipeline",
-                                reason: format!("no answer within {bound:?}"),
-                            })
-                        })
-                        .collect()
-                });
+            let results = run_bounded(&ctx, &steps, now);
+            // Requests charged to an account this node remembered from
+            // the cluster's directory that no longer exists (deleted
+            // through another node, its subscriber perhaps given a new
+            // account): looked up again and run once more.
+            let (steps, results) = redo_vanished(&ctx, &mut batch, steps, results, now);
             let t = &ctx.telemetry;
             t.round_trip.record(started.elapsed().as_nanos() as u64);
             t.batch_steps.record(steps.len() as u64);
