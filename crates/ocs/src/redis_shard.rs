@@ -128,6 +128,11 @@
 //!   abort sessions (it answers 501). A top-up sends no Re-Auth-Request
 //!   and a change none either (nor an Abort-Session-Request when it
 //!   blocks: the sessions are denied at their next request).
+//! * A CCR-Initial or -Event for a subscriber in neither the
+//!   configuration nor the cluster costs a lookup in the cluster (at most
+//!   one per identity per second per node, [`NOT_FOUND_MEMORY_MS`]): a
+//!   peer sending many made-up Subscription-Ids makes the node read the
+//!   cluster for each (the embedded store answers them from memory).
 //! * Ids of created accounts come from a counter kept above the
 //!   configuration's highest id when each account is created: an account
 //!   added to the configuration later with an id the counter has given

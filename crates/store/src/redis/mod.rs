@@ -217,7 +217,10 @@
 //! The operator API's top-up is a [`Step::TopUp`] whose request key is
 //! the HTTP request's idempotency key (prefixed with `top-up:`), and its
 //! account view reads [`RedisLedger::account`] and
-//! [`RedisLedger::reservations`].
+//! [`RedisLedger::reservations`]; `POST /v1/accounts` is
+//! [`RedisLedger::create_account`], and a node finds the accounts it
+//! creates with [`RedisLedger::claims`] (in the batch job, for the
+//! Subscription-Ids its configuration lacks).
 //!
 //! # Not yet
 //!
