@@ -56,10 +56,13 @@ fn account(outcome: Outcome) -> Result<AccountView, Problem> {
 }
 
 /// The account of a subscriber on the Redis Cluster ledger (the charging
-/// configuration's directory).
-fn redis_account_of(r: &Redis, subscriber: &str) -> Result<AccountId, Problem> {
+/// configuration's directory, else the cluster's: accounts created
+/// through the operator API).
+async fn redis_account_of(r: &Redis, subscriber: &str) -> Result<AccountId, Problem> {
     r.accounts
-        .lookup_digits(subscriber)
+        .find(subscriber)
+        .await
+        .map_err(redis_problem)?
         .ok_or_else(|| Problem::not_found(format!("no account for subscriber {subscriber}")))
 }
 
@@ -73,8 +76,10 @@ fn no_account_in_cluster(subscriber: &str) -> Problem {
 /// (retry; a top-up with the same key is applied once), 409 for a
 /// conflict with what the cluster holds, 500 otherwise.
 fn redis_problem(e: gyro_ocs::RedisAccountsError) -> Problem {
-    if let gyro_ocs::RedisAccountsError::Conflict(detail) = e {
-        return Problem::conflict(detail);
+    match e {
+        gyro_ocs::RedisAccountsError::Conflict(detail) => return Problem::conflict(detail),
+        gyro_ocs::RedisAccountsError::Invalid(detail) => return Problem::invalid(detail),
+        _ => {}
     }
     if e.is_unavailable() {
         Problem::unavailable(format!("{e}; retry (with the same idempotency key)"))
@@ -116,22 +121,32 @@ fn redis_view(v: gyro_ocs::RedisAccountView, replayed: Option<bool>) -> AccountV
         initial_balance: s.initial,
         topped_up: s.topped_up,
         plan: v.plan.clone(),
-        currency: None,
+        currency: v
+            .currency
+            .map(|c| c.alpha().map_or_else(|| c.code.to_string(), str::to_string)),
         open_sessions: v.open_sessions,
         replayed,
     }
 }
 
-/// Creates an account.
+/// Creates an account (on the Redis Cluster ledger: in the cluster, with
+/// its identities in the cluster's subscriber directory, so that every
+/// node sharing the namespace finds it).
 #[utoipa::path(post, path = "/v1/accounts", tag = "accounts",
     request_body = CreateAccount,
     responses(
-        (status = 501, description = "Not on the Redis Cluster ledger", body = Problem, content_type = "application/problem+json"),
-        (status = 201, description = "Created (and durable)", body = AccountView),
+        (status = 201, description = "Created (and durable; on the Redis Cluster ledger, confirmed by Redis)", body = AccountView),
         (status = 409, description = "The id or a subscriber identity has an account", body = Problem, content_type = "application/problem+json"),
         (status = 422, description = "Invalid", body = Problem, content_type = "application/problem+json"),
+        (status = 503, description = "Starting, or (Redis Cluster ledger) Redis did not answer or confirm: the account may or may not exist", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Response, Problem> {
+    if let Some(r) = state.redis.get() {
+        let request: CreateAccount = body(&bytes)?;
+        let new = request.to_new_account()?;
+        let view = r.accounts.create(new).await.map_err(redis_problem)?;
+        return Ok(created(redis_view(view, None)));
+    }
     let backend = state.backend()?;
     let request: CreateAccount = body(&bytes)?;
     let mut new = request.to_new_account()?;
@@ -159,6 +174,11 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Respo
     };
     let mut view = account(outcome)?;
     view.replayed = None;
+    Ok(created(view))
+}
+
+/// The 201 answer of a creation, with the account's address.
+fn created(view: AccountView) -> Response {
     let location = format!(
         "/v1/accounts/{}",
         view.msisdn
@@ -166,12 +186,12 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Respo
             .or(view.imsi.as_deref())
             .unwrap_or("")
     );
-    Ok((
+    (
         StatusCode::CREATED,
         [(header::LOCATION, location)],
         Json(view),
     )
-        .into_response())
+        .into_response()
 }
 
 /// Reads an account (on the Redis Cluster ledger: the cluster's figures,
@@ -188,7 +208,7 @@ pub async fn show(
     Path(subscriber): Path<String>,
 ) -> Result<Json<AccountView>, Problem> {
     if let Some(r) = state.redis.get() {
-        let id = redis_account_of(r, &subscriber)?;
+        let id = redis_account_of(r, &subscriber).await?;
         let view = r.accounts.show(id).await.map_err(redis_problem)?;
         let view = view.ok_or_else(|| no_account_in_cluster(&subscriber))?;
         return Ok(Json(redis_view(view, None)));
@@ -238,7 +258,7 @@ pub async fn update(
                  comes from the charging configuration; status and credit_limit can be changed",
             ));
         }
-        let id = redis_account_of(r, &subscriber)?;
+        let id = redis_account_of(r, &subscriber).await?;
         let blocked = change.status.map(|s| matches!(s, Status::Blocked));
         let view = r
             .accounts
@@ -265,8 +285,10 @@ pub async fn update(
 }
 
 /// Deletes an account that has no open session (on the Redis Cluster
-/// ledger its subscribers stay in the charging configuration, without an
-/// account: no node creates it again).
+/// ledger: an account of the charging configuration leaves its
+/// subscribers there, without an account, and no node creates it again;
+/// an account created through the API frees its identities, which can be
+/// given a new account).
 #[utoipa::path(delete, path = "/v1/accounts/{subscriber}", tag = "accounts",
     params(("subscriber" = String, Path, description = "MSISDN or IMSI digits")),
     responses(
@@ -279,7 +301,7 @@ pub async fn delete(
     Path(subscriber): Path<String>,
 ) -> Result<StatusCode, Problem> {
     if let Some(r) = state.redis.get() {
-        let id = redis_account_of(r, &subscriber)?;
+        let id = redis_account_of(r, &subscriber).await?;
         return if r.accounts.delete(id).await.map_err(redis_problem)? {
             Ok(StatusCode::NO_CONTENT)
         } else {
@@ -330,7 +352,7 @@ pub async fn top_up(
         )));
     }
     if let Some(r) = state.redis.get() {
-        let id = redis_account_of(r, &subscriber)?;
+        let id = redis_account_of(r, &subscriber).await?;
         let view = r
             .accounts
             .top_up(id, &request.idempotency_key, request.amount)

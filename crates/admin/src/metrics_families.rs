@@ -524,6 +524,12 @@ fn redis_families(e: &mut DescriptorEncoder, r: &gyro_ocs::RedisTelemetry) -> Re
     )?;
     single(
         e,
+        "gyro_redis_subscriber_lookups",
+        "Subscription-Ids not in the charging configuration this node looked up in the cluster's subscriber directory (accounts created through the operator API)",
+        ConstCounter::new(r.subscriber_lookups.load(Relaxed)),
+    )?;
+    single(
+        e,
         "gyro_redis_unknown_sessions",
         "Requests answered 5002 DIAMETER_UNKNOWN_SESSION_ID (a session neither this node nor the cluster knows)",
         ConstCounter::new(r.unknown_sessions.load(Relaxed)),

@@ -17,9 +17,9 @@ use crate::{accounts, health, metrics, model, peers, problem, rate, sessions, tl
             POST /v1/tls/reload reloads the Diameter over TLS certificate. \
             Every change is applied by the shard that owns the account and answered once it is \
             durable. Errors are application/problem+json (RFC 9457). \
-            On a node with storage.backend = \"redis-cluster\" only GET /v1/accounts, GET, \
-            PATCH (status, credit_limit) and DELETE /v1/accounts/{subscriber} and its \
-            top-ups work (the \
+            On a node with storage.backend = \"redis-cluster\" only GET and POST \
+            /v1/accounts, GET, PATCH (status, credit_limit) and DELETE \
+            /v1/accounts/{subscriber} and its top-ups work (the \
             account as the cluster holds it: no currency; a top-up key reused with another \
             amount answers 409, as on the embedded store); every other operation answers 501."
     ),

@@ -32,8 +32,8 @@ pub(crate) struct Inner {
     /// open.
     pub backend: OnceLock<Backend>,
     /// With the Redis Cluster ledger: its counters and its accounts (list,
-    /// show, top-up, change of status and credit limit, delete; creating
-    /// accounts and the session operations need the embedded store).
+    /// create, show, top-up, change of status and credit limit, delete;
+    /// plan changes and the session operations need the embedded store).
     pub redis: OnceLock<Redis>,
     /// The bearer token, when one is asked.
     pub token: Option<String>,
@@ -46,7 +46,7 @@ pub(crate) struct Redis {
     pub telemetry: Arc<gyro_ocs::RedisTelemetry>,
     /// Answers by Result-Code.
     pub totals: Arc<[ShardTotals]>,
-    /// Lists, reads, tops up, changes and deletes accounts.
+    /// Lists, creates, reads, tops up, changes and deletes accounts.
     pub accounts: Arc<gyro_ocs::RedisAccounts>,
 }
 
@@ -60,8 +60,8 @@ impl Inner {
         if self.redis.get().is_some() {
             return Err(Problem::not_implemented(
                 "not implemented with storage.backend = \"redis-cluster\": on this backend \
-                 the operator API lists, shows, tops up, changes (status, credit limit) and \
-                 deletes accounts only",
+                 the operator API lists, creates, shows, tops up, changes (status, credit \
+                 limit) and deletes accounts only",
             ));
         }
         self.backend.get().ok_or_else(|| {

@@ -40,11 +40,43 @@
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
 //!   nothing (4012 when the account cannot pay, 4010 when blocked), free
 //!   bundle units first;
-//!   REFUND_ACCOUNT a Refund; PRICE_ENQUIRY is answered locally.
+//!   REFUND_ACCOUNT a Refund; CHECK_BALANCE a Check, which reads the
+//!   account in the batch (blocked: 4010; else whether it could pay for
+//!   the units now, free bundle units first: Check-Balance-Result) and
+//!   charges nothing; PRICE_ENQUIRY is answered locally. Neither of the
+//!   last two writes a CDR (the embedded store writes an event CDR of
+//!   amount 0 for them).
 //!
 //! Any node and any worker can take any request (the state is in Redis),
 //! so requests are not routed: each goes to the shard of the connection's
 //! own worker.
+//!
+//! # Accounts created through the operator API
+//!
+//! The charging configuration's accounts are found in its directory, by
+//! every node alike. An account created through the operator API
+//! ([`RedisAccounts::create`]) is kept in the cluster with a claim per
+//! identity naming it and its definition (plan name, bundles; see
+//! `gyro_store::redis`, "Accounts created through the operator API"). A
+//! CCR-Initial or -Event whose Subscription-Ids are not in the
+//! configuration is held back from planning, like a session the node does
+//! not know; the batch job reads the claims of all such identities of the
+//! turn in the same round trip as the unknown sessions, and plans them
+//! with the account found, its plan resolved by name in this node's
+//! catalog and its bundles from its definition. The answer is kept
+//! node-wide: an account found is served from memory from then on (until
+//! a step says it does not exist, 5030: deleted through another node, or
+//! a claim whose creation never finished; a CCR-Initial or -Event that
+//! meets such a 5030 is looked up again and run once more in the same
+//! batch job, so a subscriber deleted and given a new account through
+//! another node is charged to the new one at once), "not found" for a second
+//! ([`NOT_FOUND_MEMORY_MS`]), so that an account created through another
+//! node is found at most a second later; an identity claimed by no
+//! account is answered 5030 DIAMETER_USER_UNKNOWN, as with the embedded
+//! store. A CCR-Update or -Terminate of such an account's session at a
+//! node that does not know the session reads the session's record, then
+//! (when it does not know the account either) the claim of its
+//! subscriber: one more round trip.
 //!
 //! # Sessions
 //!
@@ -77,7 +109,6 @@
 //!   configuration afterwards); which services a bundle covers and when
 //!   it is valid come from this node's charging configuration, so every
 //!   node must run the same one.
-//! * CHECK_BALANCE events are answered 5012 DIAMETER_UNABLE_TO_COMPLY.
 //! * Tariff changes within a grant (Tariff-Time-Change) and first
 //!   charging intervals are not applied: a grant and a usage report are
 //!   priced at the rate in force when the request arrives, each usage
@@ -91,15 +122,27 @@
 //!   remembers a session as open charges a late CCR-Update for it even
 //!   if another node has since ended it (the money rules hold either way;
 //!   the new reservation goes at the Tcc deadline).
-//! * The operator API lists, shows, tops up, changes (status, credit
-//!   limit) and deletes accounts ([`RedisAccounts`]; a list scans the
-//!   namespace's keys) but does not create them, change their plan, nor
-//!   list or abort sessions (it answers 501): the subscriber directory and
-//!   the plans are each node's
-//!   charging configuration, so an account created on one node would not
-//!   be found by the others. A top-up sends no Re-Auth-Request and a
-//!   change none either (nor an Abort-Session-Request when it blocks: the
-//!   sessions are denied at their next request). `/metrics` shows the Redis families
+//! * The operator API lists, creates, shows, tops up, changes (status,
+//!   credit limit) and deletes accounts ([`RedisAccounts`]; a list scans
+//!   the namespace's keys) but does not change their plan, nor list or
+//!   abort sessions (it answers 501). A top-up sends no Re-Auth-Request
+//!   and a change none either (nor an Abort-Session-Request when it
+//!   blocks: the sessions are denied at their next request).
+//! * A CCR-Initial or -Event for a subscriber in neither the
+//!   configuration nor the cluster costs a lookup in the cluster (at most
+//!   one per identity per second per node, [`NOT_FOUND_MEMORY_MS`]): a
+//!   peer sending many made-up Subscription-Ids makes the node read the
+//!   cluster for each (the embedded store answers them from memory).
+//! * Ids of created accounts come from a counter kept above the
+//!   configuration's highest id when each account is created: an account
+//!   added to the configuration later with an id the counter has given
+//!   meanwhile is not opened (the cluster has an account of that id), and
+//!   its subscribers would charge the created account. Give configured
+//!   accounts ids below those of created ones.
+//! * The subscriber of a deleted account of the charging configuration
+//!   cannot be given an account through the API (409: the identity is
+//!   in every node's configuration, and the tombstone keeps its account
+//!   from being created again). `/metrics` shows the Redis families
 //!   (`gyro_redis_*`) but not the per-request families of the embedded
 //!   runtime.
 
@@ -114,16 +157,17 @@ use gyro_charging::rating::Catalog;
 use gyro_charging::tariff::affordable;
 use gyro_charging::{
     result_code as rc, AccountId, Bundle, CcAnswer, CcRequest, Cdr, ChargingConfig,
-    CostInformation, FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType, RequestType,
-    RequestedAction, ServiceUnits, SubscriberDirectory, Tariff, Timestamp, UnitKind, ZeroRated,
+    CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType,
+    RequestType, RequestedAction, ServiceUnits, SubscriberDirectory, SubscriptionId,
+    SubscriptionType, Tariff, Timestamp, UnitKind, ZeroRated,
 };
 use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::connection::ShedKind;
 use gyro_diameter::{Encoder, Message};
 use gyro_store::redis::{
-    request_key, Answer, BundleUse, Debit, EndSession, Outcome, Pricing, PutSession, RedisLedger,
-    RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
+    request_key, AccountDefinition, Answer, BundleUse, CheckBalance, Debit, EndSession, Outcome,
+    Pricing, PutSession, RedisLedger, RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
 };
 use gyro_store::ErrorKind;
 use tracing::{info, warn};
@@ -212,6 +256,9 @@ pub struct RedisTelemetry {
     /// Requests answered 5002 DIAMETER_UNKNOWN_SESSION_ID (a session
     /// neither this node nor the cluster knows).
     pub unknown_sessions: AtomicU64,
+    /// Subscription-Ids this node looked up in the cluster's subscriber
+    /// directory (accounts created through the operator API).
+    pub subscriber_lookups: AtomicU64,
     /// Whether the last batch had steps that failed (logged when that
     /// starts and when it stops, not at every batch).
     failing: std::sync::atomic::AtomicBool,
@@ -232,6 +279,7 @@ impl RedisTelemetry {
             background_errors: AtomicU64::new(0),
             session_lookups: AtomicU64::new(0),
             unknown_sessions: AtomicU64::new(0),
+            subscriber_lookups: AtomicU64::new(0),
             failing: std::sync::atomic::AtomicBool::new(false),
             ledger,
         }
@@ -267,6 +315,16 @@ struct Ctx {
     /// range share one list.
     bundles: HashMap<AccountId, Arc<[Bundle]>>,
     default_plan: Option<u16>,
+    /// The highest account id of the charging configuration (the ids of
+    /// accounts created through the operator API are above it).
+    id_floor: u64,
+    /// What this node found in the cluster's subscriber directory (the
+    /// accounts created through the operator API), by identity
+    /// (`kind:data`, an E.164 number without '+'): a found account is
+    /// kept until a step says it does not exist (5030); "not found" only
+    /// for [`NOT_FOUND_MEMORY_MS`], so that an account created through
+    /// another node is found quickly.
+    found: Mutex<HashMap<String, FoundSubscriber>>,
     identity: LocalIdentity,
     serving: RedisServing,
     /// What this node remembers of the sessions it served, by
@@ -276,9 +334,115 @@ struct Ctx {
     totals: Arc<[ShardTotals]>,
 }
 
+/// How long a node remembers that the cluster's subscriber directory
+/// does not hold an identity (requests for it meanwhile are answered
+/// 5030 without asking the cluster again).
+pub const NOT_FOUND_MEMORY_MS: u64 = 1000;
+
+/// How long a claim of an identity whose account does not exist counts
+/// as a creation in progress (see `gyro_store::redis`, "Accounts created
+/// through the operator API"): longer than a creation takes.
+const CLAIM_GRACE: Duration = Duration::from_secs(10);
+
+/// An account created through the operator API, as a node rates it: its
+/// plan (resolved by name in this node's catalog) and its bundles.
+#[derive(Debug)]
+struct Created {
+    account: AccountId,
+    /// Index of its plan in the catalog (none: a plan this node's
+    /// configuration lacks; its requests are not rated).
+    plan: Option<u16>,
+    bundles: Arc<[Bundle]>,
+}
+
+impl Created {
+    fn of(ctx: &Ctx, account: AccountId, def: Option<&AccountDefinition>) -> Arc<Created> {
+        let plan = def.and_then(|d| d.plan.as_deref());
+        Arc::new(Created {
+            account,
+            plan: ctx.catalog.plan_index(plan),
+            bundles: def
+                .map(|d| Arc::from(d.bundles.as_slice()))
+                .unwrap_or_else(|| Arc::from(Vec::new())),
+        })
+    }
+}
+
+/// A node's memory of one identity in the cluster's subscriber directory.
+struct FoundSubscriber {
+    /// The account (none: not in the directory).
+    created: Option<Arc<Created>>,
+    /// When it was read (Unix ms).
+    at: u64,
+}
+
+/// The key of an identity in [`Ctx::found`].
+fn found_key(id: &SubscriptionId) -> String {
+    let data = match id.kind {
+        SubscriptionType::E164 => id.data.strip_prefix('+').unwrap_or(&id.data),
+        _ => &id.data,
+    };
+    format!("{}:{data}", id.kind.name())
+}
+
+impl Ctx {
+    /// What this node remembers of `ids` in the cluster's directory: the
+    /// first found (index, account); `Err(true)` when every one is known
+    /// not to be there, `Err(false)` when some must be asked.
+    fn remembered(
+        &self,
+        ids: &[SubscriptionId],
+        now_ms: u64,
+    ) -> std::result::Result<(usize, Arc<Created>), bool> {
+        let Ok(found) = self.found.lock() else {
+            return Err(false);
+        };
+        let mut all_absent = !ids.is_empty();
+        for (i, id) in ids.iter().enumerate() {
+            match found.get(&found_key(id)) {
+                Some(FoundSubscriber {
+                    created: Some(c), ..
+                }) => return Ok((i, c.clone())),
+                Some(f) if now_ms.saturating_sub(f.at) < NOT_FOUND_MEMORY_MS => {}
+                _ => all_absent = false,
+            }
+        }
+        Err(all_absent)
+    }
+
+    /// Remembers what the cluster's directory says of `id`.
+    fn remember(&self, id: &SubscriptionId, created: Option<Arc<Created>>, now_ms: u64) {
+        if let Ok(mut found) = self.found.lock() {
+            found.insert(
+                found_key(id),
+                FoundSubscriber {
+                    created,
+                    at: now_ms,
+                },
+            );
+        }
+    }
+
+    /// Forgets the identities that name `account` (it does not exist: a
+    /// step answered 5030, or it was deleted).
+    fn forget(&self, account: AccountId) {
+        if let Ok(mut found) = self.found.lock() {
+            found.retain(|_, f| f.created.as_ref().is_none_or(|c| c.account != account));
+        }
+    }
+
+    /// The highest configured id.
+    fn id_floor(&self) -> u64 {
+        self.id_floor
+    }
+}
+
 /// What a node remembers of a session it served (the cluster keeps the
 /// same in the session's record, for the other nodes).
 struct SessionEntry {
+    /// Its account's profile when it was created through the operator
+    /// API (none: an account of the charging configuration).
+    created: Option<Arc<Created>>,
     account: AccountId,
     /// When it was last heard of (Unix ms).
     heard: u64,
@@ -342,6 +506,7 @@ impl RedisCreditControl {
                 }
             }
         }
+        let id_floor = accounts.iter().map(|(a, _)| a.id.0).max().unwrap_or(0);
         let started = Instant::now();
         let opened = runtime.block_on(open_accounts(&ledger, &accounts))?;
         info!(
@@ -360,6 +525,8 @@ impl RedisCreditControl {
             plans,
             bundles,
             default_plan,
+            id_floor,
+            found: Mutex::new(HashMap::new()),
             identity: LocalIdentity {
                 origin_host: origin_host.to_string(),
                 origin_realm: origin_realm.to_string(),
@@ -421,6 +588,9 @@ pub struct RedisAccountView {
     pub subscribers: Vec<gyro_charging::SubscriptionId>,
     /// Its price plan's name.
     pub plan: String,
+    /// The currency of its money, when it is not the configuration's
+    /// (an account created with another).
+    pub currency: Option<gyro_charging::Currency>,
     /// Sessions holding a reservation on it.
     pub open_sessions: usize,
     /// Its bundles: as the charging configuration defines them (what
@@ -440,10 +610,152 @@ impl RedisAccounts {
     /// The account of an MSISDN or IMSI (digits), as the charging
     /// configuration maps it.
     pub fn lookup_digits(&self, subscriber: &str) -> Option<AccountId> {
-        use gyro_charging::SubscriptionType;
         let d = &self.ctx.directory;
         d.lookup(SubscriptionType::E164, subscriber)
             .or_else(|| d.lookup(SubscriptionType::Imsi, subscriber))
+    }
+
+    /// The account of an MSISDN or IMSI (digits): in the charging
+    /// configuration, else in the cluster's subscriber directory (an
+    /// account created through the operator API, at any node; one round
+    /// trip for both readings of the digits).
+    pub async fn find(
+        &self,
+        subscriber: &str,
+    ) -> std::result::Result<Option<AccountId>, RedisAccountsError> {
+        if let Some(a) = self.lookup_digits(subscriber) {
+            return Ok(Some(a));
+        }
+        let ledger = self.ctx.ledger.clone();
+        let ids = [
+            SubscriptionId::e164(subscriber),
+            SubscriptionId::new(SubscriptionType::Imsi, subscriber),
+        ];
+        let read = self.ctx.rt.spawn(async move {
+            let found = ledger.claims(&[&ids[0], &ids[1]]).await;
+            let mut out = None;
+            for r in found {
+                if let Some(c) = r? {
+                    out = out.or(Some(c.account));
+                }
+            }
+            Ok::<_, gyro_store::Error>(out)
+        });
+        read.await
+            .map_err(|e| stopped(&e))?
+            .map_err(RedisAccountsError::Ledger)
+    }
+
+    /// Creates an account for the operator API (`new.id` none: the next
+    /// id of the cluster's counter), found from then on by every node
+    /// sharing the namespace: the same checks and refusals as the
+    /// embedded store's (an identity of the charging configuration or of
+    /// another created account, or an id that is taken: 409; bundles or
+    /// a plan that are not valid: 422), then
+    /// [`RedisLedger::create_account`].
+    pub async fn create(
+        &self,
+        new: gyro_charging::NewAccount,
+    ) -> std::result::Result<RedisAccountView, RedisAccountsError> {
+        use gyro_charging::Error as E;
+        let invalid = |e: E| RedisAccountsError::Invalid(e.to_string());
+        if let Some(taken) = new
+            .subscribers
+            .iter()
+            .find(|s| self.ctx.directory.lookup(s.kind, &s.data).is_some())
+        {
+            return Err(RedisAccountsError::Conflict(format!(
+                "subscriber {taken} already has an account"
+            )));
+        }
+        if new.subscribers.is_empty() {
+            return Err(invalid(E::InvalidAccount("no subscriber identity".into())));
+        }
+        if new.credit_limit < 0 {
+            return Err(invalid(E::InvalidAmount(new.credit_limit)));
+        }
+        if new.balance < 0 {
+            return Err(invalid(E::InvalidAmount(new.balance)));
+        }
+        if new.subscribers.iter().any(|s| s.data.is_empty()) {
+            return Err(invalid(E::InvalidAccount(
+                "empty subscriber identity".into(),
+            )));
+        }
+        for (i, b) in new.bundles.iter().enumerate() {
+            let fresh = b.reserved == 0 && b.consumed == 0 && b.remaining == b.initial;
+            if !fresh || b.valid_until <= b.valid_from {
+                return Err(invalid(E::InvalidAccount(format!(
+                    "bundle {}: needs units and valid_until after valid_from",
+                    b.id
+                ))));
+            }
+            if new.bundles[..i].iter().any(|o| o.id == b.id) {
+                return Err(invalid(E::InvalidAccount(format!(
+                    "bundle id {} given twice",
+                    b.id
+                ))));
+            }
+        }
+        self.ctx
+            .catalog
+            .check_plan(new.plan.as_deref(), new.currency)
+            .map_err(|e| match e {
+                E::Config(m) => invalid(E::InvalidPlan(m)),
+                e => invalid(e),
+            })?;
+        let definition = AccountDefinition {
+            subscribers: new.subscribers.clone(),
+            plan: new.plan.clone(),
+            currency: new.currency,
+            bundles: new.bundles.clone(),
+        };
+        let asked = gyro_store::redis::NewAccount {
+            id: (new.id.0 != 0).then_some(new.id),
+            id_floor: self.ctx.id_floor(),
+            balance: new.balance,
+            credit_limit: new.credit_limit,
+            blocked: new.status == gyro_charging::AccountStatus::Blocked,
+            definition,
+        };
+        let ledger = self.ctx.ledger.clone();
+        let run = self.ctx.rt.spawn(async move {
+            use gyro_store::redis::Creation;
+            let account = match ledger
+                .create_account(&asked, CLAIM_GRACE, unix_now())
+                .await?
+            {
+                Creation::Created(a) => a,
+                Creation::SubscriberTaken(s) => {
+                    return Err(RedisAccountsError::Conflict(format!(
+                        "subscriber {s} already has an account"
+                    )))
+                }
+                Creation::AccountTaken(a) => {
+                    return Err(RedisAccountsError::Conflict(
+                        E::DuplicateAccount(a).to_string(),
+                    ))
+                }
+            };
+            let state = ledger.account(account).await?;
+            Ok::<_, RedisAccountsError>((account, state))
+        });
+        let (account, state) = run.await.map_err(|e| stopped(&e))??;
+        let state = state.ok_or_else(|| {
+            RedisAccountsError::Ledger(gyro_store::Error::Unavailable {
+                op: "create account",
+                reason: format!("account {} not found right after its creation", account.0),
+            })
+        })?;
+        let view = self.view(state, &[], false);
+        // This node finds it at once (any other node at its first
+        // request for it).
+        let created = Created::of(&self.ctx, account, view.state.definition.as_ref());
+        for id in &view.subscribers {
+            self.ctx
+                .remember(id, Some(created.clone()), unix_now().as_millis());
+        }
+        Ok(view)
     }
 
     /// An account with its figures as the cluster holds them; `None` when
@@ -582,15 +894,29 @@ impl RedisAccounts {
     ) -> std::result::Result<bool, RedisAccountsError> {
         use gyro_store::redis::Deletion;
         let ledger = self.ctx.ledger.clone();
-        let run = self
-            .ctx
-            .rt
-            .spawn(async move { ledger.delete_account(account, unix_now()).await });
-        match run
+        let run = self.ctx.rt.spawn(async move {
+            // A created account's identities are freed once it is gone,
+            // so that they can be given an account again.
+            let identities = ledger
+                .account(account)
+                .await?
+                .and_then(|s| s.definition)
+                .map(|d| d.subscribers)
+                .unwrap_or_default();
+            let d = ledger.delete_account(account, unix_now()).await?;
+            if d == Deletion::Deleted && !identities.is_empty() {
+                ledger.free_subscribers(account, &identities).await?;
+            }
+            Ok::<_, gyro_store::Error>(d)
+        });
+        let d = run
             .await
             .map_err(|e| stopped(&e))?
-            .map_err(RedisAccountsError::Ledger)?
-        {
+            .map_err(RedisAccountsError::Ledger)?;
+        if d != Deletion::InUse {
+            self.ctx.forget(account);
+        }
+        match d {
             Deletion::Deleted => Ok(true),
             Deletion::NoAccount => Ok(false),
             Deletion::InUse => Err(RedisAccountsError::Conflict(
@@ -605,6 +931,34 @@ impl RedisAccounts {
         reservations: &[gyro_store::redis::ReservationState],
         replayed: bool,
     ) -> RedisAccountView {
+        let mut sessions: Vec<&str> = reservations.iter().map(|r| r.session.as_str()).collect();
+        sessions.sort_unstable();
+        sessions.dedup();
+        let with_counts = |defs: &[Bundle]| -> Vec<Bundle> {
+            defs.iter()
+                .filter_map(|d| {
+                    let c = state.bundles.iter().find(|b| b.id == d.id)?;
+                    let mut b = d.clone();
+                    (b.initial, b.remaining, b.reserved, b.consumed) =
+                        (c.initial, c.remaining, c.reserved, c.consumed);
+                    Some(b)
+                })
+                .collect()
+        };
+        if let Some(def) = &state.definition {
+            return RedisAccountView {
+                bundles: with_counts(&def.bundles),
+                subscribers: def.subscribers.clone(),
+                plan: def
+                    .plan
+                    .clone()
+                    .unwrap_or_else(|| gyro_charging::DEFAULT_PLAN.to_string()),
+                currency: def.currency,
+                open_sessions: sessions.len(),
+                replayed,
+                state,
+            };
+        }
         let plan = self
             .ctx
             .plans
@@ -616,29 +970,17 @@ impl RedisAccounts {
                 || gyro_charging::DEFAULT_PLAN.to_string(),
                 |p| p.name.to_string(),
             );
-        let mut sessions: Vec<&str> = reservations.iter().map(|r| r.session.as_str()).collect();
-        sessions.sort_unstable();
-        sessions.dedup();
         let bundles = self
             .ctx
             .bundles
             .get(&state.account)
-            .map(|defs| {
-                defs.iter()
-                    .filter_map(|d| {
-                        let c = state.bundles.iter().find(|b| b.id == d.id)?;
-                        let mut b = d.clone();
-                        (b.initial, b.remaining, b.reserved, b.consumed) =
-                            (c.initial, c.remaining, c.reserved, c.consumed);
-                        Some(b)
-                    })
-                    .collect()
-            })
+            .map(|defs| with_counts(defs))
             .unwrap_or_default();
         RedisAccountView {
             bundles,
             subscribers: self.ctx.directory.identities_of(state.account),
             plan,
+            currency: None,
             open_sessions: sessions.len(),
             replayed,
             state,
@@ -665,6 +1007,11 @@ pub enum RedisAccountsError {
     /// delete); the text says how, in the embedded store's words.
     #[error("{0}")]
     Conflict(String),
+    /// The request is not valid (an account to create with bundles or a
+    /// plan that are not); the text says why, in the embedded store's
+    /// words.
+    #[error("{0}")]
+    Invalid(String),
 }
 
 impl From<gyro_store::Error> for RedisAccountsError {
@@ -727,6 +1074,7 @@ impl Application for RedisCreditControl {
                 ctx: self.ctx.clone(),
                 request: CcRequest::default(),
                 subscriber: String::new(),
+                created: None,
                 steps: Vec::new(),
             },
             pending: Vec::new(),
@@ -770,6 +1118,9 @@ enum Part {
     },
     /// A refund (event).
     Refund { step: usize },
+    /// A balance check (event): its code and Check-Balance-Result are
+    /// the answer's.
+    Check { mscc: Option<usize>, step: usize },
 }
 
 /// A request waiting for its steps.
@@ -788,6 +1139,17 @@ struct Pending {
     /// It cannot be answered (its session could not be looked up): it
     /// stays 3004.
     failed: bool,
+    /// Its Subscription-Ids are not in the charging configuration nor
+    /// known to this node: the batch job looks them up in the cluster's
+    /// subscriber directory, then plans its steps.
+    find: Vec<SubscriptionId>,
+    /// Its account was created through the operator API: when a step
+    /// says it does not exist (5030), this node forgets it.
+    created: Option<AccountId>,
+    /// Its account is one this node remembered from the cluster's
+    /// directory (not read for this request): when a step says it does
+    /// not exist, the request is looked up again and planned anew.
+    cached: bool,
 }
 
 /// How a request's account is found.
@@ -800,6 +1162,9 @@ enum Known {
     UnknownSession,
     /// A session this node does not know: ask the cluster.
     LookUp,
+    /// Subscription-Ids neither the configuration nor this node's memory
+    /// of the cluster's directory holds: ask the cluster.
+    Find,
 }
 
 /// A turn's requests and the answers of their steps, handed from the
@@ -843,12 +1208,31 @@ impl RedisShard {
         let pl = &mut self.planner;
         let req = &pl.request;
         pl.subscriber.clear();
+        pl.created = None;
+        let initial = matches!(req.request_type, RequestType::Event | RequestType::Initial);
+        let resolved = if initial {
+            match self.ctx.directory.resolve(&req.subscription_ids) {
+                Some(found) => Some(found),
+                None if req.subscription_ids.is_empty() => return Known::UnknownUser,
+                None => match self.ctx.remembered(&req.subscription_ids, now_ms) {
+                    Ok((i, c)) => {
+                        let a = c.account;
+                        pl.created = Some(c);
+                        Some((i, a))
+                    }
+                    Err(true) => return Known::UnknownUser,
+                    Err(false) => return Known::Find,
+                },
+            }
+        } else {
+            None
+        };
         let Ok(mut sessions) = self.ctx.sessions.lock() else {
             return Known::LookUp;
         };
         match req.request_type {
             RequestType::Event | RequestType::Initial => {
-                let Some((i, a)) = self.ctx.directory.resolve(&req.subscription_ids) else {
+                let Some((i, a)) = resolved else {
                     return Known::UnknownUser;
                 };
                 let id = &req.subscription_ids[i];
@@ -859,6 +1243,7 @@ impl RedisShard {
                     sessions.insert(
                         req.session_id.clone(),
                         SessionEntry {
+                            created: pl.created.clone(),
                             account: a,
                             heard: now_ms,
                             subscriber: Arc::from(pl.subscriber.as_str()),
@@ -878,6 +1263,7 @@ impl RedisShard {
                         // too late.
                         if terminate && e.ended == Some(req.request_number) {
                             pl.subscriber.push_str(&e.subscriber);
+                            pl.created = e.created.clone();
                             Known::Account(e.account)
                         } else {
                             Known::UnknownSession
@@ -889,6 +1275,7 @@ impl RedisShard {
                             e.ended = Some(req.request_number);
                         }
                         pl.subscriber.push_str(&e.subscriber);
+                        pl.created = e.created.clone();
                         Known::Account(e.account)
                     }
                     _ => Known::LookUp,
@@ -898,40 +1285,145 @@ impl RedisShard {
     }
 }
 
-/// Looks up, in one round trip, the sessions of a batch that its shard
-/// did not know, and plans their requests (appending to `planner`'s
-/// steps): a session the cluster holds is served as if this node had
-/// opened it (and this node remembers it from now on); one it does not
-/// hold is answered 5002 DIAMETER_UNKNOWN_SESSION_ID, charging nothing.
+/// Looks up, in one round trip, what the requests of a batch need from
+/// the cluster before they can be planned, and plans them (appending to
+/// `planner`'s steps):
+///
+/// * the sessions its shard did not know: a session the cluster holds is
+///   served as if this node had opened it (and this node remembers it
+///   from now on); one it does not hold is answered 5002
+///   DIAMETER_UNKNOWN_SESSION_ID, charging nothing;
+/// * the Subscription-Ids that are not in the charging configuration
+///   (the subscriber directory of the accounts created through the
+///   operator API): a claimed identity's account is charged (and
+///   remembered node-wide); none claimed is answered 5030
+///   DIAMETER_USER_UNKNOWN, as for an unknown subscriber.
+///
+/// Both go in one round trip (one pipeline of `GET`s per master). A
+/// session of a created account this node does not know the plan of
+/// costs one more, for the claim of its subscriber.
 fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timestamp) {
     let waiting: Vec<usize> = (0..batch.len())
         .filter(|&i| batch[i].look_up.is_some())
         .collect();
-    let ids: Vec<&str> = waiting
+    let finding: Vec<usize> = (0..batch.len())
+        .filter(|&i| !batch[i].find.is_empty())
+        .collect();
+    let ids: Vec<String> = waiting
         .iter()
-        .filter_map(|&i| batch[i].look_up.as_deref())
+        .filter_map(|&i| batch[i].look_up.clone())
+        .collect();
+    let subs: Vec<SubscriptionId> = finding
+        .iter()
+        .flat_map(|&i| batch[i].find.iter().cloned())
         .collect();
     ctx.telemetry
         .session_lookups
         .fetch_add(ids.len() as u64, Relaxed);
+    ctx.telemetry
+        .subscriber_lookups
+        .fetch_add(subs.len() as u64, Relaxed);
     // Bounded, as the batch is (see `Flush::Settle` below): a master
     // that died answers nothing until the cluster fails over.
     let bound = ctx.ledger.options().response_timeout;
-    let records = match ctx
-        .rt
-        .block_on(async { tokio::time::timeout(bound, ctx.ledger.sessions(&ids)).await })
-    {
-        Ok(r) => r,
-        Err(_) => ids
-            .iter()
-            .map(|_| {
-                Err(gyro_store::Error::Unavailable {
-                    op: "GET session",
-                    reason: format!("no answer within {bound:?}"),
-                })
-            })
-            .collect(),
+    let late = |op: &'static str| gyro_store::Error::Unavailable {
+        op,
+        reason: format!("no answer within {bound:?}"),
     };
+    let (records, claims) = {
+        let id_refs: Vec<&str> = ids.iter().map(String::as_str).collect();
+        let sub_refs: Vec<&SubscriptionId> = subs.iter().collect();
+        let read = async {
+            let sessions = async {
+                if id_refs.is_empty() {
+                    Vec::new()
+                } else {
+                    ctx.ledger.sessions(&id_refs).await
+                }
+            };
+            let claims = async {
+                if sub_refs.is_empty() {
+                    Vec::new()
+                } else {
+                    ctx.ledger.claims(&sub_refs).await
+                }
+            };
+            tokio::time::timeout(bound, async { tokio::join!(sessions, claims) }).await
+        };
+        match ctx.rt.block_on(read) {
+            Ok(r) => r,
+            Err(_) => (
+                ids.iter().map(|_| Err(late("GET session"))).collect(),
+                subs.iter().map(|_| Err(late("GET subscriber"))).collect(),
+            ),
+        }
+    };
+    let now_ms = now.as_millis();
+
+    // Subscribers.
+    let mut claims = claims.into_iter();
+    for &i in &finding {
+        let asked = std::mem::take(&mut batch[i].find);
+        let mut hit: Option<(usize, Arc<Created>)> = None;
+        let mut failed = false;
+        for (j, id) in asked.iter().enumerate() {
+            match claims.next() {
+                Some(Ok(Some(c))) => {
+                    let created = Created::of(ctx, c.account, c.definition.as_ref());
+                    ctx.remember(id, Some(created.clone()), now_ms);
+                    hit = hit.or(Some((j, created)));
+                }
+                Some(Ok(None)) => ctx.remember(id, None, now_ms),
+                Some(Err(e)) => {
+                    ctx.telemetry.count_error(&e);
+                    failed = true;
+                }
+                None => failed = true,
+            }
+        }
+        let p = &mut batch[i];
+        let Some((j, created)) = hit else {
+            if failed {
+                p.failed = true;
+            } else {
+                p.answer.result_code = rc::USER_UNKNOWN;
+                p.answer.failed_avp = Some(FailedAvp::SubscriptionId);
+            }
+            continue;
+        };
+        if !planner.decode(p) {
+            continue;
+        }
+        let id = &asked[j];
+        planner.subscriber.clear();
+        planner.subscriber.push_str(id.kind.name());
+        planner.subscriber.push(':');
+        planner.subscriber.push_str(&id.data);
+        let req = &planner.request;
+        if req.request_type == RequestType::Initial {
+            if let Ok(mut sessions) = ctx.sessions.lock() {
+                sessions.insert(
+                    req.session_id.clone(),
+                    SessionEntry {
+                        created: Some(created.clone()),
+                        account: created.account,
+                        heard: now_ms,
+                        subscriber: Arc::from(planner.subscriber.as_str()),
+                        ended: None,
+                    },
+                );
+            }
+        }
+        p.created = Some(created.account);
+        planner.created = Some(created.clone());
+        p.steps = planner.steps.len()..planner.steps.len();
+        planner.plan(created.account, now, p);
+        p.steps.end = planner.steps.len();
+    }
+
+    // Sessions: which account, and (a created account's) its profile.
+    let mut found: Vec<(usize, SessionRecord, Option<Arc<Created>>)> = Vec::new();
+    let mut need: Vec<(usize, SubscriptionId)> = Vec::new();
     for (&i, record) in waiting.iter().zip(records) {
         let p = &mut batch[i];
         p.look_up = None;
@@ -943,39 +1435,91 @@ fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timesta
                 continue;
             }
         };
-        let decoded = Message::parse(&p.request)
-            .map_err(|_| ())
-            .and_then(|m| gy::decode_ccr(&m, &mut planner.request).map_err(|_| ()));
-        if decoded.is_err() {
-            p.failed = true;
+        if !planner.decode(p) {
             continue;
         }
         let req = &planner.request;
         let terminate = req.request_type == RequestType::Termination;
         match record {
             Some(r) if r.ended.is_none() || (terminate && r.ended == Some(req.request_number)) => {
-                planner.subscriber.clear();
-                planner.subscriber.push_str(&r.subscriber);
-                if let Ok(mut sessions) = ctx.sessions.lock() {
-                    sessions.insert(
-                        req.session_id.clone(),
-                        SessionEntry {
-                            account: r.account,
-                            heard: now.as_millis(),
-                            subscriber: Arc::from(r.subscriber.as_str()),
-                            ended: terminate.then_some(req.request_number),
-                        },
-                    );
-                }
-                p.steps = planner.steps.len()..planner.steps.len();
-                planner.plan(r.account, now, p);
-                p.steps.end = planner.steps.len();
+                let id = SubscriptionId::parse(&r.subscriber).ok();
+                let configured = id
+                    .as_ref()
+                    .and_then(|id| ctx.directory.lookup(id.kind, &id.data))
+                    == Some(r.account);
+                let created = match (&id, configured) {
+                    (_, true) | (None, _) => None,
+                    (Some(id), false) => match ctx.remembered(std::slice::from_ref(id), now_ms) {
+                        Ok((_, c)) if c.account == r.account => Some(c),
+                        _ => {
+                            need.push((found.len(), id.clone()));
+                            None
+                        }
+                    },
+                };
+                found.push((i, r, created));
             }
             _ => {
                 ctx.telemetry.unknown_sessions.fetch_add(1, Relaxed);
                 p.answer.result_code = rc::UNKNOWN_SESSION_ID;
             }
         }
+    }
+    if !need.is_empty() {
+        let refs: Vec<&SubscriptionId> = need.iter().map(|(_, id)| id).collect();
+        let read = async { tokio::time::timeout(bound, ctx.ledger.claims(&refs)).await };
+        let claims = ctx
+            .rt
+            .block_on(read)
+            .unwrap_or_else(|_| refs.iter().map(|_| Err(late("GET subscriber"))).collect());
+        for ((n, id), claim) in need.iter().zip(claims) {
+            let (i, r, created) = &mut found[*n];
+            match claim {
+                Ok(c) => {
+                    let c = c.filter(|c| c.account == r.account);
+                    let profile = Created::of(
+                        ctx,
+                        r.account,
+                        c.as_ref().and_then(|c| c.definition.as_ref()),
+                    );
+                    if c.is_some() {
+                        ctx.remember(id, Some(profile.clone()), now_ms);
+                    }
+                    *created = Some(profile);
+                }
+                Err(e) => {
+                    ctx.telemetry.count_error(&e);
+                    batch[*i].failed = true;
+                }
+            }
+        }
+    }
+    for (i, r, created) in found {
+        let p = &mut batch[i];
+        if p.failed || !planner.decode(p) {
+            continue;
+        }
+        let req = &planner.request;
+        let terminate = req.request_type == RequestType::Termination;
+        planner.subscriber.clear();
+        planner.subscriber.push_str(&r.subscriber);
+        if let Ok(mut sessions) = ctx.sessions.lock() {
+            sessions.insert(
+                req.session_id.clone(),
+                SessionEntry {
+                    created: created.clone(),
+                    account: r.account,
+                    heard: now_ms,
+                    subscriber: Arc::from(r.subscriber.as_str()),
+                    ended: terminate.then_some(req.request_number),
+                },
+            );
+        }
+        p.created = created.as_ref().map(|c| c.account);
+        planner.created = created;
+        p.steps = planner.steps.len()..planner.steps.len();
+        planner.plan(r.account, now, p);
+        p.steps.end = planner.steps.len();
     }
 }
 
@@ -987,20 +1531,39 @@ struct Planner {
     request: CcRequest,
     /// The request's subscriber (`kind:data`), for its CDRs.
     subscriber: String,
+    /// The profile of the request's account when it was created through
+    /// the operator API (none: an account of the charging configuration).
+    created: Option<Arc<Created>>,
     steps: Vec<Step>,
 }
 
 impl Planner {
+    /// Decodes a held-back request again (`false`, and the request marked
+    /// failed, when it does not decode).
+    fn decode(&mut self, p: &mut Pending) -> bool {
+        let decoded = Message::parse(&p.request)
+            .map_err(|_| ())
+            .and_then(|m| gy::decode_ccr(&m, &mut self.request).map_err(|_| ()));
+        if decoded.is_err() {
+            p.failed = true;
+        }
+        decoded.is_ok()
+    }
+
     /// Rates `key` for `account` now: the plan and rate (indices into
     /// the catalog) and the tariff.
     fn rate<'c>(
         ctx: &'c Ctx,
+        created: Option<&Created>,
         request: &CcRequest,
         account: AccountId,
         key: RatingKey,
         now: Timestamp,
     ) -> RateResult<'c> {
-        let plan = ctx.plans.get(&account).copied().or(ctx.default_plan);
+        let plan = match created {
+            Some(c) => c.plan,
+            None => ctx.plans.get(&account).copied().or(ctx.default_plan),
+        };
         let Some((pi, p)) = plan.and_then(|i| Some((i, ctx.catalog.plan(i)?))) else {
             return Err(RatingError::NoTariff);
         };
@@ -1018,8 +1581,10 @@ impl Planner {
     /// or the account has no bundles (`all`: also when none of them
     /// applies now, so that a usage report still draws on the bundle
     /// units its reservation holds).
+    #[allow(clippy::too_many_arguments)]
     fn bundle_use(
         ctx: &Ctx,
+        created: Option<&Created>,
         account: AccountId,
         key: RatingKey,
         t: &Tariff,
@@ -1030,7 +1595,11 @@ impl Planner {
         if t.is_free() {
             return None;
         }
-        let defs = ctx.bundles.get(&account)?;
+        let defs: &[Bundle] = match created {
+            Some(c) if c.bundles.is_empty() => return None,
+            Some(c) => &c.bundles,
+            None => ctx.bundles.get(&account)?,
+        };
         let bundles: Vec<u32> = defs
             .iter()
             .filter(|b| b.applies(key, t.unit, now))
@@ -1096,6 +1665,7 @@ impl Planner {
         if req_type == RequestType::Event {
             return self.plan_event(account, now, p);
         }
+        let created = self.created.clone();
         let use_mscc =
             self.request.multiple_services == Some(true) || !self.request.mscc.is_empty();
         let services: Vec<Service> = if use_mscc {
@@ -1133,7 +1703,7 @@ impl Planner {
                 result_code: rc::SUCCESS,
                 ..MsccAnswer::default()
             };
-            match Self::rate(&ctx, &self.request, account, key, now) {
+            match Self::rate(&ctx, created.as_deref(), &self.request, account, key, now) {
                 Err(e) => {
                     ma.result_code = rc::RATING_FAILED;
                     if p.answer.failed_avp.is_none() && req_type != RequestType::Termination {
@@ -1155,8 +1725,17 @@ impl Planner {
                             release: true,
                             whole: false,
                             cdr,
-                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, true)
-                                .map(|b| (units, b)),
+                            bundles: Self::bundle_use(
+                                &ctx,
+                                created.as_deref(),
+                                account,
+                                key,
+                                t,
+                                now,
+                                false,
+                                true,
+                            )
+                            .map(|b| (units, b)),
                         }));
                         p.parts.push(Part::Usage {
                             step: self.steps.len() - 1,
@@ -1205,13 +1784,22 @@ impl Planner {
                             // Always with the tariff: a partial grant is
                             // priced as the engine prices it (whole
                             // increments, and only their price reserved).
-                            bundles: Self::bundle_use(&ctx, account, key, t, now, false, false)
-                                .or_else(|| {
-                                    (!t.is_free()).then(|| BundleUse {
-                                        bundles: Vec::new(),
-                                        pricing: Pricing::of(t, false),
-                                    })
-                                }),
+                            bundles: Self::bundle_use(
+                                &ctx,
+                                created.as_deref(),
+                                account,
+                                key,
+                                t,
+                                now,
+                                false,
+                                false,
+                            )
+                            .or_else(|| {
+                                (!t.is_free()).then(|| BundleUse {
+                                    bundles: Vec::new(),
+                                    pricing: Pricing::of(t, false),
+                                })
+                            }),
                         }));
                         p.parts.push(Part::Grant {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
@@ -1286,7 +1874,9 @@ impl Planner {
             ),
         };
         let ctx = self.ctx.clone();
-        let (plan, t) = match Self::rate(&ctx, &self.request, account, key, now) {
+        let created = self.created.clone();
+        let (plan, t) = match Self::rate(&ctx, created.as_deref(), &self.request, account, key, now)
+        {
             Ok((_, p, t)) => ((&*p.name, p.currency), t),
             Err(e) => {
                 p.answer.result_code = rc::RATING_FAILED;
@@ -1336,8 +1926,17 @@ impl Planner {
                     release: false,
                     whole: true,
                     cdr,
-                    bundles: Self::bundle_use(&ctx, account, key, t, now, true, false)
-                        .map(|b| (units, b)),
+                    bundles: Self::bundle_use(
+                        &ctx,
+                        created.as_deref(),
+                        account,
+                        key,
+                        t,
+                        now,
+                        true,
+                        false,
+                    )
+                    .map(|b| (units, b)),
                 }));
                 p.answer.cost = Some(cost_info);
                 p.parts.push(Part::Event {
@@ -1363,9 +1962,28 @@ impl Planner {
             }
             RequestedAction::PriceEnquiry => p.answer.cost = Some(cost_info),
             RequestedAction::CheckBalance => {
-                // Not in the Redis backend yet (see the module docs).
-                p.answer.mscc.clear();
-                p.answer.result_code = rc::UNABLE_TO_COMPLY;
+                // Read in the batch: could the account pay for the units
+                // now (free bundle units first)? Nothing is charged.
+                self.steps.push(Step::Check(CheckBalance {
+                    account,
+                    request: request_key(&session, number, 0),
+                    money: cost,
+                    units,
+                    bundles: Self::bundle_use(
+                        &ctx,
+                        created.as_deref(),
+                        account,
+                        key,
+                        t,
+                        now,
+                        true,
+                        false,
+                    ),
+                }));
+                p.parts.push(Part::Check {
+                    mscc,
+                    step: self.steps.len() - 1,
+                });
             }
         }
     }
@@ -1462,6 +2080,20 @@ impl RedisShard {
                         }
                     }
                 }
+                Part::Check { mscc, step } => {
+                    let Some(Ok(a)) = results.get(*step) else {
+                        return false;
+                    };
+                    unknown |= a.code == rc::USER_UNKNOWN;
+                    set_code(&mut p.answer, *mscc, a.code);
+                    if let (rc::SUCCESS, Outcome::Checked { enough, .. }) = (a.code, &a.outcome) {
+                        p.answer.check_balance = Some(if *enough {
+                            CheckBalanceResult::EnoughCredit
+                        } else {
+                            CheckBalanceResult::NoCredit
+                        });
+                    }
+                }
                 Part::Usage { step } | Part::Refund { step } => {
                     if let Some(Ok(a)) = results.get(*step) {
                         unknown |= a.code == rc::USER_UNKNOWN;
@@ -1496,6 +2128,12 @@ impl RedisShard {
             }
         }
         if unknown {
+            if let Some(account) = p.created {
+                // A claim whose account does not exist (deleted, or its
+                // creation never finished): ask the cluster again next
+                // time.
+                ctx.forget(account);
+            }
             p.answer.result_code = rc::USER_UNKNOWN;
             p.answer.mscc.clear();
             p.answer.failed_avp = Some(FailedAvp::SubscriptionId);
@@ -1533,7 +2171,91 @@ impl RedisShard {
                 now_ms.saturating_sub(e.heard) <= keep
             });
         }
+        // Identities found not to be in the cluster's directory are asked
+        // again after a second anyway: forget them (requests for unknown
+        // subscribers must not grow the memory).
+        if let Ok(mut f) = self.ctx.found.lock() {
+            f.retain(|_, e| {
+                e.created.is_some() || now_ms.saturating_sub(e.at) < NOT_FOUND_MEMORY_MS
+            });
+        }
     }
+}
+
+/// Runs steps as one group commit, bounded: the client's own timeouts
+/// and retries may add up to more than a gateway waits while a master is
+/// dead; past the bound every step is answered 3004 (it may have run; a
+/// retry is answered from what Redis remembers).
+fn run_bounded(ctx: &Ctx, steps: &[Step], now: Timestamp) -> Vec<gyro_store::Result<Answer>> {
+    let o = ctx.ledger.options();
+    let bound = o.response_timeout * 2 + o.wait_timeout;
+    ctx.rt
+        .block_on(async { tokio::time::timeout(bound, ctx.ledger.run(steps, now)).await })
+        .unwrap_or_else(|_| {
+            steps
+                .iter()
+                .map(|_| {
+                    Err(gyro_store::Error::Unavailable {
+                        op: "pipeline",
+                        reason: format!("no answer within {bound:?}"),
+                    })
+                })
+                .collect()
+        })
+}
+
+/// The CCR-Initials and -Events of a batch charged to an account this
+/// node remembered from the cluster's subscriber directory whose steps
+/// found no such account (5030: deleted through another node since, its
+/// subscriber perhaps given a new account): the account is forgotten,
+/// their Subscription-Ids looked up again, and their new steps run (one
+/// more round trip each, only then). What the first steps did on the
+/// missing account is nothing (each answered 5030).
+fn redo_vanished(
+    ctx: &Arc<Ctx>,
+    batch: &mut [Pending],
+    steps: Vec<Step>,
+    mut results: Vec<gyro_store::Result<Answer>>,
+    now: Timestamp,
+) -> (Vec<Step>, Vec<gyro_store::Result<Answer>>) {
+    let vanished = |p: &Pending| {
+        p.cached
+            && results.get(p.steps.clone()).is_some_and(|r| {
+                r.iter()
+                    .any(|r| matches!(r, Ok(a) if a.code == rc::USER_UNKNOWN))
+            })
+    };
+    let redo: Vec<usize> = (0..batch.len()).filter(|&i| vanished(&batch[i])).collect();
+    if redo.is_empty() {
+        return (steps, results);
+    }
+    let start = steps.len();
+    let mut planner = Planner {
+        ctx: ctx.clone(),
+        request: CcRequest::default(),
+        subscriber: String::new(),
+        created: None,
+        steps,
+    };
+    for &i in &redo {
+        let p = &mut batch[i];
+        if let Some(a) = p.created.take() {
+            ctx.forget(a);
+        }
+        p.cached = false;
+        p.parts.clear();
+        p.steps = 0..0;
+        if !planner.decode(p) {
+            continue;
+        }
+        let req = &planner.request;
+        p.answer = CcAnswer::default();
+        p.answer.reset(req.request_type, req.request_number);
+        p.find = req.subscription_ids.clone();
+    }
+    look_up(ctx, &mut planner, batch, now);
+    results.extend(run_bounded(ctx, &planner.steps[start..], now));
+    (planner.steps, results)
 }
 
 /// One service of a session request: its MSCC (none: the command level),
@@ -1600,6 +2322,9 @@ impl Shard for RedisShard {
             kind,
             look_up: None,
             failed: false,
+            find: Vec::new(),
+            created: None,
+            cached: false,
         };
         match self.known(now_ms) {
             Known::UnknownUser => {
@@ -1611,10 +2336,19 @@ impl Shard for RedisShard {
                 p.answer.result_code = rc::UNKNOWN_SESSION_ID;
             }
             Known::LookUp => p.look_up = Some(self.planner.request.session_id.clone()),
-            Known::Account(account) => self.planner.plan(account, now, &mut p),
+            Known::Find => p.find = self.planner.request.subscription_ids.clone(),
+            Known::Account(account) => {
+                p.created = self.planner.created.as_ref().map(|c| c.account);
+                p.cached = p.created.is_some()
+                    && matches!(
+                        self.planner.request.request_type,
+                        RequestType::Initial | RequestType::Event
+                    );
+                self.planner.plan(account, now, &mut p)
+            }
         }
         p.steps.end = self.planner.steps.len();
-        if p.steps.is_empty() && p.look_up.is_none() {
+        if p.steps.is_empty() && p.look_up.is_none() && p.find.is_empty() {
             let code = p.answer.result_code;
             if gy::encode_cca(out, req, &p.answer, &self.ctx.identity).is_err() {
                 self.reject(req, result::UNABLE_TO_COMPLY, 0, out);
@@ -1677,13 +2411,18 @@ impl Shard for RedisShard {
         let now = unix_now();
         Flush::Settle(Box::new(move || {
             let started = Instant::now();
-            let steps = if batch.iter().any(|p| p.look_up.is_some()) {
-                // Sessions this node does not know: one more round trip
-                // for all of them, then their steps join the batch.
+            let steps = if batch
+                .iter()
+                .any(|p| p.look_up.is_some() || !p.find.is_empty())
+            {
+                // Sessions or subscribers this node does not know: one
+                // more round trip for all of them, then their steps join
+                // the batch.
                 let mut planner = Planner {
                     ctx: ctx.clone(),
                     request: CcRequest::default(),
                     subscriber: String::new(),
+                    created: None,
                     steps,
                 };
                 look_up(&ctx, &mut planner, &mut batch, now);
@@ -1691,26 +2430,12 @@ impl Shard for RedisShard {
             } else {
                 steps
             };
-            // The client's own timeouts and retries may add up to more
-            // than a gateway waits while a master is dead: past this
-            // bound every step of the batch is answered 3004 (it may have
-            // run; a retry is answered from what Redis remembers).
-            let o = ctx.ledger.options();
-            let bound = o.response_timeout * 2 + o.wait_timeout;
-            let results = ctx
-                .rt
-                .block_on(async { tokio::time::timeout(bound, ctx.ledger.run(&steps, now)).await })
-                .unwrap_or_else(|_| {
-                    steps
-                        .iter()
-                        .map(|_| {
-                            Err(gyro_store::Error::Unavailable {
-                                op: "pipeline",
-                                reason: format!("no answer within {bound:?}"),
-                            })
-                        })
-                        .collect()
-                });
+            let results = run_bounded(&ctx, &steps, now);
+            // Requests charged to an account this node remembered from
+            // the cluster's directory that no longer exists (deleted
+            // through another node, its subscriber perhaps given a new
+            // account): looked up again and run once more.
+            let (steps, results) = redo_vanished(&ctx, &mut batch, steps, results, now);
             let t = &ctx.telemetry;
             t.round_trip.record(started.elapsed().as_nanos() as u64);
             t.batch_steps.record(steps.len() as u64);

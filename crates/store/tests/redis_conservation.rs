@@ -231,6 +231,12 @@ impl Model {
                 })
             }
             Step::Session(_) => ok(Outcome::SessionKept),
+            // The model's accounts are never blocked and have no bundles.
+            Step::Check(s) => ok(Outcome::Checked {
+                enough: s.money <= self.spendable(),
+                money: s.money,
+                bundle_units: 0,
+            }),
         }
     }
 }

@@ -2,12 +2,12 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Books, BundleState, Deletion, ExpiryReport, LedgerStats, Outcome,
-    Pricing, RedisOptions, ReservationState, SessionRecord, Step, StreamCdr, LIBRARY,
-    LIBRARY_VERSION,
+    AccountState, Answer, Books, BundleState, Claim, Creation, Deletion, ExpiryReport, LedgerStats,
+    NewAccount, Outcome, Pricing, RedisOptions, ReservationState, SessionRecord, Step, StreamCdr,
+    LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
-use gyro_charging::{AccountId, Cdr, Rounding, Timestamp};
+use gyro_charging::{AccountId, Cdr, Rounding, SubscriptionId, Timestamp};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
@@ -225,6 +225,7 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::TopUp(_) if n.len() == 4 => 4,
         Step::TopUp(_) => 5,
         Step::End(_) => 4,
+        Step::Check(_) => 5,
         Step::Session(_) => return Err(bad()),
     };
     if n.len() != need {
@@ -273,6 +274,11 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::End(_) => Outcome::Ended {
             reservations: u(2),
             money: n[3],
+        },
+        Step::Check(_) => Outcome::Checked {
+            enough: n[2] == 1,
+            money: n[3],
+            bundle_units: u(4),
         },
         Step::Session(_) => return Err(bad()),
     };
@@ -798,6 +804,242 @@ impl RedisLedger {
         Ok(d)
     }
 
+    /// An `FCALL` whose answer is an array of integers.
+    async fn fcall_ints(&self, c: Cmd, slot: u16, op: &'static str) -> Result<Vec<i64>> {
+        let v = self.call(c, slot, op).await?;
+        match &v {
+            Value::Array(a) if !a.is_empty() => {
+                let n: Option<Vec<i64>> = a.iter().map(int).collect();
+                n.ok_or_else(|| Error::Redis {
+                    op,
+                    reason: format!("unexpected answer {v:?}"),
+                })
+            }
+            _ => Err(Error::Redis {
+                op,
+                reason: format!("unexpected answer {v:?}"),
+            }),
+        }
+    }
+
+    /// Raises the account id counter to at least `floor`; with `take`,
+    /// takes the next id and returns it (else the counter).
+    async fn account_counter(&self, floor: u64, take: bool) -> Result<u64> {
+        exact_u("account id", floor)?;
+        let key = self.keys.account_counter();
+        let slot = super::keys::slot(key.as_bytes());
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_account_id")
+            .arg(1)
+            .arg(key)
+            .arg(floor)
+            .arg(if take { "1" } else { "0" });
+        let n = self.fcall_ints(c, slot, "gyro_account_id").await?;
+        self.wait_replica(slot).await?;
+        u64::try_from(n[0]).map_err(|_| Error::Redis {
+            op: "gyro_account_id",
+            reason: format!("account id {}", n[0]),
+        })
+    }
+
+    /// Claims `id` for `account` (`replace`: over a stale claim of that
+    /// account); `None` when the claim is `account`'s now, else the
+    /// holder and when it claimed it.
+    async fn claim(
+        &self,
+        id: &SubscriptionId,
+        value: &str,
+        account: AccountId,
+        replace: Option<AccountId>,
+    ) -> Result<Option<(AccountId, u64)>> {
+        let key = self.keys.subscriber(id.kind, &id.data);
+        let slot = super::keys::slot(key.as_bytes());
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_claim")
+            .arg(1)
+            .arg(key)
+            .arg(value)
+            .arg(account.0)
+            .arg(replace.map(|a| a.0.to_string()).unwrap_or_default());
+        let n = self.fcall_ints(c, slot, "gyro_claim").await?;
+        if n.len() < 3 {
+            return Err(Error::Redis {
+                op: "gyro_claim",
+                reason: format!("unexpected answer {n:?}"),
+            });
+        }
+        self.wait_replica(slot).await?;
+        Ok((n[0] != 1).then(|| (AccountId(n[1].max(0) as u64), n[2].max(0) as u64)))
+    }
+
+    /// Frees the claims of `ids` that `account` holds (a deleted account's
+    /// identities, or those of a creation given up); returns how many it
+    /// freed.
+    pub async fn free_subscribers(
+        &self,
+        account: AccountId,
+        ids: &[SubscriptionId],
+    ) -> Result<u64> {
+        let mut freed = 0;
+        for id in ids {
+            let key = self.keys.subscriber(id.kind, &id.data);
+            let slot = super::keys::slot(key.as_bytes());
+            let mut c = redis::cmd("FCALL");
+            c.arg("gyro_unclaim").arg(1).arg(key).arg(account.0);
+            let n = self.fcall_ints(c, slot, "gyro_unclaim").await?;
+            self.wait_replica(slot).await?;
+            freed += u64::from(n[0] == 1);
+        }
+        Ok(freed)
+    }
+
+    /// Gives up the claims of a creation that did not go ahead (best
+    /// effort: a claim left behind is stale once its grace has passed,
+    /// and taken over by the next creation of that identity).
+    async fn release(&self, account: AccountId, ids: &[SubscriptionId]) {
+        let _ = self.free_subscribers(account, ids).await;
+    }
+
+    /// The claim of one subscriber identity (see [`RedisLedger::claims`]).
+    pub async fn subscriber(&self, id: &SubscriptionId) -> Result<Option<Claim>> {
+        self.claims(&[id])
+            .await
+            .pop()
+            .unwrap_or_else(|| Err(encode_err("subscriber", "no answer")))
+    }
+
+    /// Creates an account of the operator API with its identities, so that
+    /// every node finds it ([`RedisLedger::claims`]). In order:
+    ///
+    /// 1. its id: the one asked for (refused when an account has it or
+    ///    had it), the cluster's counter raised above it; else the next
+    ///    id of the counter, kept above `new.id_floor` (the configuration's
+    ///    highest id);
+    /// 2. each identity claimed (`gyro_claim`, set-if-absent) with the id
+    ///    and the account's definition; a claim held by another account
+    ///    refuses the creation ([`Creation::SubscriberTaken`], the claims
+    ///    taken so far freed), unless it is stale: older than `grace` and
+    ///    naming an account that does not exist (its creator died before
+    ///    step 3). A stale claim's account is buried first (`gyro_bury`:
+    ///    its tombstone, so that a creator that was only slow can never
+    ///    create it late), then the claim is taken over;
+    /// 3. the account (`gyro_create`, with its figures, bundles and
+    ///    definition): refused when it exists or was buried meanwhile
+    ///    (the claims are then freed).
+    ///
+    /// A node dying after step 2 leaves claims naming an account that does
+    /// not exist: a lookup finds them, but every step on that account
+    /// answers 5030 (no account), and the next creation of those
+    /// identities takes them over once `grace` has passed. No claim ever
+    /// names an account created for another identity, and no account is
+    /// created after its claims were taken over.
+    pub async fn create_account(
+        &self,
+        new: &NewAccount,
+        grace: std::time::Duration,
+        now: Timestamp,
+    ) -> Result<Creation> {
+        non_negative("balance", new.balance)?;
+        non_negative("credit limit", new.credit_limit)?;
+        exact_u("now", now.as_millis())?;
+        let subs = &new.definition.subscribers;
+        if subs.is_empty() {
+            return Err(encode_err("account", "no subscriber identity"));
+        }
+        let mut bundles = String::new();
+        for b in &new.definition.bundles {
+            exact_u("bundle units", b.remaining)?;
+            if !bundles.is_empty() {
+                bundles.push(',');
+            }
+            bundles.push_str(&format!("{}:{}", b.id, b.remaining));
+        }
+        let definition = serde_json::to_string(&new.definition)
+            .map_err(|e| encode_err("account definition", e.to_string()))?;
+        let id = match new.id {
+            Some(id) => {
+                self.account_counter(new.id_floor.max(id.0), false).await?;
+                let mut c = redis::cmd("EXISTS");
+                c.arg(self.keys.account(id)).arg(self.keys.tombstone(id));
+                let taken = self.call(c, self.keys.account_slot(id), "EXISTS").await?;
+                if int(&taken).unwrap_or(0) > 0 {
+                    return Ok(Creation::AccountTaken(id));
+                }
+                id
+            }
+            None => AccountId(self.account_counter(new.id_floor, true).await?),
+        };
+        let value = claim_value(id, now, &definition);
+        let grace_ms = u64::try_from(grace.as_millis()).unwrap_or(u64::MAX);
+        for (n, sub) in subs.iter().enumerate() {
+            let claimed = &subs[..n];
+            let held = match self.claim(sub, &value, id, None).await {
+                Ok(None) => continue,
+                Ok(Some(held)) => held,
+                Err(e) => {
+                    self.release(id, claimed).await;
+                    return Err(e);
+                }
+            };
+            let (holder, at) = held;
+            if now.as_millis().saturating_sub(at) >= grace_ms {
+                let taken_over = async {
+                    if !self.bury(holder, now).await? {
+                        return Ok(false);
+                    }
+                    Ok(self.claim(sub, &value, id, Some(holder)).await?.is_none())
+                };
+                match taken_over.await {
+                    Ok(true) => continue,
+                    Ok(false) => {}
+                    Err(e) => {
+                        self.release(id, claimed).await;
+                        return Err(e);
+                    }
+                }
+            }
+            self.release(id, claimed).await;
+            return Ok(Creation::SubscriberTaken(sub.clone()));
+        }
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_create")
+            .arg(2)
+            .arg(self.keys.account(id))
+            .arg(self.keys.tombstone(id))
+            .arg(new.balance)
+            .arg(new.credit_limit)
+            .arg(if new.blocked { "1" } else { "0" })
+            .arg(bundles)
+            .arg(&definition);
+        let slot = self.keys.account_slot(id);
+        // An error here leaves the claims: the account may exist.
+        let n = self.fcall_ints(c, slot, "gyro_create").await?;
+        self.wait_replica(slot).await?;
+        if n[0] == 1 {
+            return Ok(Creation::Created(id));
+        }
+        self.release(id, subs).await;
+        Ok(match new.id {
+            Some(id) => Creation::AccountTaken(id),
+            None => Creation::SubscriberTaken(subs[0].clone()),
+        })
+    }
+
+    /// Makes sure `account`, which does not exist, never will (its
+    /// tombstone); `false` when it exists.
+    async fn bury(&self, account: AccountId, now: Timestamp) -> Result<bool> {
+        let mut c = redis::cmd("FCALL");
+        c.arg("gyro_bury")
+            .arg(2)
+            .arg(self.keys.account(account))
+            .arg(self.keys.tombstone(account))
+            .arg(now.as_millis());
+        let slot = self.keys.account_slot(account);
+        let n = self.fcall_ints(c, slot, "gyro_bury").await?;
+        self.wait_replica(slot).await?;
+        Ok(n[0] == 1)
+    }
+
     /// Sends one command to the master of `slot` (following redirections),
     /// loading the functions again once if the master lacks them (a new or
     /// restarted master).
@@ -919,6 +1161,14 @@ impl RedisLedger {
             Step::End(s) => {
                 c.arg(&s.session);
             }
+            Step::Check(s) => {
+                non_negative("money", s.money)?;
+                exact_u("units", s.units)?;
+                c.arg(s.money).arg(s.units);
+                if let Some(b) = &s.bundles {
+                    c.arg(bundle_list(&b.bundles)).arg(pricing(&b.pricing)?);
+                }
+            }
             Step::Session(_) => {}
         }
         Ok(c)
@@ -940,6 +1190,35 @@ impl RedisLedger {
     /// again on its own. An error is per session.
     pub async fn sessions(&self, sessions: &[&str]) -> Vec<Result<Option<SessionRecord>>> {
         let keys: Vec<String> = sessions.iter().map(|s| self.keys.session(s)).collect();
+        self.get_many(&keys, "GET session")
+            .await
+            .into_iter()
+            .map(|r| r.map(|v| v.and_then(|v| serde_json::from_str(&v).ok())))
+            .collect()
+    }
+
+    /// The claims of subscriber identities (accounts created through the
+    /// operator API; none where the identity is not claimed), read like
+    /// [`RedisLedger::sessions`]: one pipeline of `GET`s per master, one
+    /// round trip for all of them. A claim whose account does not exist
+    /// (its creator died before creating it, or it was deleted since) is
+    /// returned as it is: the caller's steps find no account (5030).
+    pub async fn claims(&self, ids: &[&SubscriptionId]) -> Vec<Result<Option<Claim>>> {
+        let keys: Vec<String> = ids
+            .iter()
+            .map(|id| self.keys.subscriber(id.kind, &id.data))
+            .collect();
+        self.get_many(&keys, "GET subscriber")
+            .await
+            .into_iter()
+            .map(|r| r.map(|v| v.as_deref().and_then(parse_claim)))
+            .collect()
+    }
+
+    /// `GET` of every key of `keys` (string values), one pipeline per
+    /// master, concurrently; a key answered with a redirection is read
+    /// again on its own. An error is per key.
+    async fn get_many(&self, keys: &[String], op: &'static str) -> Vec<Result<Option<String>>> {
         let slots: Vec<u16> = keys
             .iter()
             .map(|k| super::keys::slot(k.as_bytes()))
@@ -969,9 +1248,7 @@ impl RedisLedger {
                 conn.route_pipeline(pipe, 0, count, route).await
             }
         });
-        let parse = |v: &Value| -> Option<SessionRecord> { serde_json::from_str(&text(v)?).ok() };
-        let mut out: Vec<Option<Result<Option<SessionRecord>>>> =
-            (0..sessions.len()).map(|_| None).collect();
+        let mut out: Vec<Option<Result<Option<String>>>> = (0..keys.len()).map(|_| None).collect();
         let mut again = Vec::new();
         for (members, read) in groups
             .iter()
@@ -986,13 +1263,13 @@ impl RedisLedger {
                                 again.push(i);
                                 continue;
                             }
-                            v => Ok(parse(v)),
+                            v => Ok(text(v)),
                         });
                     }
                 }
                 Ok(_) => again.extend(members.iter().copied()),
                 Err(e) => {
-                    let e = classify("GET session", &e);
+                    let e = classify(op, &e);
                     for &i in members {
                         out[i] = Some(Err(e.clone_shallow()));
                     }
@@ -1005,16 +1282,16 @@ impl RedisLedger {
         for i in again {
             let mut c = redis::cmd("GET");
             c.arg(&keys[i]);
-            out[i] = Some(self.call(c, slots[i], "GET session").await.map(|v| {
+            out[i] = Some(self.call(c, slots[i], op).await.map(|v| {
                 if matches!(v, Value::Nil) {
                     None
                 } else {
-                    parse(&v)
+                    text(&v)
                 }
             }));
         }
         out.into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(encode_err("session", "no answer"))))
+            .map(|r| r.unwrap_or_else(|| Err(encode_err("value", "no answer"))))
             .collect()
     }
 
@@ -1491,6 +1768,28 @@ fn account_state(account: AccountId, v: &Value) -> Option<AccountState> {
             b.sort_by_key(|b| b.id);
             b
         },
+        definition: fields
+            .iter()
+            .find(|(k, _)| k == "def")
+            .and_then(|(_, v)| serde_json::from_str(v).ok()),
+    })
+}
+
+/// A claim's value: `"<account id> <claimed at ms> <definition JSON>"`.
+fn claim_value(account: AccountId, at: Timestamp, definition: &str) -> String {
+    format!("{} {} {definition}", account.0, at.as_millis())
+}
+
+/// A claim's value, parsed.
+fn parse_claim(v: &str) -> Option<Claim> {
+    let mut parts = v.splitn(3, ' ');
+    let account = AccountId(parts.next()?.parse().ok()?);
+    let at = Timestamp(parts.next()?.parse().ok()?);
+    let definition = parts.next().and_then(|j| serde_json::from_str(j).ok());
+    Some(Claim {
+        account,
+        at,
+        definition,
     })
 }
 

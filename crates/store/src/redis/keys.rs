@@ -5,7 +5,7 @@
 //! keys (the CDR stream, its sequence counter, the expiry index) carry a
 //! tag chosen so that it hashes to that same slot ([`slot_tag`]).
 
-use gyro_charging::{AccountId, RatingKey};
+use gyro_charging::{AccountId, RatingKey, SubscriptionType};
 use std::sync::OnceLock;
 
 /// Number of hash slots of a Redis Cluster.
@@ -115,6 +115,25 @@ impl Keys {
     /// any node finds it from the Session-Id alone.
     pub fn session(&self, session: &str) -> String {
         format!("{}:{{sess:{session}}}", self.ns)
+    }
+
+    /// `<ns>:{sub:<kind>:<data>}`: the claim of a subscriber identity by
+    /// an account created through the operator API (`kind` as
+    /// [`SubscriptionType::name`] spells it; an E.164 number without its
+    /// leading '+', as the directory compares them). Each identity has a
+    /// slot of its own.
+    pub fn subscriber(&self, kind: SubscriptionType, data: &str) -> String {
+        let data = match kind {
+            SubscriptionType::E164 => data.strip_prefix('+').unwrap_or(data),
+            _ => data,
+        };
+        format!("{}:{{sub:{}:{data}}}", self.ns, kind.name())
+    }
+
+    /// `<ns>:{ids}:account`: the last account id given to an account
+    /// created through the operator API (kept above every configured id).
+    pub fn account_counter(&self) -> String {
+        format!("{}:{{ids}}:account", self.ns)
     }
 
     /// The hash slot of an account (and of all its keys).

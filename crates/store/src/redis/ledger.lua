@@ -795,6 +795,152 @@ local function end_session(keys, args)
   return remember(keys, args, { SUCCESS, count, money })
 end
 
+-- gyro_check: a balance check (CHECK_BALANCE, library version 7): could
+-- the account pay `money` for `units` now? Reads only: nothing is
+-- reserved, charged or remembered (a retry asks again).
+-- ARGV[5..]: money units [bundles tariff]
+-- With bundles (comma-separated ids) and the tariff, their remaining
+-- units count first and only the units they cannot give are priced with
+-- the tariff (the engine's check).
+-- Answer: { 0, code (2001, 4010 blocked, 5030 no account), enough (1|0),
+--           money it would cost, bundle units it would use }
+local function check(keys, args)
+  int(args[3], 'account')
+  int(args[4], 'now')
+  local money, units = int(args[5], 'money'), int(args[6], 'units')
+  if money < 0 or units < 0 then
+    error('gyro: negative check')
+  end
+  local a = account(keys)
+  if not a then
+    return { 0, UNKNOWN, 0, 0, 0 }
+  end
+  if a.blocked then
+    return { 0, BLOCKED, 0, 0, 0 }
+  end
+  local from_bundles = 0
+  if args[7] and args[7] ~= '' then
+    local _
+    _, from_bundles = plan_takes(keys, ids(args[7]), units)
+    if from_bundles > 0 then
+      money = cost(tariff(args[8]), units - from_bundles)
+    end
+  end
+  local spendable = math.max(0, a.balance + a.credit_limit)
+  return { 0, SUCCESS, money <= spendable and 1 or 0, money, from_bundles }
+end
+
+-- Accounts created through the operator API (library version 7). The
+-- subscriber directory of such accounts lives in the cluster: one claim
+-- per identity, <ns>:{sub:<kind>:<data>} = "<account id> <claimed at ms>
+-- <definition JSON>", taken with SET NX semantics; the account hash keeps
+-- the same definition in its field `def`. Account ids come from one
+-- counter, <ns>:{ids}:account, kept above every configured id. See mod.rs
+-- ("Accounts created through the operator API") for the order of the
+-- steps and what a node dying between them leaves.
+
+-- gyro_account_id: raises the id counter to at least `floor`; with
+-- take = 1 also takes the next id.
+-- KEYS[1] counter; ARGV: floor take(0|1)
+-- Answer: { id taken (or the counter, with take = 0) }
+local function account_id(keys, args)
+  local floor = int(args[1], 'floor')
+  local cur = tonumber(redis.call('GET', keys[1])) or 0
+  if cur < floor then
+    redis.call('SET', keys[1], fmt(floor))
+    cur = floor
+  end
+  if args[2] == '1' then
+    return { redis.call('INCR', keys[1]) }
+  end
+  return { cur }
+end
+
+-- The account id and claim time of a claim's value.
+local function claim_of(v)
+  local id, at = string.match(v or '', '^(%d+) (%d+) ')
+  return id, at
+end
+
+-- gyro_claim: claims an identity for account `id` unless another account
+-- holds it; with `replace` (an account id), a claim of that account is
+-- replaced (a stale claim, its account buried first by the caller).
+-- KEYS[1] claim; ARGV: value id replace
+-- Answer: { 1 ours | 0 held by another, holder id, its claim time }
+local function claim(keys, args)
+  local v = redis.call('GET', keys[1])
+  if not v then
+    redis.call('SET', keys[1], args[1])
+    return { 1, int(args[2], 'account'), 0 }
+  end
+  local id, at = claim_of(v)
+  if id == args[2] or (args[3] ~= '' and id == args[3]) then
+    if id ~= args[2] then
+      redis.call('SET', keys[1], args[1])
+    end
+    return { 1, int(args[2], 'account'), 0 }
+  end
+  return { 0, tonumber(id) or 0, tonumber(at) or 0 }
+end
+
+-- gyro_unclaim: frees an identity if account `id` holds it.
+-- KEYS[1] claim; ARGV: id
+-- Answer: { 1 freed | 0 not ours (or free) }
+local function unclaim(keys, args)
+  local id = claim_of(redis.call('GET', keys[1]))
+  if id ~= nil and id == args[1] then
+    redis.call('DEL', keys[1])
+    return { 1 }
+  end
+  return { 0 }
+end
+
+-- gyro_bury: makes sure an account that does not exist never will (its
+-- tombstone): the account of a stale claim, before the claim is taken
+-- over, so that a creator that was only slow cannot create it late.
+-- KEYS[1] account, KEYS[2] tombstone; ARGV: now
+-- Answer: { 1 buried (or already) | 0 the account exists }
+local function bury(keys, args)
+  int(args[1], 'now')
+  if redis.call('EXISTS', keys[1]) == 1 then
+    return { 0 }
+  end
+  if redis.call('EXISTS', keys[2]) == 0 then
+    redis.call('SET', keys[2], args[1])
+  end
+  return { 1 }
+end
+
+-- gyro_create: creates an account of the operator API with its bundles
+-- and its definition (field `def`), unless it exists or was deleted (or
+-- buried). Creating it again changes nothing.
+-- KEYS[1] account, KEYS[2] tombstone; ARGV: balance credit_limit
+-- blocked(0|1) bundles definition
+-- Answer: { 1 created | 0 exists | -1 deleted or buried }
+local function create(keys, args)
+  local balance, limit = int(args[1], 'balance'), int(args[2], 'credit limit')
+  if limit < 0 or balance < 0 then
+    error('gyro: negative balance or credit limit')
+  end
+  local bundles = parse_holds(args[4])
+  for _, b in ipairs(bundles) do
+    int(b.units, 'bundle units')
+  end
+  if redis.call('EXISTS', keys[2]) == 1 then
+    return { -1 }
+  end
+  if redis.call('EXISTS', keys[1]) == 1 then
+    return { 0 }
+  end
+  redis.call('HSET', keys[1], 'balance', fmt(balance), 'credit_limit', fmt(limit),
+    'blocked', args[3] == '1' and '1' or '0', 'reserved', '0', 'debited', '0',
+    'initial', fmt(balance), 'topped_up', '0', 'def', args[5])
+  for _, b in ipairs(bundles) do
+    save_bundle(keys, b.id, { initial = b.units, remaining = b.units, reserved = 0, consumed = 0 })
+  end
+  return { 1 }
+end
+
 -- CDR export. Every slot's stream is exported by one node at a time, the
 -- holder of its lease; the cursor is the last sequence number (and
 -- stream entry) written to a CDR file and fsynced. Before a file is
@@ -894,13 +1040,19 @@ redis.register_function('gyro_update', update)
 redis.register_function('gyro_delete', delete)
 redis.register_function('gyro_expire', expire)
 redis.register_function('gyro_end', end_session)
+redis.register_function('gyro_check', check)
+redis.register_function('gyro_account_id', account_id)
+redis.register_function('gyro_claim', claim)
+redis.register_function('gyro_unclaim', unclaim)
+redis.register_function('gyro_bury', bury)
+redis.register_function('gyro_create', create)
 redis.register_function('gyro_export_lease', export_lease)
 redis.register_function('gyro_export_pin', export_pin)
 redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 6
+    return 7
   end,
   flags = { 'no-writes' },
 }

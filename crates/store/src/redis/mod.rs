@@ -55,7 +55,16 @@
 //! <ns>:{<tag>}:exported         string  "<seq> <entry id>": exported and fsynced up to
 //! <ns>:{sess:<session-id>}      string  the session's record (JSON of [`SessionRecord`]),
 //!                                       PX its Tcc deadline (a minute once ended)
+//! <ns>:{acct:<id>}:deleted      string  tombstone of a deleted (or buried) account
+//! <ns>:{sub:<kind>:<data>}      string  claim of a subscriber identity by an account
+//!                                       created through the operator API:
+//!                                       "<id> <claimed at ms> <definition JSON>"
+//! <ns>:{ids}:account            string  last id given to such an account
 //! ```
+//!
+//! An account created through the operator API also keeps its
+//! [`AccountDefinition`] (identities, plan name, bundle definitions) as
+//! JSON in the field `def` of its hash.
 //!
 //! The session record is the one key not in an account's slot: it is
 //! found from the Session-Id alone, by any node, so that a CCR-Update or
@@ -86,6 +95,12 @@
 //! | `gyro_delete`  | an account without reservations deleted; its tombstone left |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_end`     | release every reservation a session still holds on the account (CCR-Terminate); no CDR |
+//! | `gyro_check`   | could the account pay for some units now (CHECK_BALANCE; reads only) |
+//! | `gyro_account_id` | raise the id counter above a floor; take the next id   |
+//! | `gyro_claim`   | claim a subscriber identity for an account (set-if-absent, or over a stale claim of a named account) |
+//! | `gyro_unclaim` | free an identity if the account holds it                   |
+//! | `gyro_bury`    | tombstone an account that does not exist (a stale claim's) |
+//! | `gyro_create`  | create an account of the operator API with its definition, unless it exists or was deleted/buried |
 //! | `gyro_export_lease` | take or renew the lease of a slot's CDR stream; its cursor and pinned range |
 //! | `gyro_export_pin` | pin the range of the file about to be written (or learn the one pinned) |
 //! | `gyro_export_ack` | move the cursor past a fsynced file and trim the stream |
@@ -115,6 +130,36 @@
 //! usage report is paid by the reservation's holds, then (past the
 //! grant) by free bundle units, then with money; a release gives the
 //! holds back.
+//!
+//! # Accounts created through the operator API
+//!
+//! The accounts of the charging configuration are found by each node in
+//! its own configuration. An account created at run time
+//! ([`RedisLedger::create_account`]) is found by every node in the
+//! cluster instead: each of its identities is a key of its own, a claim
+//! `<ns>:{sub:<kind>:<data>}` naming the account id, when it was claimed
+//! and the account's definition (what a node needs to rate it: plan name,
+//! bundle definitions), read by any node in one round trip for all the
+//! identities of a batch ([`RedisLedger::claims`]). Ids come from the
+//! counter `<ns>:{ids}:account`, kept above the configuration's highest
+//! id and above any id an operator asked for.
+//!
+//! A creation is three steps in different slots, so not one atomic step:
+//! the id; the claims (each set-if-absent: of two creations of one
+//! identity, one gets the claim, the other is refused); the account hash
+//! (`gyro_create`, idempotent, refused for an id with a tombstone). A node
+//! dying between its claims and its account leaves claims naming an
+//! account that does not exist. Such a claim is found by lookups, but
+//! every step on its account answers 5030 (no account), as for an
+//! unknown subscriber; it never names another account. It is stale once
+//! older than the creation's grace (the operator API uses 10 s): the next
+//! creation of that identity buries the named account (`gyro_bury`: its
+//! tombstone, so that a creator that was only slow cannot create it
+//! afterwards) and takes the claim over. Within the grace the identity
+//! counts as taken (it may still be being created). Deleting a created
+//! account (`gyro_delete`, then `gyro_unclaim` of each identity) frees
+//! its identities; a node dying between the two leaves claims naming a
+//! deleted account, stale in the same way.
 //!
 //! # Group commit and `replicas_ack`
 //!
@@ -172,7 +217,10 @@
 //! The operator API's top-up is a [`Step::TopUp`] whose request key is
 //! the HTTP request's idempotency key (prefixed with `top-up:`), and its
 //! account view reads [`RedisLedger::account`] and
-//! [`RedisLedger::reservations`].
+//! [`RedisLedger::reservations`]; `POST /v1/accounts` is
+//! [`RedisLedger::create_account`], and a node finds the accounts it
+//! creates with [`RedisLedger::claims`] (in the batch job, for the
+//! Subscription-Ids its configuration lacks).
 //!
 //! # Not yet
 //!
@@ -186,9 +234,9 @@
 //!   with the units passes 2^53 (the functions compute in doubles); the
 //!   request is answered 3004.
 //! * CDR files are closed by record count only (not by size or age).
-//! * Accounts are created only from the charging configuration (at
-//!   start, unless a tombstone says the account was deleted); there is
-//!   no step to create one with its subscribers. They are listed by
+//! * The accounts of the charging configuration are created at start
+//!   (unless a tombstone says the account was deleted); others through
+//!   the operator API (above). They are listed by
 //!   scanning the namespace ([`RedisLedger::account_ids`]). Status
 //!   and credit limit are changed with `gyro_update`; an account without
 //!   reservations is deleted with `gyro_delete` (for good: its id cannot
@@ -222,7 +270,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 6;
+pub const LIBRARY_VERSION: i64 = 7;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -522,6 +570,24 @@ pub struct PutSession {
     pub ttl: std::time::Duration,
 }
 
+/// A balance check (CHECK_BALANCE): whether the account could pay for
+/// `units` now, free bundle units first. Reads only: nothing changes and
+/// nothing is remembered.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckBalance {
+    /// The account.
+    pub account: AccountId,
+    /// Request key (names the step in errors; not remembered).
+    pub request: String,
+    /// What the units cost in money, without bundles.
+    pub money: i64,
+    /// The units.
+    pub units: u64,
+    /// The bundles that may pay for them first, and the tariff that
+    /// prices the rest.
+    pub bundles: Option<BundleUse>,
+}
+
 /// One step: a money step, or the write of a session record.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Step {
@@ -541,6 +607,8 @@ pub enum Step {
     End(EndSession),
     /// [`PutSession`] (not a money step; in the session's slot).
     Session(PutSession),
+    /// [`CheckBalance`] (reads only).
+    Check(CheckBalance),
 }
 
 /// The request key of the `step`-th money step of a Diameter request:
@@ -562,6 +630,7 @@ impl Step {
             Step::Expire(s) => s.account,
             Step::End(s) => s.account,
             Step::Session(s) => s.record.account,
+            Step::Check(s) => s.account,
         }
     }
 
@@ -579,6 +648,7 @@ impl Step {
             Step::Expire(s) => &s.request,
             Step::End(s) => &s.request,
             Step::Session(s) => &s.session,
+            Step::Check(s) => &s.request,
         }
     }
 
@@ -593,6 +663,7 @@ impl Step {
             Step::Expire(_) => "gyro_expire",
             Step::End(_) => "gyro_end",
             Step::Session(_) => "SET",
+            Step::Check(_) => "gyro_check",
         }
     }
 }
@@ -696,6 +767,15 @@ pub enum Outcome {
     },
     /// [`Step::Session`]: the record is written.
     SessionKept,
+    /// [`Step::Check`].
+    Checked {
+        /// The account can pay for the units (code 2001 only).
+        enough: bool,
+        /// The money they would cost (after bundles).
+        money: i64,
+        /// The bundle units that would pay first.
+        bundle_units: u64,
+    },
 }
 
 /// An account as the cluster holds it.
@@ -719,6 +799,74 @@ pub struct AccountState {
     pub topped_up: i64,
     /// Its bundles, by id.
     pub bundles: Vec<BundleState>,
+    /// For an account created through the operator API: its identities,
+    /// plan and bundle definitions (none for an account of the charging
+    /// configuration).
+    pub definition: Option<AccountDefinition>,
+}
+
+/// What the cluster keeps of an account created through the operator API
+/// beyond its figures (field `def` of its hash, and in every claim of its
+/// identities): what a node needs to find and rate it without a charging
+/// configuration that lists it. Fixed at creation.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct AccountDefinition {
+    /// Its subscriber identities.
+    pub subscribers: Vec<gyro_charging::SubscriptionId>,
+    /// Its price plan's name (none: the plan named `default`), resolved
+    /// by each node in its own charging configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan: Option<String>,
+    /// The currency of its money, when not the configuration's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub currency: Option<gyro_charging::tariff::Currency>,
+    /// Its bundles as created (what they cover and when they are valid;
+    /// their counts are in the account hash).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bundles: Vec<gyro_charging::Bundle>,
+}
+
+/// The claim of a subscriber identity (`<ns>:{sub:<kind>:<data>}`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The account it names.
+    pub account: AccountId,
+    /// When it was claimed.
+    pub at: Timestamp,
+    /// The account's definition (`None` when it cannot be read).
+    pub definition: Option<AccountDefinition>,
+}
+
+/// An account to create through the operator API
+/// ([`RedisLedger::create_account`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewAccount {
+    /// Its id (none: the next of the cluster's counter).
+    pub id: Option<AccountId>,
+    /// The highest id of the charging configuration: the counter is kept
+    /// above it.
+    pub id_floor: u64,
+    /// Initial balance, minor units (at least 0).
+    pub balance: i64,
+    /// Credit limit, minor units (at least 0).
+    pub credit_limit: i64,
+    /// Created blocked.
+    pub blocked: bool,
+    /// Its identities (at least one), plan and bundles (each full).
+    pub definition: AccountDefinition,
+}
+
+/// What [`RedisLedger::create_account`] did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Creation {
+    /// The account exists now, with every identity claimed for it.
+    Created(AccountId),
+    /// An identity has an account (or is being given one): nothing was
+    /// created.
+    SubscriberTaken(gyro_charging::SubscriptionId),
+    /// The id asked for is taken (an account has it, or had it and was
+    /// deleted): nothing was created.
+    AccountTaken(AccountId),
 }
 
 /// A bundle's counts as the cluster holds them (in its account's hash).
