@@ -1908,6 +1908,9 @@ impl Planner {
             0
         });
         let not_applicable = t.zero_rated == Some(ZeroRated::NotApplicable);
+        // The free bundle units an event may use, all or nothing.
+        let event_bundles =
+            || Self::bundle_use(&ctx, created.as_deref(), account, key, t, now, true, false);
         match action {
             RequestedAction::DirectDebiting if not_applicable => {
                 set_code(&mut p.answer, mscc, rc::CREDIT_CONTROL_NOT_APPLICABLE)
@@ -1926,17 +1929,7 @@ impl Planner {
                     release: false,
                     whole: true,
                     cdr,
-                    bundles: Self::bundle_use(
-                        &ctx,
-                        created.as_deref(),
-                        account,
-                        key,
-                        t,
-                        now,
-                        true,
-                        false,
-                    )
-                    .map(|b| (units, b)),
+                    bundles: event_bundles().map(|b| (units, b)),
                 }));
                 p.answer.cost = Some(cost_info);
                 p.parts.push(Part::Event {
@@ -1969,16 +1962,7 @@ impl Planner {
                     request: request_key(&session, number, 0),
                     money: cost,
                     units,
-                    bundles: Self::bundle_use(
-                        &ctx,
-                        created.as_deref(),
-                        account,
-                        key,
-                        t,
-                        now,
-                        true,
-                        false,
-                    ),
+                    bundles: event_bundles(),
                 }));
                 p.parts.push(Part::Check {
                     mscc,

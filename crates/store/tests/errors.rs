@@ -151,6 +151,27 @@ fn a_read_only_file_system_is_a_clear_error_and_nothing_written_changes() {
     assert_eq!(engine2.snapshot(), before);
 }
 
+/// Fills the tmpfs with a file; returns its path (remove it to free the
+/// space).
+fn fill(fs: &Tmpfs) -> PathBuf {
+    let filler = fs.path.join("filler");
+    let mut f = std::fs::File::create(&filler).unwrap();
+    let chunk = vec![0u8; 4096];
+    while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
+    filler
+}
+
+/// Handles round `k` and appends its output, without committing it.
+fn append_round(engine: &mut gyro_charging::Engine, store: &mut ShardStore, k: u32) {
+    let mut out = gyro_charging::Output::default();
+    let mut answer = gyro_charging::CcAnswer::default();
+    for r in &round(k) {
+        engine.handle(r, T0, &mut answer, &mut out);
+        store.append_output(&out).unwrap();
+        out.clear();
+    }
+}
+
 #[test]
 fn a_full_disk_fails_the_commit_cleanly_and_a_retry_succeeds_once_space_is_freed() {
     let Some(fs) = Tmpfs::mount("1m") else { return };
@@ -167,21 +188,10 @@ fn a_full_disk_fails_the_commit_cleanly_and_a_retry_succeeds_once_space_is_freed
     let journal = store.journal_path().to_path_buf();
     let journal_len = std::fs::metadata(&journal).unwrap().len();
 
-    // Fill the disk.
-    let filler = fs.path.join("filler");
-    let mut f = std::fs::File::create(&filler).unwrap();
-    let chunk = vec![0u8; 4096];
-    while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
-    drop(f);
+    let filler = fill(&fs);
 
     // A batch that cannot be made durable.
-    let mut out = gyro_charging::Output::default();
-    let mut answer = gyro_charging::CcAnswer::default();
-    for r in &round(1) {
-        engine.handle(r, T0, &mut answer, &mut out);
-        store.append_output(&out).unwrap();
-        out.clear();
-    }
+    append_round(&mut engine, &mut store, 1);
     let err = store.commit(T0).unwrap_err();
     assert_eq!(err.kind(), ErrorKind::DiskFull, "{err}");
     assert_eq!(err.path(), Some(journal.as_path()));
@@ -232,21 +242,11 @@ fn commits_go_on_into_the_space_the_journal_wrote_ahead_when_the_disk_fills() {
     let journal = store.journal_path().to_path_buf();
     let size = std::fs::metadata(&journal).unwrap().len();
 
-    let filler = fs.path.join("filler");
-    let mut f = std::fs::File::create(&filler).unwrap();
-    let chunk = vec![0u8; 4096];
-    while std::io::Write::write_all(&mut f, &chunk).is_ok() {}
-    drop(f);
+    let filler = fill(&fs);
 
     // The disk is full, the batch is made durable in the journal all the
     // same, in place of zero bytes: the file does not grow.
-    let mut out = gyro_charging::Output::default();
-    let mut answer = gyro_charging::CcAnswer::default();
-    for r in &round(1) {
-        engine.handle(r, T0, &mut answer, &mut out);
-        store.append_output(&out).unwrap();
-        out.clear();
-    }
+    append_round(&mut engine, &mut store, 1);
     store.commit(T0).unwrap();
     assert_eq!(std::fs::metadata(&journal).unwrap().len(), size);
     let after = engine.snapshot();
