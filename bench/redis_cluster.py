@@ -356,7 +356,11 @@ class Cluster:
             self.seeds = list(args.nodes)
         else:
             self.start()
-        self.nodes = cluster_nodes(self.seeds)
+        try:
+            self.nodes = cluster_nodes(self.seeds)
+        except SystemExit:
+            self.stop()
+            raise
 
     def env(self):
         return dict(os.environ, GYRO_REDIS_DIR=self.dir, GYRO_REDIS_PORT=str(self.args.redis_port))
@@ -815,13 +819,21 @@ def main(argv=None):
                   f"us/answer, Redis {fmt(r.get('redis_cpu_us_per_answer'))} us/answer",
                   file=sys.stderr)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
+        failed = "interrupted"
+    except (RuntimeError, RedisError, OSError) as e:
+        failed = str(e)
+    else:
+        failed = None
     finally:
         cluster.stop()
+    if failed:
+        print(f"stopped early: {failed}", file=sys.stderr)
     print_table(args, rows, cluster)
     print_estimate(args, rows)
     if args.json:
         print(json.dumps(rows, indent=2))
+    if failed:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
