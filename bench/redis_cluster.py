@@ -63,16 +63,24 @@ Columns, per row:
   round trips/CCR     group commits that went to the cluster, each a
                       concurrent fan-out of those pipelines
                       (gyro_redis_round_trip_seconds_count)
-  Redis cmds/CCR      commands the masters processed (INFO stats
-                      total_commands_processed): the steps plus session
-                      records, WAIT, and the expiry and export rounds
-                      (which poll every slot, so at low rates they
-                      dominate); --json adds calls by command
-                      (`redis_calls_per_ccr`, INFO commandstats, counting
-                      the commands the functions run too)
+  Redis cmds/CCR      commands the masters ran (INFO stats
+                      total_commands_processed, which counts the commands
+                      each function runs as well as the FCALL): the steps'
+                      work, session records, WAIT, and the expiry and
+                      export rounds (which poll every slot, a fixed cost
+                      per node that weighs most at low rates); --json
+                      adds them by command (`redis_calls_per_ccr`) with
+                      the masters' time in each (`redis_usec_per_ccr`,
+                      INFO commandstats: an FCALL's time includes that of
+                      the commands it runs)
   p50, p99            latency over all nodes' requests (their percentile
                       curves merged)
   errors              requests not answered 2001 or not answered in time
+  notes               errors, a node that died, Redis step errors, and
+                      "machine saturated" when gyro, Redis and gyro load
+                      together kept 90 % or more of the machine's CPUs
+                      busy (the costs per answer still hold; the rate is
+                      what this machine could do, not what gyro can)
 
 The counters come from each node's /metrics before and after the load, so
 start-up (creating the accounts) is not counted; the CPU figures cover the
@@ -279,36 +287,40 @@ def redis_snapshot(nodes):
             cpu = float(info.get("used_cpu_user", 0)) + float(info.get("used_cpu_sys", 0))
         snap.append({**n, "pid": pid, "cpu": cpu,
                      "commands": int(info.get("total_commands_processed", 0)),
-                     "calls": command_calls(info)})
+                     "calls": command_stats(info)})
     return snap
 
 
-def command_calls(info):
-    """Calls by command from INFO commandstats (`cmdstat_<name>:calls=N,...`;
-    commands a function runs count there too)."""
-    calls = {}
+def command_stats(info):
+    """Calls and microseconds by command from INFO commandstats
+    (`cmdstat_<name>:calls=N,usec=U,...`; the commands a function runs
+    count there too): {name: (calls, usec)}."""
+    stats = {}
     for k, v in info.items():
         if k.startswith("cmdstat_"):
-            for field in v.split(","):
-                name, _, n = field.partition("=")
-                if name == "calls" and n.isdigit():
-                    calls[k[len("cmdstat_"):]] = int(n)
-    return calls
+            fields = dict(f.partition("=")[::2] for f in v.split(","))
+            try:
+                stats[k[len("cmdstat_"):]] = (int(fields["calls"]), int(fields["usec"]))
+            except (KeyError, ValueError):
+                continue
+    return stats
 
 
 def redis_delta(before, after):
     """CPU seconds of masters and replicas, and the masters' commands,
     between two snapshots of the same nodes."""
-    out = {"master_cpu": 0.0, "replica_cpu": 0.0, "master_commands": 0, "master_calls": {}}
+    out = {"master_cpu": 0.0, "replica_cpu": 0.0, "master_commands": 0, "master_calls": {},
+           "master_usec": {}}
     for b, a in zip(before, after):
         key = "master_cpu" if b["role"] == "master" else "replica_cpu"
         out[key] += a["cpu"] - b["cpu"]
         if b["role"] == "master":
             out["master_commands"] += a["commands"] - b["commands"]
-            for name, n in a.get("calls", {}).items():
-                d = n - b.get("calls", {}).get(name, 0)
-                if d:
-                    out["master_calls"][name] = out["master_calls"].get(name, 0) + d
+            for name, (n, usec) in a.get("calls", {}).items():
+                n0, usec0 = b.get("calls", {}).get(name, (0, 0))
+                if n - n0:
+                    out["master_calls"][name] = out["master_calls"].get(name, 0) + n - n0
+                    out["master_usec"][name] = out["master_usec"].get(name, 0) + usec - usec0
     return out
 
 
@@ -634,6 +646,8 @@ def summarize(args, row, reports, gyro_cpu, wall, load_cpu, counters0, counters1
             "redis_commands_per_ccr": rd["master_commands"] / per,
             "redis_calls_per_ccr": {k: v / per for k, v in sorted(
                 rd["master_calls"].items(), key=lambda kv: -kv[1])},
+            "redis_usec_per_ccr": {k: v / per for k, v in sorted(
+                rd.get("master_usec", {}).items(), key=lambda kv: -kv[1])},
             "steps_per_round_trip": d["steps"] / d["round_trips"] if d["round_trips"] else None,
             "redis_step_errors": d["redis_errors"], "session_lookups": d["session_lookups"],
             "replayed_steps": d["replayed"],
@@ -657,7 +671,13 @@ def summarize(args, row, reports, gyro_cpu, wall, load_cpu, counters0, counters1
     if out["load_bound"]:
         notes.append(f"LOAD-BOUND: gyro load at {load_util:.0%} of its CPUs (busiest load "
                      f"thread {busiest:.0%}), gyro at {server_util:.0%}: not reported")
-    out.update(gyro_cpu_util=server_util, load_cpu_util=load_util, notes=notes)
+    redis_cpu = rd["master_cpu"] + rd["replica_cpu"] if rd is not None else 0.0
+    busy = (gyro_cpu + redis_cpu + load_cpu) / wall if wall else 0.0
+    if busy >= 0.9 * (os.cpu_count() or 1):
+        notes.append(f"machine saturated: gyro, Redis and gyro load kept {busy:.1f} of its "
+                     f"{os.cpu_count()} CPUs busy")
+    out.update(gyro_cpu_util=server_util, load_cpu_util=load_util, cpus_busy=busy,
+               redis_cpus_busy=redis_cpu / wall if wall else 0.0, notes=notes)
     return out
 
 

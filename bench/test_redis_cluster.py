@@ -100,18 +100,20 @@ class RedisReplies(unittest.TestCase):
         info = rc.parse_info("# Stats\r\ntotal_commands_processed:12\r\n"
                              "cmdstat_fcall:calls=10,usec=400,usec_per_call=40.00\r\n")
         self.assertEqual(info["total_commands_processed"], "12")
-        self.assertEqual(rc.command_calls(info), {"fcall": 10})
+        self.assertEqual(rc.command_stats(info), {"fcall": (10, 400)})
 
     def test_the_delta_splits_masters_and_replicas(self):
-        before = [{"role": "master", "cpu": 1.0, "commands": 100, "calls": {"fcall": 10}},
+        before = [{"role": "master", "cpu": 1.0, "commands": 100, "calls": {"fcall": (10, 400)}},
                   {"role": "replica", "cpu": 2.0, "commands": 50, "calls": {}}]
-        after = [{"role": "master", "cpu": 1.5, "commands": 160, "calls": {"fcall": 40, "set": 5}},
-                 {"role": "replica", "cpu": 2.25, "commands": 90, "calls": {"set": 5}}]
+        after = [{"role": "master", "cpu": 1.5, "commands": 160,
+                  "calls": {"fcall": (40, 1600), "set": (5, 10)}},
+                 {"role": "replica", "cpu": 2.25, "commands": 90, "calls": {"set": (5, 10)}}]
         d = rc.redis_delta(before, after)
         self.assertAlmostEqual(d["master_cpu"], 0.5)
         self.assertAlmostEqual(d["replica_cpu"], 0.25)
         self.assertEqual(d["master_commands"], 60)
         self.assertEqual(d["master_calls"], {"fcall": 30, "set": 5})
+        self.assertEqual(d["master_usec"], {"fcall": 1200, "set": 10})
 
 
 class NodeConfig(unittest.TestCase):
@@ -177,7 +179,8 @@ class Rows(unittest.TestCase):
         c1 = [{"steps": 44_000, "pipelines": 2_000, "round_trips": 1_000, "redis_errors": 0,
                "session_lookups": 0, "replayed": 0}] * 2
         rd = {"master_cpu": 1.0, "replica_cpu": 0.4, "master_commands": 120_000,
-              "master_calls": {"fcall": 88_000, "wait": 4_000}}
+              "master_calls": {"fcall": 88_000, "wait": 4_000},
+              "master_usec": {"fcall": 800_000, "wait": 2_000}}
         r = rc.summarize(args, row, reports, gyro_cpu=2.0, wall=10.0, load_cpu=1.0,
                          counters0=c0, counters1=c1, rd=rd, alive=True)
         self.assertEqual((r["answered"], r["rate"], r["errors"]), (20_000, 2000.0, 3))
@@ -190,8 +193,21 @@ class Rows(unittest.TestCase):
         self.assertAlmostEqual(r["redis_commands_per_ccr"], 6.0)
         self.assertAlmostEqual(r["steps_per_round_trip"], 44.0)
         self.assertEqual(list(r["redis_calls_per_ccr"]), ["fcall", "wait"])
+        self.assertAlmostEqual(r["redis_usec_per_ccr"]["fcall"], 40.0)
         self.assertEqual(r["notes"], ["3 errors"])
         self.assertFalse(r["load_bound"])
+
+    def test_a_machine_with_every_cpu_busy_is_said_to_be_saturated(self):
+        row = {"label": "redis-ack0 x1", "backend": "redis", "nodes": 1, "replicas_ack": 0}
+        rd = {"master_cpu": 1.0, "replica_cpu": 1.0, "master_commands": 0, "master_calls": {}}
+        cpus = os.cpu_count() or 1
+        r = rc.summarize(self.args(), row, [report(1000, 1000.0, [(100, 5)])],
+                         gyro_cpu=float(cpus), wall=1.0, load_cpu=0.0,
+                         counters0=[{k: 0 for k in rc.REDIS_COUNTERS}],
+                         counters1=[{k: 0 for k in rc.REDIS_COUNTERS}], rd=rd, alive=True)
+        self.assertTrue(any(n.startswith("machine saturated") for n in r["notes"]), r["notes"])
+        self.assertAlmostEqual(r["redis_cpus_busy"], 2.0)
+        self.assertIsNone(r["steps_per_round_trip"])
 
     def test_a_saturated_generator_is_load_bound(self):
         args = self.args()
