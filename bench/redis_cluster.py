@@ -32,7 +32,7 @@ inherit each other's sessions, remembered answers or CDR streams. The
 script's own probes of the cluster (CLUSTER NODES, INFO, SCAN, UNLINK)
 speak plain RESP without AUTH or TLS: --nodes must name such a cluster.
 
-Every gyro node is `gyro serve --workers --workers` with the built-in demo
+Every gyro node is `gyro serve` (with --workers) with the built-in demo
 charging configuration (1,000 accounts on 46700000000..46700000999), its
 own scratch data directory (CDR files) and admin port (for /metrics), and
 a node_id and Origin-Host of its own. Each node gets one `gyro load`
@@ -758,9 +758,18 @@ def print_table(args, rows, cluster):
         print("| " + " | ".join(cells) + " |")
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The description as written, and each option's default (where it
+    has one its help does not already give)."""
+
+    def _get_help_string(self, action):
+        if action.default in (None, False) or "default" in (action.help or ""):
+            return action.help
+        return super()._get_help_string(action)
+
+
 def parse_args(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=HelpFormatter)
     ap.add_argument("--gyro", help="gyro binary for the nodes and the load (default: build the "
                                    "tree's release build)")
     ap.add_argument("--nodes", nargs="+", metavar="SEED",
