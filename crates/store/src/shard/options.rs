@@ -38,8 +38,9 @@ pub struct StoreOptions {
     /// How CDR files are written.
     pub cdr_format: CdrFormat,
     /// Zero bytes the journal keeps written ahead of its last frame in
-    /// synchronous mode, so that a frame's `fdatasync` writes only its data
-    /// (no block allocation, no new file size); 0 appends to the end of
+    /// synchronous mode while its syncs are small (under 48 KiB on
+    /// average), so that a frame's `fdatasync` writes only its data (no
+    /// block allocation, no new file size); 0 always appends to the end of
     /// the file instead. On a full disk, commits go on into this space.
     pub journal_write_ahead: u64,
 }
