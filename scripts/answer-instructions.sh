@@ -25,26 +25,20 @@ gyro=$(realpath "$gyro")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+. scripts/callgrind-serve.sh
+
 # Total instructions of a server that answered $1 requests.
 run() {
     local n=$1 dir="$work/$1" port=$((20000 + RANDOM % 20000))
     mkdir -p "$dir"
     printf '[storage]\ndurability = "%s"\n[admin]\nlisten = "127.0.0.1:%d"\n' \
         "$durability" $((port + 1)) >"$dir/gyro.toml"
-    GYRO_LOG=warn valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
-        "$gyro" serve --workers 1 --listen "127.0.0.1:$port" --data-dir "$dir/data" \
-        --config "$dir/gyro.toml" >"$dir/server.log" 2>&1 &
-    local server=$!
-    for _ in $(seq 600); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.2
-    done
+    callgrind_serve "$dir" "$port" warn
     "$gyro" load --target "127.0.0.1:$port" -c 1 --threads 1 -n "$n" --timeout 60s \
         --quiet --json >"$dir/load.json" || true
-    kill -TERM "$server"
-    wait "$server" || true
+    callgrind_stop
     grep -q '"errors": *0' "$dir/load.json" || { echo "load errors: $(cat "$dir/load.json")" >&2; exit 1; }
-    awk '/^(summary|totals):/ { print $2; exit }' "$dir/callgrind.out"
+    callgrind_total "$dir"
 }
 
 ir1=$(run "$n1")

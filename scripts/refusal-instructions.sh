@@ -28,32 +28,25 @@ gyro=$(realpath "$gyro")
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
+. scripts/callgrind-serve.sh
+
 # "instructions 2001s 3004s" of a server sent $1 requests at once.
 run() {
     local n=$1 dir="$work/$1" port=$((20000 + RANDOM % 20000))
     mkdir -p "$dir"
     printf '[storage]\ndurability = "none"\n[admin]\nlisten = "127.0.0.1:%d"\n[limits]\nmax_queue_wait_ms = 1\n' \
         $((port + 1)) >"$dir/gyro.toml"
-    GYRO_LOG=error valgrind --tool=callgrind --callgrind-out-file="$dir/callgrind.out" \
-        "$gyro" serve --workers 1 --listen "127.0.0.1:$port" --data-dir "$dir/data" \
-        --config "$dir/gyro.toml" >"$dir/server.log" 2>&1 &
-    local server=$!
-    for _ in $(seq 600); do
-        (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break
-        sleep 0.2
-    done
+    callgrind_serve "$dir" "$port" error
     "$gyro" load --target "127.0.0.1:$port" -c 1 --threads 1 -w 65536 -n "$n" --timeout 120s \
         --max-error-ratio 1 --quiet --json >"$dir/load.json" || true
-    kill -TERM "$server"
-    wait "$server" || true
-    python3 - "$dir/load.json" "$dir/callgrind.out" <<'EOF'
+    callgrind_stop
+    python3 - "$dir/load.json" "$(callgrind_total "$dir")" <<'EOF'
 import json, sys
 r = json.load(open(sys.argv[1]))
 if r["timeouts"] or r["lost"] or r["connection_errors"]:
     sys.exit(f"load: {r['timeouts']} timeouts, {r['lost']} lost, {r['connection_errors']} connection errors")
-ir = next(l.split()[1] for l in open(sys.argv[2]) if l.startswith(("summary:", "totals:")))
 c = r["result_codes"]
-print(ir, c.get("2001", 0), c.get("3004", 0))
+print(sys.argv[2], c.get("2001", 0), c.get("3004", 0))
 EOF
 }
 
