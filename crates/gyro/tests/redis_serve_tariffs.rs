@@ -392,3 +392,228 @@ fn a_price_change_within_a_grant_is_charged_on_redis_as_on_the_embedded_store() 
     redis_b.stop();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// What an event's CCA says: its Result-Code, its MSCC's, the
+/// Check-Balance-Result and the Cost-Information's value.
+type EventSaid = (Option<u32>, Option<u32>, Option<u32>, Option<i64>);
+
+fn event_said(cca: &[u8]) -> EventSaid {
+    let m = Message::parse(cca).expect("a CCA");
+    let result = m.find(avp::RESULT_CODE).and_then(|a| a.u32().ok());
+    let mscc = m
+        .find(avp::MULTIPLE_SERVICES_CREDIT_CONTROL)
+        .and_then(|a| a.child(avp::RESULT_CODE))
+        .and_then(|c| c.u32().ok());
+    let check = m.find(avp::CHECK_BALANCE_RESULT).and_then(|a| a.u32().ok());
+    let cost = m
+        .find(avp::COST_INFORMATION)
+        .and_then(|c| c.child(avp::UNIT_VALUE))
+        .and_then(|u| u.child(avp::VALUE_DIGITS))
+        .and_then(|v| v.i64().ok());
+    (result, mscc, check, cost)
+}
+
+/// The event CDRs of `records`: (session, requested action, Result-Code,
+/// amount, rated units, rate, total octets), in order.
+fn events(records: &[Value]) -> Vec<(String, String, u64, i64, u64, String, u64)> {
+    let mut v: Vec<_> = records
+        .iter()
+        .filter(|r| r["record_type"] == "event")
+        .map(|r| {
+            (
+                r["session_id"].as_str().unwrap_or("").to_string(),
+                r["requested_action"].as_str().unwrap_or("").to_string(),
+                r["result_code"].as_u64().unwrap_or(0),
+                r["amount"].as_i64().unwrap_or(-1),
+                r["rated_units"].as_u64().unwrap_or(0),
+                r["rate"].as_str().unwrap_or("").to_string(),
+                r["total_octets"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// CHECK_BALANCE and PRICE_ENQUIRY on Redis write the event CDR the
+/// embedded store writes (amount 0, the answer's Result-Code), once for a
+/// retransmission, also when the account is blocked (4010).
+#[test]
+fn balance_checks_and_price_enquiries_write_event_cdrs_on_redis_as_on_the_embedded_store() {
+    use gyro_charging::RequestedAction;
+    let Some(seeds) = cluster_nodes() else {
+        return;
+    };
+    let opts = options(&seeds, "events", "checker");
+    let namespace = opts.namespace.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = scratch("redis-serve-events");
+    let gw = Gateway {
+        host: "pgw.gyro.test",
+        realm: "gyro.test",
+        ids: 0x5500_0000,
+    };
+    // No price change near: the night lasts another hour or so.
+    let now_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let night_end = ((now_s / 60 + 90) % (24 * 60)) as u32;
+    let plans = charging(night_end);
+    let event = |n: u32, action| {
+        let mut r = gw.data_ccr(
+            &format!("pgw.gyro.test;events;{n}"),
+            MSISDN,
+            RequestType::Event,
+            0,
+            0,
+        );
+        r.end_to_end = gw.ids | (n << 4);
+        r.requested_action = Some(action);
+        r.mscc[0].used = None;
+        r.mscc[0].requested = Some(ServiceUnits {
+            total_octets: Some(2 * MB),
+            ..ServiceUnits::default()
+        });
+        r
+    };
+    let mut again = event(1, RequestedAction::CheckBalance);
+    again.retransmit = true;
+    let before = [
+        event(1, RequestedAction::CheckBalance),
+        event(2, RequestedAction::PriceEnquiry),
+        again,
+    ];
+    let after = [
+        event(3, RequestedAction::CheckBalance),
+        event(4, RequestedAction::PriceEnquiry),
+    ];
+    let block = |s: &Server| {
+        let (status, _, body) = s.call(
+            "PATCH",
+            &format!("/v1/accounts/{MSISDN}"),
+            Some(serde_json::json!({ "status": "blocked" })),
+        );
+        assert_eq!(status, 200, "{body}");
+    };
+    let run = |c: &mut Client, s: &Server| -> Vec<EventSaid> {
+        let mut out: Vec<EventSaid> = before
+            .iter()
+            .enumerate()
+            .map(|(i, r)| event_said(&exchange(c, &gw.encode(r, i as u32 % 2))))
+            .collect();
+        block(s);
+        out.extend(
+            after
+                .iter()
+                .enumerate()
+                .map(|(i, r)| event_said(&exchange(c, &gw.encode(r, 8 + i as u32)))),
+        );
+        out
+    };
+
+    let embedded_dir = root.join("embedded");
+    std::fs::create_dir_all(&embedded_dir).unwrap();
+    let charging_file = embedded_dir.join("charging.toml");
+    std::fs::write(&charging_file, &plans).unwrap();
+    let charging_arg = charging_file.to_string_lossy().into_owned();
+    let embedded = Server::in_dir(
+        &embedded_dir,
+        "[server]\norigin_host = \"embedded.gyro.test\"\n",
+        &["--charging", &charging_arg],
+    );
+    let mut to_embedded = gw.connect(embedded.diameter);
+    let expected = run(&mut to_embedded, &embedded);
+
+    let node = Node::new(&root, "node-events", &seeds, &namespace);
+    std::fs::write(node.dir.join("charging.toml"), &plans).unwrap();
+    let redis = node.start();
+    let mut to_redis = gw.connect(node.diameter);
+    let answered = run(&mut to_redis, &redis);
+    assert_eq!(answered, expected);
+    assert_eq!(
+        expected,
+        vec![
+            (Some(2001), Some(2001), Some(0), None),
+            (Some(2001), Some(2001), None, Some(100)),
+            (Some(2001), Some(2001), Some(0), None),
+            (Some(4010), Some(4010), None, None),
+            (Some(4010), Some(4010), None, None),
+        ],
+        "ENOUGH_CREDIT (0); 2 MB at 0.50 a MB; blocked"
+    );
+
+    let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
+    // Each has amount 0: wait until all four are exported.
+    let t = std::time::Instant::now();
+    let on_redis = loop {
+        let all: Vec<Value> = exported(&[node.data().join("cdr")])
+            .into_values()
+            .flatten()
+            .collect();
+        if events(&all).len() >= 4 || t.elapsed() > Duration::from_secs(20) {
+            break all;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    // Nothing debited; the slot's sequence has no gap or repeat.
+    cdrs_match_debits(
+        &rt,
+        &ledger,
+        &[node.data().join("cdr")],
+        &[ACCOUNT],
+        Duration::from_secs(20),
+    );
+    drop(to_embedded);
+    embedded.stop();
+    let on_embedded = embedded_cdrs(&embedded_dir.join("data"));
+    let s = |x: &str| x.to_string();
+    let session = |n: u32| format!("pgw.gyro.test;events;{n}");
+    assert_eq!(
+        events(&on_embedded),
+        vec![
+            (
+                session(1),
+                s("check-balance"),
+                2001,
+                0,
+                0,
+                s("data-night"),
+                2 * MB
+            ),
+            (
+                session(2),
+                s("price-enquiry"),
+                2001,
+                0,
+                0,
+                s("data-night"),
+                2 * MB
+            ),
+            (
+                session(3),
+                s("check-balance"),
+                4010,
+                0,
+                0,
+                s("data-night"),
+                2 * MB
+            ),
+            (
+                session(4),
+                s("price-enquiry"),
+                4010,
+                0,
+                0,
+                s("data-night"),
+                2 * MB
+            ),
+        ],
+        "{on_embedded:?}"
+    );
+    assert_eq!(events(&on_redis), events(&on_embedded), "{on_redis:?}");
+
+    drop(to_redis);
+    redis.stop();
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -52,9 +52,10 @@
 //!   REFUND_ACCOUNT a Refund; CHECK_BALANCE a Check, which reads the
 //!   account in the batch (blocked: 4010; else whether it could pay for
 //!   the units now, free bundle units first: Check-Balance-Result) and
-//!   charges nothing; PRICE_ENQUIRY is answered locally. Neither of the
-//!   last two writes a CDR (the embedded store writes an event CDR of
-//!   amount 0 for them).
+//!   charges nothing; PRICE_ENQUIRY a Check too (priced locally; the
+//!   Check says whether the account is blocked: 4010). Both write the
+//!   event CDR the embedded store writes (amount 0, the answer's
+//!   Result-Code) in the same step, once per request key.
 //!
 //! Any node and any worker can take any request (the state is in Redis),
 //! so requests are not routed: each goes to the shard of the connection's
@@ -1141,8 +1142,13 @@ enum Part {
     /// A refund (event).
     Refund { step: usize },
     /// A balance check (event): its code and Check-Balance-Result are
-    /// the answer's.
-    Check { mscc: Option<usize>, step: usize },
+    /// the answer's; for a price enquiry (`enquiry`) its code only (the
+    /// answer's Cost-Information goes when the account is blocked).
+    Check {
+        mscc: Option<usize>,
+        step: usize,
+        enquiry: bool,
+    },
 }
 
 /// A request waiting for its steps.
@@ -2127,20 +2133,30 @@ impl Planner {
                     step: self.steps.len() - 1,
                 });
             }
-            RequestedAction::PriceEnquiry => p.answer.cost = Some(cost_info),
-            RequestedAction::CheckBalance => {
-                // Read in the batch: could the account pay for the units
-                // now (free bundle units first)? Nothing is charged.
+            RequestedAction::PriceEnquiry | RequestedAction::CheckBalance => {
+                // Read in the batch: is the account blocked, could it pay
+                // for the units now (free bundle units first)? Nothing is
+                // charged; the step writes the event CDR (amount 0, the
+                // step's Result-Code), as the embedded store does.
+                let enquiry = action == RequestedAction::PriceEnquiry;
+                if enquiry {
+                    p.answer.cost = Some(cost_info);
+                }
+                let shown = units_avp.unwrap_or_default();
+                let mut cdr = self.cdr(key, plan.0, t, &shown, now);
+                cdr.rated_units = 0;
                 self.steps.push(Step::Check(CheckBalance {
                     account,
                     request: request_key(&session, number, 0),
                     money: cost,
                     units,
-                    bundles: event_bundles(),
+                    bundles: if enquiry { None } else { event_bundles() },
+                    cdr: Some(cdr),
                 }));
                 p.parts.push(Part::Check {
                     mscc,
                     step: self.steps.len() - 1,
+                    enquiry,
                 });
             }
         }
@@ -2250,13 +2266,23 @@ impl RedisShard {
                         }
                     }
                 }
-                Part::Check { mscc, step } => {
+                Part::Check {
+                    mscc,
+                    step,
+                    enquiry,
+                } => {
                     let Some(Ok(a)) = results.get(*step) else {
                         return false;
                     };
                     unknown |= a.code == rc::USER_UNKNOWN;
                     set_code(&mut p.answer, *mscc, a.code);
-                    if let (rc::SUCCESS, Outcome::Checked { enough, .. }) = (a.code, &a.outcome) {
+                    if *enquiry {
+                        if a.code != rc::SUCCESS {
+                            p.answer.cost = None;
+                        }
+                    } else if let (rc::SUCCESS, Outcome::Checked { enough, .. }) =
+                        (a.code, &a.outcome)
+                    {
                         p.answer.check_balance = Some(if *enough {
                             CheckBalanceResult::EnoughCredit
                         } else {
