@@ -129,6 +129,14 @@
 //!   same unless a request left the service's reservation alone); a
 //!   node that did not serve that request takes it from the session's
 //!   record (its deadline less Tcc, so every node must run the same Tcc).
+//! * Across a price change, a partial grant (the account cannot pay all
+//!   the units asked) and the units bundles leave to money are priced by
+//!   the ledger with one tariff, the dearer for the units asked (the
+//!   engine takes the dearer price for each number of units); and when a
+//!   usage report split in two parts is paid partly by bundles, the
+//!   second part may take fewer free bundle units than the engine's for
+//!   usage past the grant (the reservation's granted units are not
+//!   reduced by the first part).
 //! * A session record is written beside its reservation, not atomically
 //!   with it: when the record's write fails the CCR is answered 3004, and
 //!   a gateway that does not retry leaves a reservation no other node can
