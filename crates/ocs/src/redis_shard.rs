@@ -37,15 +37,25 @@
 //!   rest; then an EndSession releasing every reservation the session
 //!   still holds (the services it did not report too), and the record
 //!   marked ended.
+//! * A price change (a time-of-day or day-of-week switch of the plan)
+//!   before a grant expires is applied as the engine applies it: the
+//!   grant holds the dearer price and carries Tariff-Time-Change (units
+//!   other than seconds); a usage report that crosses it (units reported
+//!   with Tariff-Change-Usage UNIT_AFTER_TARIFF_CHANGE, or seconds past
+//!   the switch) is two Debits, each part at its own rate with its own
+//!   CDR (`tariff_change` before/after), the second releasing the rest.
+//!   A tariff's first charging interval prices the session's first grant
+//!   and the usage reported against it (see "Not yet").
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
 //!   nothing (4012 when the account cannot pay, 4010 when blocked), free
 //!   bundle units first;
 //!   REFUND_ACCOUNT a Refund; CHECK_BALANCE a Check, which reads the
 //!   account in the batch (blocked: 4010; else whether it could pay for
 //!   the units now, free bundle units first: Check-Balance-Result) and
-//!   charges nothing; PRICE_ENQUIRY is answered locally. Neither of the
-//!   last two writes a CDR (the embedded store writes an event CDR of
-//!   amount 0 for them).
+//!   charges nothing; PRICE_ENQUIRY a Check too (priced locally; the
+//!   Check says whether the account is blocked: 4010). Both write the
+//!   event CDR the embedded store writes (amount 0, the answer's
+//!   Result-Code) in the same step, once per request key.
 //!
 //! Any node and any worker can take any request (the state is in Redis),
 //! so requests are not routed: each goes to the shard of the connection's
@@ -109,10 +119,24 @@
 //!   configuration afterwards); which services a bundle covers and when
 //!   it is valid come from this node's charging configuration, so every
 //!   node must run the same one.
-//! * Tariff changes within a grant (Tariff-Time-Change) and first
-//!   charging intervals are not applied: a grant and a usage report are
-//!   priced at the rate in force when the request arrives, each usage
-//!   rounded up to the increment.
+//! * A first charging interval applies to the session's first grant
+//!   and to the usage reported by the request after the CCR-Initial
+//!   (CC-Request-Number 1); the engine applies it to the usage of the
+//!   reservation made at the CCR-Initial, which differs for a service
+//!   whose first report comes later.
+//! * A usage report is priced at the rate in force at the session's
+//!   previous request (when the engine uses its reservation's start: the
+//!   same unless a request left the service's reservation alone); a
+//!   node that did not serve that request takes it from the session's
+//!   record (its deadline less Tcc, so every node must run the same Tcc).
+//! * Across a price change, a partial grant (the account cannot pay all
+//!   the units asked) and the units bundles leave to money are priced by
+//!   the ledger with one tariff, the dearer for the units asked (the
+//!   engine takes the dearer price for each number of units); and when a
+//!   usage report split in two parts is paid partly by bundles, the
+//!   second part may take fewer free bundle units than the engine's for
+//!   usage past the grant (the reservation's granted units are not
+//!   reduced by the first part).
 //! * A session record is written beside its reservation, not atomically
 //!   with it: when the record's write fails the CCR is answered 3004, and
 //!   a gateway that does not retry leaves a reservation no other node can
@@ -159,7 +183,7 @@ use gyro_charging::{
     result_code as rc, AccountId, Bundle, CcAnswer, CcRequest, Cdr, ChargingConfig,
     CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType,
     RequestType, RequestedAction, ServiceUnits, SubscriberDirectory, SubscriptionId,
-    SubscriptionType, Tariff, Timestamp, UnitKind, ZeroRated,
+    SubscriptionType, Tariff, TariffChangeUsage, Timestamp, UnitKind, ZeroRated,
 };
 use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
@@ -1075,6 +1099,7 @@ impl Application for RedisCreditControl {
                 request: CcRequest::default(),
                 subscriber: String::new(),
                 created: None,
+                since: None,
                 steps: Vec::new(),
             },
             pending: Vec::new(),
@@ -1106,6 +1131,12 @@ enum Part {
         want: u64,
         money: i64,
         rate: (u16, u16),
+        /// The price change within the grant: when, and the rate after
+        /// it (the grant was priced at the dearer of the two).
+        change: Option<(Timestamp, u16)>,
+        /// Whether the first interval priced it (the session's first
+        /// grant).
+        first: bool,
     },
     /// A Debit or Release of reported usage: only its success matters.
     Usage { step: usize },
@@ -1119,8 +1150,13 @@ enum Part {
     /// A refund (event).
     Refund { step: usize },
     /// A balance check (event): its code and Check-Balance-Result are
-    /// the answer's.
-    Check { mscc: Option<usize>, step: usize },
+    /// the answer's; for a price enquiry (`enquiry`) its code only (the
+    /// answer's Cost-Information goes when the account is blocked).
+    Check {
+        mscc: Option<usize>,
+        step: usize,
+        enquiry: bool,
+    },
 }
 
 /// A request waiting for its steps.
@@ -1209,6 +1245,7 @@ impl RedisShard {
         let req = &pl.request;
         pl.subscriber.clear();
         pl.created = None;
+        pl.since = None;
         let initial = matches!(req.request_type, RequestType::Event | RequestType::Initial);
         let resolved = if initial {
             match self.ctx.directory.resolve(&req.subscription_ids) {
@@ -1270,6 +1307,7 @@ impl RedisShard {
                         }
                     }
                     Some(e) if e.heard.saturating_add(tcc) >= now_ms => {
+                        pl.since = Some(Timestamp(e.heard));
                         e.heard = now_ms;
                         if terminate {
                             e.ended = Some(req.request_number);
@@ -1415,6 +1453,7 @@ fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timesta
             }
         }
         p.created = Some(created.account);
+        planner.since = None;
         planner.created = Some(created.clone());
         p.steps = planner.steps.len()..planner.steps.len();
         planner.plan(created.account, now, p);
@@ -1503,6 +1542,13 @@ fn look_up(ctx: &Ctx, planner: &mut Planner, batch: &mut [Pending], now: Timesta
         let terminate = req.request_type == RequestType::Termination;
         planner.subscriber.clear();
         planner.subscriber.push_str(&r.subscriber);
+        // The record was written with the deadline of its request: Tcc
+        // after it (every node runs the same Tcc).
+        planner.since = Some(Timestamp(
+            r.deadline
+                .as_millis()
+                .saturating_sub(ctx.serving.tcc.as_millis() as u64),
+        ));
         if let Ok(mut sessions) = ctx.sessions.lock() {
             sessions.insert(
                 req.session_id.clone(),
@@ -1534,6 +1580,10 @@ struct Planner {
     /// The profile of the request's account when it was created through
     /// the operator API (none: an account of the charging configuration).
     created: Option<Arc<Created>>,
+    /// When the request's session was last heard of before it (Unix ms;
+    /// none for a CCR-Initial or -Event): when its reservations were
+    /// made, the start of the usage it reports.
+    since: Option<Timestamp>,
     steps: Vec<Step>,
 }
 
@@ -1572,7 +1622,7 @@ impl Planner {
             .locate(&request.called_party, &request.visited_plmn);
         let choice = p.rate_at(&request.service_context, key, loc, now)?;
         let t = p.rate(choice.rate).ok_or(RatingError::NoTariff)?;
-        Ok(((pi, choice.rate), p, t))
+        Ok(((pi, choice.rate), p, t, choice.change))
     }
 
     /// The bundles of `account` that may pay for `key` in `t`'s unit now,
@@ -1710,36 +1760,10 @@ impl Planner {
                         p.answer.failed_avp = Some(failed_for(key, e));
                     }
                 }
-                Ok((rate, plan, t)) => {
+                Ok((rate, plan, t, change)) => {
                     ma.unit = Some(t.unit);
                     if let Some(u) = used {
-                        let units = u.amount(t.unit).unwrap_or(0);
-                        let mut cdr = self.cdr(key, &plan.name, t, &u, now);
-                        cdr.reporting_reason = reason;
-                        let n = self.steps.len() as u32;
-                        self.steps.push(Step::Debit(Debit {
-                            account,
-                            request: request_key(&session, number, n - p.steps.start as u32),
-                            reservation: Some((session.clone(), key)),
-                            amount: t.cost_of(units, false),
-                            release: true,
-                            whole: false,
-                            cdr,
-                            bundles: Self::bundle_use(
-                                &ctx,
-                                created.as_deref(),
-                                account,
-                                key,
-                                t,
-                                now,
-                                false,
-                                true,
-                            )
-                            .map(|b| (units, b)),
-                        }));
-                        p.parts.push(Part::Usage {
-                            step: self.steps.len() - 1,
-                        });
+                        self.plan_usage(account, now, p, mscc, key, &u, reason, (rate, change));
                     } else if requested.is_some() && req_type != RequestType::Initial {
                         let n = self.steps.len() as u32;
                         self.steps.push(Step::Release(Release {
@@ -1761,15 +1785,29 @@ impl Planner {
                             .amount(t.unit)
                             .filter(|&n| n > 0)
                             .unwrap_or(t.default_quota);
-                        let money = if t.is_free() {
+                        // A price change before the grant expires: the
+                        // grant is paid at the dearer price (the engine's
+                        // rule), and tells the client when it changes.
+                        let after = Self::change_within(plan, t, change, want, now);
+                        let free = t.is_free() && after.is_none_or(|(_, a)| a.is_free());
+                        // The session's first grant: its first interval
+                        // applies (the engine's rule).
+                        let first = req_type == RequestType::Initial
+                            && (t.first_interval > 0
+                                || after.is_some_and(|(_, a)| a.first_interval > 0));
+                        let cost = |u: u64| grant_cost(t, after.map(|(_, a)| a), u, first);
+                        let money = if free { 0 } else { cost(want) };
+                        let min_money = if free {
                             0
                         } else {
-                            t.cost_of(want, false)
+                            cost(t.increment.min(want).max(1))
                         };
-                        let min_money = if t.is_free() {
-                            0
-                        } else {
-                            t.cost_of(t.increment.min(want).max(1), false)
+                        // The ledger prices a partial grant (and what
+                        // bundles leave to money) with one tariff: the
+                        // dearer for the units asked.
+                        let dear = match after {
+                            Some((_, a)) if a.cost_of(want, first) > t.cost_of(want, first) => a,
+                            _ => t,
                         };
                         let n = self.steps.len() as u32;
                         self.steps.push(Step::Reserve(Reserve {
@@ -1794,10 +1832,14 @@ impl Planner {
                                 false,
                                 false,
                             )
+                            .map(|mut b| {
+                                b.pricing = Pricing::of(dear, first);
+                                b
+                            })
                             .or_else(|| {
-                                (!t.is_free()).then(|| BundleUse {
+                                (!free).then(|| BundleUse {
                                     bundles: Vec::new(),
-                                    pricing: Pricing::of(t, false),
+                                    pricing: Pricing::of(dear, first),
                                 })
                             }),
                         }));
@@ -1807,6 +1849,8 @@ impl Planner {
                             want,
                             money,
                             rate,
+                            change: after.map(|(at, _)| at).zip(change.map(|c| c.1)),
+                            first,
                         });
                     }
                 }
@@ -1855,6 +1899,150 @@ impl Planner {
         }));
     }
 
+    /// The price change within a grant of `want` units of `t` made now
+    /// (as the engine finds it): when, and the tariff after it; none when
+    /// the price does not change before the grant expires (its
+    /// Validity-Time; for seconds without one, the seconds granted).
+    fn change_within<'c>(
+        plan: &'c gyro_charging::Plan,
+        t: &Tariff,
+        change: Option<(Timestamp, u16)>,
+        want: u64,
+        now: Timestamp,
+    ) -> Option<(Timestamp, &'c Tariff)> {
+        let horizon = match (t.validity_time, t.unit) {
+            (Some(v), _) => now.plus_secs(u64::from(v)),
+            (None, UnitKind::Seconds) => now.plus_secs(want),
+            (None, _) => Timestamp(u64::MAX),
+        };
+        change
+            .filter(|&(at, _)| at < horizon)
+            .and_then(|(at, r)| plan.rate(r).map(|a| (at, a)))
+    }
+
+    /// The Debits of the usage `used` reported for `key` (`mscc`: its
+    /// MSCC's index in the request), priced as the engine prices it: at
+    /// the rate in force when the usage began (the session's previous
+    /// request, when its reservation was made), in two parts when the
+    /// price changed since and the client reported units after the change
+    /// (Tariff-Change-Usage UNIT_AFTER_TARIFF_CHANGE) or, for seconds,
+    /// seconds have passed since it. Each part writes its usage CDR; the
+    /// last releases what is left of the reservation. `now_rating`: the
+    /// plan and rate in force now, and their next price change.
+    #[allow(clippy::too_many_arguments)]
+    fn plan_usage(
+        &mut self,
+        account: AccountId,
+        now: Timestamp,
+        p: &mut Pending,
+        mscc: Option<usize>,
+        key: RatingKey,
+        used: &ServiceUnits,
+        reason: Option<u32>,
+        now_rating: ((u16, u16), Option<(Timestamp, u16)>),
+    ) {
+        let ctx = self.ctx.clone();
+        let created = self.created.clone();
+        let ((plan_i, now_rate), now_change) = now_rating;
+        let start = self.since.filter(|&s| s < now).unwrap_or(now);
+        let (rate_i, change) = if start == now {
+            (now_rate, now_change)
+        } else {
+            match Self::rate(&ctx, created.as_deref(), &self.request, account, key, start) {
+                Ok(((pi, ri), _, _, change)) if pi == plan_i => (ri, change),
+                _ => (now_rate, now_change),
+            }
+        };
+        let Some(plan) = ctx.catalog.plan(plan_i) else {
+            return;
+        };
+        let unit = plan.rate(now_rate).map_or(UnitKind::Octets, |t| t.unit);
+        let total = used.amount(unit).unwrap_or(0);
+        let after_report = match mscc {
+            Some(i) => self.request.mscc.get(i).and_then(|m| m.used_after),
+            None => self.request.used_after,
+        };
+        // (units, rate, side of the change, started, ended)
+        let mut pieces = vec![(total, rate_i, None, start, now)];
+        if let Some((at, next)) = change {
+            let after_units = match (after_report, unit) {
+                (Some(a), _) => a.amount(unit).unwrap_or(0).min(total),
+                (None, UnitKind::Seconds) if at <= now => ((now.0 - at.0) / 1000).min(total),
+                (None, _) => 0,
+            };
+            if after_report.is_some() || after_units > 0 {
+                let switch = at.min(now);
+                pieces = vec![
+                    (
+                        total - after_units,
+                        rate_i,
+                        Some(TariffChangeUsage::Before),
+                        start,
+                        switch,
+                    ),
+                    (
+                        after_units,
+                        next,
+                        Some(TariffChangeUsage::After),
+                        switch,
+                        now,
+                    ),
+                ];
+            }
+        }
+        // The counters after the change: as reported, or (seconds gyro
+        // split) the seconds past it.
+        let after = (pieces.len() == 2)
+            .then(|| after_report.unwrap_or_else(|| ServiceUnits::of(unit, pieces[1].0)));
+        let session = self.request.session_id.clone();
+        let number = self.request.request_number;
+        // Usage of the session's first grant (reported by the request
+        // after the CCR-Initial): the first interval applies to its first
+        // part.
+        let first_usage = number == 1;
+        let last = pieces.len() - 1;
+        for (n, (units, rate, side, started, ended)) in pieces.into_iter().enumerate() {
+            let Some(t) = plan.rate(rate) else {
+                continue;
+            };
+            let shown = match (side, &after) {
+                (Some(TariffChangeUsage::Before), Some(a)) => used.minus(a),
+                (Some(TariffChangeUsage::After), Some(a)) => *a,
+                _ => *used,
+            };
+            let mut cdr = self.cdr(key, &plan.name, t, &shown, now);
+            cdr.rated_units = units;
+            cdr.started = started;
+            cdr.ended = ended;
+            cdr.tariff_change = side;
+            cdr.reporting_reason = reason;
+            let i = self.steps.len() as u32;
+            self.steps.push(Step::Debit(Debit {
+                account,
+                request: request_key(&session, number, i - p.steps.start as u32),
+                reservation: Some((session.clone(), key)),
+                amount: t.cost_of(units, first_usage && n == 0),
+                release: n == last,
+                whole: false,
+                cdr,
+                bundles: Self::bundle_use(
+                    &ctx,
+                    created.as_deref(),
+                    account,
+                    key,
+                    t,
+                    now,
+                    first_usage && n == 0,
+                    true,
+                )
+                .map(|b| (units, b)),
+            }));
+            p.parts.push(Part::Usage {
+                step: self.steps.len() - 1,
+            });
+        }
+    }
+
     /// A CCR-Event.
     fn plan_event(&mut self, account: AccountId, now: Timestamp, p: &mut Pending) {
         let Some(action) = self.request.requested_action else {
@@ -1877,7 +2065,7 @@ impl Planner {
         let created = self.created.clone();
         let (plan, t) = match Self::rate(&ctx, created.as_deref(), &self.request, account, key, now)
         {
-            Ok((_, p, t)) => ((&*p.name, p.currency), t),
+            Ok((_, p, t, _)) => ((&*p.name, p.currency), t),
             Err(e) => {
                 p.answer.result_code = rc::RATING_FAILED;
                 p.answer.failed_avp = Some(failed_for(key, e));
@@ -1953,20 +2141,30 @@ impl Planner {
                     step: self.steps.len() - 1,
                 });
             }
-            RequestedAction::PriceEnquiry => p.answer.cost = Some(cost_info),
-            RequestedAction::CheckBalance => {
-                // Read in the batch: could the account pay for the units
-                // now (free bundle units first)? Nothing is charged.
+            RequestedAction::PriceEnquiry | RequestedAction::CheckBalance => {
+                // Read in the batch: is the account blocked, could it pay
+                // for the units now (free bundle units first)? Nothing is
+                // charged; the step writes the event CDR (amount 0, the
+                // step's Result-Code), as the embedded store does.
+                let enquiry = action == RequestedAction::PriceEnquiry;
+                if enquiry {
+                    p.answer.cost = Some(cost_info);
+                }
+                let shown = units_avp.unwrap_or_default();
+                let mut cdr = self.cdr(key, plan.0, t, &shown, now);
+                cdr.rated_units = 0;
                 self.steps.push(Step::Check(CheckBalance {
                     account,
                     request: request_key(&session, number, 0),
                     money: cost,
                     units,
-                    bundles: event_bundles(),
+                    bundles: if enquiry { None } else { event_bundles() },
+                    cdr: Some(cdr),
                 }));
                 p.parts.push(Part::Check {
                     mscc,
                     step: self.steps.len() - 1,
+                    enquiry,
                 });
             }
         }
@@ -2000,13 +2198,19 @@ impl RedisShard {
                     want,
                     money,
                     rate,
+                    change,
+                    first,
                 } => {
                     let Some(Ok(a)) = results.get(*step) else {
                         return false;
                     };
-                    let Some(t) = ctx.catalog.plan(rate.0).and_then(|p| p.rate(rate.1)) else {
+                    let Some(plan) = ctx.catalog.plan(rate.0) else {
                         return false;
                     };
+                    let Some(t) = plan.rate(rate.1) else {
+                        return false;
+                    };
+                    let after = change.and_then(|(_, r)| plan.rate(r));
                     let (code, units) = match a.outcome {
                         // Bundles gave units: the ledger bought the rest
                         // as the engine does (all, or whole increments).
@@ -2020,7 +2224,9 @@ impl RedisShard {
                         // (the ledger reserved just their price).
                         Outcome::Reserved { money: got, .. } if got < *money => (
                             a.code,
-                            affordable(t.increment, got, *want, |u| t.cost_of(u, false)),
+                            affordable(t.increment, got, *want, |u| {
+                                grant_cost(t, after, u, *first)
+                            }),
                         ),
                         Outcome::Reserved { units, .. } => (a.code, units),
                         _ => (a.code, 0),
@@ -2037,7 +2243,11 @@ impl RedisShard {
                         ..MsccAnswer::default()
                     };
                     if code == rc::SUCCESS {
-                        g.granted = Some(ServiceUnits::of(t.unit, units));
+                        let mut gsu = ServiceUnits::of(t.unit, units);
+                        if t.unit != UnitKind::Seconds {
+                            gsu.tariff_time_change = change.map(|c| c.0);
+                        }
+                        g.granted = Some(gsu);
                         g.validity_time = t.validity_time;
                         g.volume_quota_threshold = t.volume_quota_threshold;
                         g.time_quota_threshold = t.time_quota_threshold;
@@ -2064,13 +2274,23 @@ impl RedisShard {
                         }
                     }
                 }
-                Part::Check { mscc, step } => {
+                Part::Check {
+                    mscc,
+                    step,
+                    enquiry,
+                } => {
                     let Some(Ok(a)) = results.get(*step) else {
                         return false;
                     };
                     unknown |= a.code == rc::USER_UNKNOWN;
                     set_code(&mut p.answer, *mscc, a.code);
-                    if let (rc::SUCCESS, Outcome::Checked { enough, .. }) = (a.code, &a.outcome) {
+                    if *enquiry {
+                        if a.code != rc::SUCCESS {
+                            p.answer.cost = None;
+                        }
+                    } else if let (rc::SUCCESS, Outcome::Checked { enough, .. }) =
+                        (a.code, &a.outcome)
+                    {
                         p.answer.check_balance = Some(if *enough {
                             CheckBalanceResult::EnoughCredit
                         } else {
@@ -2219,6 +2439,7 @@ fn redo_vanished(
         request: CcRequest::default(),
         subscriber: String::new(),
         created: None,
+        since: None,
         steps,
     };
     for &i in &redo {
@@ -2252,8 +2473,25 @@ type Service = (
     Option<u32>,
 );
 
-type RateResult<'a> =
-    std::result::Result<((u16, u16), &'a gyro_charging::Plan, &'a Tariff), RatingError>;
+/// A rating: the plan and rate (indices into the catalog), the plan, the
+/// tariff, and when the price changes next (and to which rate).
+type RateResult<'a> = std::result::Result<
+    (
+        (u16, u16),
+        &'a gyro_charging::Plan,
+        &'a Tariff,
+        Option<(Timestamp, u16)>,
+    ),
+    RatingError,
+>;
+
+/// The money a grant of `units` of `t` holds: at the dearer of `t` and
+/// `after` when the price changes within the grant (the engine's rule).
+/// `first`: the first interval applies.
+fn grant_cost(t: &Tariff, after: Option<&Tariff>, units: u64, first: bool) -> i64 {
+    let now = t.cost_of(units, first);
+    after.map_or(now, |a| now.max(a.cost_of(units, first)))
+}
 
 /// The Failed-AVP for a rating error of `key` (as the engine names it).
 fn failed_for(key: RatingKey, err: RatingError) -> FailedAvp {
@@ -2407,6 +2645,7 @@ impl Shard for RedisShard {
                     request: CcRequest::default(),
                     subscriber: String::new(),
                     created: None,
+                    since: None,
                     steps,
                 };
                 look_up(&ctx, &mut planner, &mut batch, now);

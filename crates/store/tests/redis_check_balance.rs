@@ -28,6 +28,7 @@ fn check(account: u64, units: u64, bundles: &[u32]) -> Step {
             bundles: bundles.to_vec(),
             pricing: PRICING,
         }),
+        cdr: None,
     })
 }
 

@@ -1165,8 +1165,17 @@ impl RedisLedger {
                 non_negative("money", s.money)?;
                 exact_u("units", s.units)?;
                 c.arg(s.money).arg(s.units);
-                if let Some(b) = &s.bundles {
-                    c.arg(bundle_list(&b.bundles)).arg(pricing(&b.pricing)?);
+                match &s.bundles {
+                    Some(b) => {
+                        c.arg(bundle_list(&b.bundles)).arg(pricing(&b.pricing)?);
+                    }
+                    None if s.cdr.is_some() => {
+                        c.arg("").arg("");
+                    }
+                    None => {}
+                }
+                if let Some(cdr) = &s.cdr {
+                    c.arg(node).arg(cdr_json(cdr)?);
                 }
             }
             Step::Session(_) => {}
@@ -1579,6 +1588,9 @@ impl RedisLedger {
             cdr.balance_after = num("balance_after");
             if get("bundle_units").is_some() {
                 cdr.bundle_units = u64::try_from(num("bundle_units")).unwrap_or(0);
+            }
+            if get("result_code").is_some() {
+                cdr.result_code = u32::try_from(num("result_code")).unwrap_or(0);
             }
             out.push(StreamCdr { slot, id, cdr });
         }

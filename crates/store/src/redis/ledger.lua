@@ -327,9 +327,16 @@ end
 -- the slot; returns that number.
 -- `bundle_units`: units the CDR's usage took from bundles (the field is
 -- written only when not 0).
-local function cdr(keys, args, node, json, amount, unbilled, balance_after, bundle_units)
+local function cdr(keys, args, node, json, amount, unbilled, balance_after, bundle_units,
+                   result_code)
   local seq = redis.call('INCR', keys[6])
-  if bundle_units and bundle_units > 0 then
+  if result_code then
+    -- The step's Result-Code, in place of the record's (version 8).
+    redis.call('XADD', keys[5], '*',
+      'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
+      'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4],
+      'result_code', fmt(result_code), 'cdr', json)
+  elseif bundle_units and bundle_units > 0 then
     redis.call('XADD', keys[5], '*',
       'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
       'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4],
@@ -798,13 +805,26 @@ end
 -- gyro_check: a balance check (CHECK_BALANCE, library version 7): could
 -- the account pay `money` for `units` now? Reads only: nothing is
 -- reserved, charged or remembered (a retry asks again).
--- ARGV[5..]: money units [bundles tariff]
+-- ARGV[5..]: money units [bundles tariff [node cdr_json]]
+-- With a CDR (version 8: the event CDR of a CHECK_BALANCE or
+-- PRICE_ENQUIRY, as the embedded store writes it) the check appends it
+-- to the slot's stream with amount 0 and the check's Result-Code (none
+-- for an account that does not exist), and its answer is remembered by
+-- the request key, so a retry writes no second CDR. `bundles` and
+-- `tariff` may then be empty.
 -- With bundles (comma-separated ids) and the tariff, their remaining
 -- units count first and only the units they cannot give are priced with
 -- the tariff (the engine's check).
 -- Answer: { 0, code (2001, 4010 blocked, 5030 no account), enough (1|0),
 --           money it would cost, bundle units it would use }
 local function check(keys, args)
+  local with_cdr = args[10] and args[10] ~= ''
+  if with_cdr then
+    local done = remembered(keys, args)
+    if done then
+      return done
+    end
+  end
   int(args[3], 'account')
   int(args[4], 'now')
   local money, units = int(args[5], 'money'), int(args[6], 'units')
@@ -813,9 +833,20 @@ local function check(keys, args)
   end
   local a = account(keys)
   if not a then
+    if with_cdr then
+      return remember(keys, args, { UNKNOWN, 0, 0, 0 })
+    end
     return { 0, UNKNOWN, 0, 0, 0 }
   end
+  local function written(code)
+    local v = redis.call('HMGET', keys[1], 'balance', 'reserved')
+    cdr(keys, args, args[9], args[10], 0, 0, tonumber(v[1]) + tonumber(v[2]), 0, code)
+  end
   if a.blocked then
+    if with_cdr then
+      written(BLOCKED)
+      return remember(keys, args, { BLOCKED, 0, 0, 0 })
+    end
     return { 0, BLOCKED, 0, 0, 0 }
   end
   local from_bundles = 0
@@ -827,6 +858,10 @@ local function check(keys, args)
     end
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
+  if with_cdr then
+    written(SUCCESS)
+    return remember(keys, args, { SUCCESS, money <= spendable and 1 or 0, money, from_bundles })
+  end
   return { 0, SUCCESS, money <= spendable and 1 or 0, money, from_bundles }
 end
 
@@ -1052,7 +1087,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 7
+    return 8
   end,
   flags = { 'no-writes' },
 }

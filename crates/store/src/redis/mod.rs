@@ -95,7 +95,7 @@
 //! | `gyro_delete`  | an account without reservations deleted; its tombstone left |
 //! | `gyro_expire`  | release a session's reservations once its deadline has passed (optionally only a given owner node's); session-end CDR |
 //! | `gyro_end`     | release every reservation a session still holds on the account (CCR-Terminate); no CDR |
-//! | `gyro_check`   | could the account pay for some units now (CHECK_BALANCE; reads only) |
+//! | `gyro_check`   | could the account pay for some units now (CHECK_BALANCE; reads only, or writes the event CDR of a CHECK_BALANCE or PRICE_ENQUIRY) |
 //! | `gyro_account_id` | raise the id counter above a floor; take the next id   |
 //! | `gyro_claim`   | claim a subscriber identity for an account (set-if-absent, or over a stale claim of a named account) |
 //! | `gyro_unclaim` | free an identity if the account holds it                   |
@@ -270,7 +270,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 7;
+pub const LIBRARY_VERSION: i64 = 8;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -573,11 +573,12 @@ pub struct PutSession {
 /// A balance check (CHECK_BALANCE): whether the account could pay for
 /// `units` now, free bundle units first. Reads only: nothing changes and
 /// nothing is remembered.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CheckBalance {
     /// The account.
     pub account: AccountId,
-    /// Request key (names the step in errors; not remembered).
+    /// Request key (names the step in errors; remembered only with a
+    /// CDR).
     pub request: String,
     /// What the units cost in money, without bundles.
     pub money: i64,
@@ -586,6 +587,11 @@ pub struct CheckBalance {
     /// The bundles that may pay for them first, and the tariff that
     /// prices the rest.
     pub bundles: Option<BundleUse>,
+    /// The event CDR to write (amount 0, the check's Result-Code: a
+    /// CHECK_BALANCE or PRICE_ENQUIRY, as the embedded store writes it);
+    /// with it the step is remembered by its request key. None: the
+    /// step only reads.
+    pub cdr: Option<Cdr>,
 }
 
 /// One step: a money step, or the write of a session record.
