@@ -199,7 +199,7 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
     };
     let mut files = files;
     let waited = std::time::Instant::now();
-    while !expired(&files) && waited.elapsed() < Duration::from_secs(10) {
+    while !expired(&files) && waited.elapsed() < Duration::from_secs(30) {
         std::thread::sleep(Duration::from_millis(200));
         files = exported(&dirs);
     }
