@@ -527,6 +527,9 @@ pub(crate) struct JournalWriter {
 /// less server CPU per answer at ~30 KiB a sync, 6 % more at ~100 KiB).
 const WRITE_AHEAD_BELOW: u64 = 48 << 10;
 
+/// Zero bytes written ahead are topped up once this many are used.
+const TOP_UP: u64 = 16 << 10;
+
 impl JournalWriter {
     /// Creates a new, empty journal and makes its contents durable (the
     /// caller syncs the directory).
@@ -650,8 +653,8 @@ impl JournalWriter {
     /// `fdatasync`; then the whole pages now durable leave the page cache
     /// (the journal is read back only at recovery and for a rare
     /// retransmission; see [`writeback`](crate::writeback)), and zero bytes
-    /// are written ahead of the last frame when less than half of the
-    /// [`write_ahead`](Self::write_ahead) is left and the syncs are small
+    /// are written ahead of the last frame, up to the
+    /// [`write_ahead`](Self::write_ahead), while the syncs are small
     /// ([`WRITE_AHEAD_BELOW`]).
     ///
     /// Frames written over zero bytes already on the disk leave the file's
@@ -659,8 +662,10 @@ impl JournalWriter {
     /// and nothing else: appending to the end instead made every
     /// `fdatasync` also allocate blocks and write the inode (a new size),
     /// a third more time in the kernel per sync on ext4. The zero bytes
-    /// are written a page at a time, once per half of it, and sent to the disk at
-    /// once (`sync_file_range`), so the next sync rarely waits for them;
+    /// are topped up after every sync that used at least [`TOP_UP`] of
+    /// them, a page per write, and sent to the disk at once
+    /// (`sync_file_range`): each sync adds about what it wrote, so no sync
+    /// waits for a large run of zeros to reach the disk;
     /// [`scan`] takes zero bytes after the last frame for the end. Best
     /// effort: when they cannot be written (a full disk), frames are
     /// appended as before.
@@ -672,7 +677,7 @@ impl JournalWriter {
         self.sync_bytes = self.sync_bytes - self.sync_bytes / 8 + wrote / 8;
         if self.ahead > 0
             && self.sync_bytes < WRITE_AHEAD_BELOW
-            && self.allocated < self.len + self.ahead / 2
+            && self.allocated + TOP_UP <= self.len + self.ahead
         {
             self.zero_ahead();
         }
@@ -826,7 +831,7 @@ mod tests {
         w.sync().unwrap();
         let size = std::fs::metadata(&path).unwrap().len();
         assert!(
-            size >= w.len + ahead / 2,
+            size >= w.len + ahead - TOP_UP,
             "{size} bytes written ahead of {}",
             w.len
         );
