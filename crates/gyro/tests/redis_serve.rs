@@ -71,6 +71,20 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         r.iter().filter(|r| r.session == session).count()
     };
     assert_eq!(held(&ledger), 2, "one reservation per service");
+    // And one that nobody will end: node A dies holding it, so its
+    // reservation goes at the Tcc deadline with a session-end CDR
+    // (whatever the load on node A managed to open before the kill).
+    let orphan = data_ccr(
+        gw.host,
+        gw.ids,
+        "pgw.gyro.test;orphan;1",
+        "46700000199",
+        RequestType::Initial,
+        0,
+        0,
+    );
+    let cca = exchange(&mut to_a, &gw.encode(&orphan, 9));
+    assert_eq!(result_code(&cca), Some(2001));
 
     // Load on both nodes; node A killed half-way.
     let load_a = load(a.diameter, 3, "load-a.gyro.test");
@@ -191,10 +205,13 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
     let files = cdrs_match_debits(&rt, &ledger, &dirs, &accounts, Duration::from_secs(15));
     // Sessions nobody ended were closed by their Tcc deadline, each with a
     // session-end CDR (of amount 0: the CDRs above may add up before the
-    // export of the last expiries, so they are waited for).
+    // export of the last expiries, so they are waited for): the orphan
+    // session at least.
     let expired = |files: &std::collections::BTreeMap<String, Vec<serde_json::Value>>| {
         files.values().flatten().any(|r| {
-            r["record_type"] == "session-end" && r["closing_cause"] == "supervision-expired"
+            r["record_type"] == "session-end"
+                && r["closing_cause"] == "supervision-expired"
+                && r["session_id"] == "pgw.gyro.test;orphan;1"
         })
     };
     let mut files = files;
@@ -203,7 +220,7 @@ fn two_nodes_share_the_books_and_a_killed_node_loses_no_cdr_and_no_money() {
         std::thread::sleep(Duration::from_millis(200));
         files = exported(&dirs);
     }
-    assert!(expired(&files), "no session expired");
+    assert!(expired(&files), "the orphan session did not expire");
     // Usage CDRs name their subscriber, also for requests without
     // Subscription-Id (the node remembers the session's).
     for r in files.values().flatten() {
