@@ -23,13 +23,15 @@ use std::time::Duration;
 
 use gyro_charging::RequestType;
 use gyro_store::redis::RedisLedger;
-use redis_serve_support::{books_once_tcc_passed, cdrs_match_debits, Node, TCC_SECS};
+use redis_serve_support::{
+    books_once_tcc_passed, cdrs_match_debits, embedded_node, Node, TCC_SECS,
+};
 use redis_support::{cluster_nodes, options};
 use serde_json::{json, Value};
 use support::common::{avp_u32, result_code};
 use support::gateway::{exchange, Gateway};
 use support::prometheus::sum;
-use support::server::{http, is_problem, Server};
+use support::server::{http, is_problem};
 use support::{data_ccr, gyro, scratch};
 
 /// 100 MiB: 1.00 (100 minor units) on the test tariff of rating group 10.
@@ -188,14 +190,8 @@ fn accounts_created_through_one_node_are_found_and_charged_through_another() {
     };
     // An embedded node with the same charging configuration answers the
     // same requests.
-    let embedded_dir = root.join("embedded");
-    std::fs::create_dir_all(&embedded_dir).unwrap();
-    let charging = a.dir.join("charging.toml");
-    let embedded = Server::in_dir(
-        &embedded_dir,
-        "[server]\norigin_host = \"embedded.gyro.test\"\n",
-        &["--charging", charging.to_str().unwrap()],
-    );
+    let charging = std::fs::read_to_string(a.dir.join("charging.toml")).unwrap();
+    let embedded = embedded_node(&root, &charging);
 
     // Created through node a: the embedded store's 201, the same id (the
     // first above the configured ones).

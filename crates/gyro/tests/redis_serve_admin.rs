@@ -18,12 +18,12 @@ mod redis_support;
 mod support;
 
 use gyro_charging::RequestType;
-use redis_serve_support::Node;
+use redis_serve_support::{embedded_node, Node};
 use redis_support::{cluster_nodes, options};
 use serde_json::{json, Value};
 use support::common::result_code;
 use support::gateway::{exchange, Gateway};
-use support::server::{http, is_problem, Server};
+use support::server::{http, is_problem};
 use support::{data_ccr, gyro, scratch};
 
 /// A subscriber of the load account range (its account has 10 000 000).
@@ -104,14 +104,8 @@ fn accounts_are_shown_and_topped_up_once_per_key_on_the_redis_ledger() {
     // problem body the embedded store answers.
     let conflict = top_up(600, "refill-1");
     is_problem(&conflict, 409);
-    let embedded_dir = root.join("embedded");
-    std::fs::create_dir_all(&embedded_dir).unwrap();
-    let charging = node.dir.join("charging.toml");
-    let embedded = Server::in_dir(
-        &embedded_dir,
-        "[server]\norigin_host = \"embedded.gyro.test\"\n",
-        &["--charging", charging.to_str().unwrap()],
-    );
+    let charging = std::fs::read_to_string(node.dir.join("charging.toml")).unwrap();
+    let embedded = embedded_node(&root, &charging);
     assert_eq!(embedded.top_up(MSISDN, 500, "refill-1").0, 200);
     let on_embedded = embedded.top_up(MSISDN, 600, "refill-1");
     is_problem(&on_embedded, 409);

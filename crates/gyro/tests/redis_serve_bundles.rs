@@ -27,7 +27,6 @@ use redis_support::{cluster_nodes, options};
 use support::common::Client;
 use support::gateway::{exchange, Gateway};
 use support::scratch;
-use support::server::Server;
 
 const ACCOUNT: u64 = 7000;
 const MSISDN: &str = "46709700001";
@@ -206,16 +205,7 @@ fn bundles_pay_before_money_on_redis_as_on_the_embedded_store() {
     let script = script(&gw);
 
     // The embedded store.
-    let embedded_dir = root.join("embedded");
-    std::fs::create_dir_all(&embedded_dir).unwrap();
-    let charging_file = embedded_dir.join("charging.toml");
-    std::fs::write(&charging_file, charging()).unwrap();
-    let charging_arg = charging_file.to_string_lossy().into_owned();
-    let embedded = Server::in_dir(
-        &embedded_dir,
-        "[server]\norigin_host = \"embedded.gyro.test\"\n",
-        &["--charging", &charging_arg],
-    );
+    let embedded = embedded_node(&root, &charging());
     let mut to_embedded = gw.connect(embedded.diameter);
     let expected = run(&mut to_embedded, &gw, &script);
 
@@ -454,16 +444,7 @@ fn a_partial_grant_reserves_the_price_of_its_units_on_redis_as_on_the_embedded_s
     second.end_to_end = gw.ids | 0x100;
     let script = vec![(first, "partial grant"), (second, "second session")];
 
-    let embedded_dir = root.join("embedded");
-    std::fs::create_dir_all(&embedded_dir).unwrap();
-    let charging_file = embedded_dir.join("charging.toml");
-    std::fs::write(&charging_file, partial_charging()).unwrap();
-    let charging_arg = charging_file.to_string_lossy().into_owned();
-    let embedded = Server::in_dir(
-        &embedded_dir,
-        "[server]\norigin_host = \"embedded.gyro.test\"\n",
-        &["--charging", &charging_arg],
-    );
+    let embedded = embedded_node(&root, &partial_charging());
     let mut to_embedded = gw.connect(embedded.diameter);
     let expected = run(&mut to_embedded, &gw, &script);
 

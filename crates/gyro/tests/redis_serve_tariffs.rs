@@ -278,16 +278,7 @@ fn a_price_change_within_a_grant_is_charged_on_redis_as_on_the_embedded_store() 
     let script = script(&gw);
 
     // The embedded store.
-    let embedded_dir = root.join("embedded");
-    std::fs::create_dir_all(&embedded_dir).unwrap();
-    let charging_file = embedded_dir.join("charging.toml");
-    std::fs::write(&charging_file, &plans).unwrap();
-    let charging_arg = charging_file.to_string_lossy().into_owned();
-    let embedded = Server::in_dir(
-        &embedded_dir,
-        "[server]\norigin_host = \"embedded.gyro.test\"\n",
-        &["--charging", &charging_arg],
-    );
+    let embedded = embedded_node(&root, &plans);
     let mut to_embedded = gw.connect(embedded.diameter);
     let expected: Vec<Said> = script
         .iter()
@@ -368,8 +359,9 @@ fn a_price_change_within_a_grant_is_charged_on_redis_as_on_the_embedded_store() 
     );
     let on_redis: Vec<Value> = files.values().flatten().cloned().collect();
     drop(to_embedded);
+    let embedded_data = embedded.data.clone();
     embedded.stop();
-    let on_embedded = embedded_cdrs(&embedded_dir.join("data"));
+    let on_embedded = embedded_cdrs(&embedded_data);
     let s = |x: &str| x.to_string();
     assert_eq!(
         usage(&on_embedded),
@@ -512,16 +504,7 @@ fn balance_checks_and_price_enquiries_write_event_cdrs_on_redis_as_on_the_embedd
         out
     };
 
-    let embedded_dir = root.join("embedded");
-    std::fs::create_dir_all(&embedded_dir).unwrap();
-    let charging_file = embedded_dir.join("charging.toml");
-    std::fs::write(&charging_file, &plans).unwrap();
-    let charging_arg = charging_file.to_string_lossy().into_owned();
-    let embedded = Server::in_dir(
-        &embedded_dir,
-        "[server]\norigin_host = \"embedded.gyro.test\"\n",
-        &["--charging", &charging_arg],
-    );
+    let embedded = embedded_node(&root, &plans);
     let mut to_embedded = gw.connect(embedded.diameter);
     let expected = run(&mut to_embedded, &embedded);
 
@@ -565,8 +548,9 @@ fn balance_checks_and_price_enquiries_write_event_cdrs_on_redis_as_on_the_embedd
         Duration::from_secs(20),
     );
     drop(to_embedded);
+    let embedded_data = embedded.data.clone();
     embedded.stop();
-    let on_embedded = embedded_cdrs(&embedded_dir.join("data"));
+    let on_embedded = embedded_cdrs(&embedded_data);
     let s = |x: &str| x.to_string();
     let session = |n: u32| format!("pgw.gyro.test;events;{n}");
     assert_eq!(

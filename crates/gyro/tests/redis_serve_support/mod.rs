@@ -145,6 +145,21 @@ impl Node {
     }
 }
 
+/// An embedded `gyro serve` (its directory `root/embedded`, Origin-Host
+/// `embedded.gyro.test`) on the charging configuration `charging`: what a
+/// node on the Redis ledger is compared with.
+pub fn embedded_node(root: &Path, charging: &str) -> Server {
+    let dir = root.join("embedded");
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("charging.toml");
+    std::fs::write(&file, charging).unwrap();
+    Server::in_dir(
+        &dir,
+        "[server]\norigin_host = \"embedded.gyro.test\"\n",
+        &["--charging", file.to_str().unwrap()],
+    )
+}
+
 /// `gyro load` on `target` for `secs` seconds over subscribers
 /// 46700000000.. (the account range).
 pub fn load(target: SocketAddr, secs: u64, origin: &str) -> Child {
