@@ -1625,31 +1625,36 @@ impl Planner {
         Ok(((pi, choice.rate), p, t, choice.change))
     }
 
-    /// The bundles of `account` that may pay for `key` in `t`'s unit now,
-    /// in the account's order, with `t`'s prices (`first`: its first
-    /// interval applies, as to an event); none when the tariff is free
-    /// or the account has no bundles (`all`: also when none of them
-    /// applies now, so that a usage report still draws on the bundle
-    /// units its reservation holds).
-    #[allow(clippy::too_many_arguments)]
-    fn bundle_use(
-        ctx: &Ctx,
-        created: Option<&Created>,
+    /// The bundle definitions of `account`: a created account's own, else
+    /// the charging configuration's (empty when it has none).
+    fn bundle_defs<'a>(
+        ctx: &'a Ctx,
+        created: Option<&'a Created>,
         account: AccountId,
+    ) -> &'a [Bundle] {
+        match created {
+            Some(c) => &c.bundles,
+            None => ctx.bundles.get(&account).map_or(&[], |b| &b[..]),
+        }
+    }
+
+    /// The bundles of `defs` (an account's, [`Self::bundle_defs`]) that
+    /// may pay for `key` in `t`'s unit now, in the account's order, with
+    /// `t`'s prices (`first`: its first interval applies, as to an
+    /// event); none when the tariff is free or the account has no bundles
+    /// (`all`: also when none of them applies now, so that a usage report
+    /// still draws on the bundle units its reservation holds).
+    fn bundle_use(
+        defs: &[Bundle],
         key: RatingKey,
         t: &Tariff,
         now: Timestamp,
         first: bool,
         all: bool,
     ) -> Option<BundleUse> {
-        if t.is_free() {
+        if t.is_free() || defs.is_empty() {
             return None;
         }
-        let defs: &[Bundle] = match created {
-            Some(c) if c.bundles.is_empty() => return None,
-            Some(c) => &c.bundles,
-            None => ctx.bundles.get(&account)?,
-        };
         let bundles: Vec<u32> = defs
             .iter()
             .filter(|b| b.applies(key, t.unit, now))
@@ -1743,6 +1748,7 @@ impl Planner {
             )]
         };
         let ctx = self.ctx.clone();
+        let defs = Self::bundle_defs(&ctx, created.as_deref(), account);
         let tcc_ms = ctx.serving.tcc.as_millis() as u64;
         let session = self.request.session_id.clone();
         let number = self.request.request_number;
@@ -1822,26 +1828,17 @@ impl Planner {
                             // Always with the tariff: a partial grant is
                             // priced as the engine prices it (whole
                             // increments, and only their price reserved).
-                            bundles: Self::bundle_use(
-                                &ctx,
-                                created.as_deref(),
-                                account,
-                                key,
-                                t,
-                                now,
-                                false,
-                                false,
-                            )
-                            .map(|mut b| {
-                                b.pricing = Pricing::of(dear, first);
-                                b
-                            })
-                            .or_else(|| {
-                                (!free).then(|| BundleUse {
-                                    bundles: Vec::new(),
-                                    pricing: Pricing::of(dear, first),
+                            bundles: Self::bundle_use(defs, key, t, now, false, false)
+                                .map(|mut b| {
+                                    b.pricing = Pricing::of(dear, first);
+                                    b
                                 })
-                            }),
+                                .or_else(|| {
+                                    (!free).then(|| BundleUse {
+                                        bundles: Vec::new(),
+                                        pricing: Pricing::of(dear, first),
+                                    })
+                                }),
                         }));
                         p.parts.push(Part::Grant {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
@@ -1943,6 +1940,7 @@ impl Planner {
     ) {
         let ctx = self.ctx.clone();
         let created = self.created.clone();
+        let defs = Self::bundle_defs(&ctx, created.as_deref(), account);
         let ((plan_i, now_rate), now_change) = now_rating;
         let start = self.since.filter(|&s| s < now).unwrap_or(now);
         let (rate_i, change) = if start == now {
@@ -2025,17 +2023,8 @@ impl Planner {
                 release: n == last,
                 whole: false,
                 cdr,
-                bundles: Self::bundle_use(
-                    &ctx,
-                    created.as_deref(),
-                    account,
-                    key,
-                    t,
-                    now,
-                    first_usage && n == 0,
-                    true,
-                )
-                .map(|b| (units, b)),
+                bundles: Self::bundle_use(defs, key, t, now, first_usage && n == 0, true)
+                    .map(|b| (units, b)),
             }));
             p.parts.push(Part::Usage {
                 step: self.steps.len() - 1,
@@ -2063,6 +2052,7 @@ impl Planner {
         };
         let ctx = self.ctx.clone();
         let created = self.created.clone();
+        let defs = Self::bundle_defs(&ctx, created.as_deref(), account);
         let (plan, t) = match Self::rate(&ctx, created.as_deref(), &self.request, account, key, now)
         {
             Ok((_, p, t, _)) => ((&*p.name, p.currency), t),
@@ -2097,8 +2087,7 @@ impl Planner {
         });
         let not_applicable = t.zero_rated == Some(ZeroRated::NotApplicable);
         // The free bundle units an event may use, all or nothing.
-        let event_bundles =
-            || Self::bundle_use(&ctx, created.as_deref(), account, key, t, now, true, false);
+        let event_bundles = || Self::bundle_use(defs, key, t, now, true, false);
         match action {
             RequestedAction::DirectDebiting if not_applicable => {
                 set_code(&mut p.answer, mscc, rc::CREDIT_CONTROL_NOT_APPLICABLE)
