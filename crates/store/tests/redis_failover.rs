@@ -200,8 +200,20 @@ async fn a_master_killed_under_load_loses_no_acknowledged_debit_with_replicas_ac
         .await
         .expect("connect");
         let accounts: Vec<AccountId> = (1..=9).map(acct).collect();
+        // A fresh cluster's replicas may still be catching up: opening an
+        // account (idempotent) is tried again until one has it.
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
         for &a in &accounts {
-            ledger.open_account(a, 1_000_000, 0, false).await.unwrap();
+            loop {
+                match ledger.open_account(a, 1_000_000, 0, false).await {
+                    Ok(_) => break,
+                    Err(e) if std::time::Instant::now() < deadline => {
+                        eprintln!("opening account {a}: {e}; trying again");
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                    Err(e) => panic!("opening account {a}: {e}"),
+                }
+            }
         }
         let run = debits_through_a_failover(&cluster, &ledger, &accounts).await;
         let lost = lost_debits(&ledger, &accounts, &run).await;
