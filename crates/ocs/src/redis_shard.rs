@@ -230,24 +230,6 @@ impl Default for RedisServing {
     }
 }
 
-/// Round-trip buckets (nanoseconds) of [`RedisTelemetry::round_trip`]
-/// (the last is `+Inf`).
-pub const ROUND_TRIP_BOUNDS_NS: [u64; 13] = [
-    250_000,
-    500_000,
-    1_000_000,
-    2_000_000,
-    5_000_000,
-    10_000_000,
-    25_000_000,
-    50_000_000,
-    100_000_000,
-    250_000_000,
-    500_000_000,
-    1_000_000_000,
-    u64::MAX,
-];
-
 /// Steps-per-batch buckets of [`RedisTelemetry::batch_steps`] (the last
 /// is `+Inf`).
 pub const BATCH_STEPS_BOUNDS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, u64::MAX];
@@ -257,7 +239,7 @@ pub const BATCH_STEPS_BOUNDS: [u64; 11] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512
 pub struct RedisTelemetry {
     /// Wall time of each batch's pipelines (one per master, concurrently),
     /// nanoseconds.
-    pub round_trip: Histogram<13>,
+    pub round_trip: Histogram<14>,
     /// Steps per batch.
     pub batch_steps: Histogram<11>,
     /// Steps that failed because the cluster was unreachable or timed out.
@@ -292,7 +274,7 @@ pub struct RedisTelemetry {
 impl RedisTelemetry {
     fn new(ledger: Arc<RedisLedger>) -> Self {
         RedisTelemetry {
-            round_trip: Histogram::new(&ROUND_TRIP_BOUNDS_NS),
+            round_trip: Histogram::new(&telemetry::LATENCY_BOUNDS_NS),
             batch_steps: Histogram::new(&BATCH_STEPS_BOUNDS),
             errors_unavailable: AtomicU64::new(0),
             errors_not_replicated: AtomicU64::new(0),
@@ -2512,8 +2494,7 @@ impl Shard for RedisShard {
         if let Err(e) = gy::decode_ccr(req, &mut self.planner.request) {
             let (code, avp_code) = e.answer_codes();
             self.reject(req, code, avp_code, out);
-            let kind =
-                telemetry::kind_of_code(req.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()));
+            let kind = telemetry::kind_of_message(req);
             self.totals().telemetry.answered(kind, code);
             return;
         }
@@ -2581,8 +2562,7 @@ impl Shard for RedisShard {
     }
 
     fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
-        let kind =
-            telemetry::kind_of_code(answer.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()));
+        let kind = telemetry::kind_of_message(answer);
         self.totals().telemetry.answered(kind, result::TOO_BUSY);
         let mut e = Encoder::answer(out, answer, true);
         e.u32(avp::RESULT_CODE, result::TOO_BUSY)
@@ -2738,9 +2718,7 @@ impl Shard for RedisShard {
                     .and_then(|a| a.u32().ok())
                     .is_some_and(|c| c == result::TOO_BUSY)
                 {
-                    let kind = telemetry::kind_of_code(
-                        answer.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok()),
-                    );
+                    let kind = telemetry::kind_of_message(answer);
                     self.totals().telemetry.answered(kind, result::TOO_BUSY);
                 }
                 out.extend_from_slice(answer.as_bytes());

@@ -288,7 +288,7 @@ impl CreditShard {
         if let Err(e) = gy::decode_ccr(req, &mut self.request) {
             let (code, avp_code) = e.answer_codes();
             self.reject(req, code, avp_code, out);
-            return (request_kind(req), code);
+            return (telemetry::kind_of_message(req), code);
         }
         let kind = telemetry::kind_of(self.request.request_type);
         let Some(ledger) = &mut self.ledger else {
@@ -410,13 +410,6 @@ fn echo_ids(e: &mut Encoder<'_>, msg: &Message<'_>) {
     }
 }
 
-/// The kind ([`telemetry::REQUEST_KINDS`]) of a request, or of the
-/// request an answer answers, from its command and CC-Request-Type.
-fn request_kind(msg: &Message<'_>) -> usize {
-    let request_type = msg.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok());
-    telemetry::kind_of_request(msg.command_code(), request_type)
-}
-
 /// Lowers the calling thread to the idle scheduling class: building a
 /// snapshot must never take CPU time from an event loop, even when both
 /// share one core. Best effort: without it the snapshot is still correct.
@@ -451,7 +444,7 @@ impl Shard for CreditShard {
 
     fn too_busy(&mut self, answer: &Message<'_>, out: &mut BytesMut) {
         let t = &self.totals().telemetry;
-        let kind = request_kind(answer);
+        let kind = telemetry::kind_of_message(answer);
         if answer.is_request() {
             t.answered(kind, result::TOO_BUSY);
         } else if let Some(was) = answer.find(avp::RESULT_CODE).and_then(|a| a.u32().ok()) {

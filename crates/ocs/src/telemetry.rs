@@ -12,8 +12,9 @@
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
 use gyro_charging::{Effect, RequestType};
-use gyro_diameter::codes::cmd;
+use gyro_diameter::codes::{avp, cmd};
 use gyro_diameter::connection::ShedKind;
+use gyro_diameter::message::Message;
 
 /// The kinds of request counted: (command, request type) label values.
 /// Credit-Control requests by CC-Request-Type (`UNKNOWN` when it is
@@ -44,8 +45,9 @@ pub const RESULT_CODES: [u32; 38] = [
 /// Upper bounds of the records-per-commit buckets (the last is `+Inf`).
 pub const RECORDS_BOUNDS: [u64; 12] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, u64::MAX];
 
-/// Upper bounds of the `fdatasync` latency buckets, nanoseconds.
-pub const SYNC_BOUNDS_NS: [u64; 14] = [
+/// Upper bounds of the latency buckets of what one commit waits for (an
+/// `fdatasync` of the journal, a Redis round trip), nanoseconds.
+pub const LATENCY_BOUNDS_NS: [u64; 14] = [
     100_000,
     250_000,
     500_000,
@@ -104,6 +106,13 @@ pub fn kind_of_request(command_code: u32, request_type: Option<u32>) -> usize {
     }
 }
 
+/// The index in [`REQUEST_KINDS`] of a message (a request, or the answer
+/// to one): its Command Code and CC-Request-Type.
+pub fn kind_of_message(msg: &Message<'_>) -> usize {
+    let request_type = msg.find(avp::CC_REQUEST_TYPE).and_then(|a| a.u32().ok());
+    kind_of_request(msg.command_code(), request_type)
+}
+
 /// The index in [`REQUEST_KINDS`] of a request its connection refused
 /// under overload.
 pub fn kind_of_shed(kind: ShedKind) -> usize {
@@ -140,7 +149,7 @@ impl Default for ShardTelemetry {
             refunded: AtomicU64::new(0),
             topped_up: AtomicU64::new(0),
             records_per_commit: Histogram::new(&RECORDS_BOUNDS),
-            journal_sync: Histogram::new(&SYNC_BOUNDS_NS),
+            journal_sync: Histogram::new(&LATENCY_BOUNDS_NS),
             snapshot: Histogram::new(&SNAPSHOT_BOUNDS_NS),
         }
     }
