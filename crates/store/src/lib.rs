@@ -214,6 +214,7 @@
 
 mod cdr_file;
 mod cdr_json;
+pub mod cdr_zstd;
 pub mod cdr_tool;
 mod error;
 pub mod journal;
@@ -229,7 +230,7 @@ mod writeback;
 pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
 pub use lock::{DataDirLock, LockHolder, LOCK_FILE};
-pub use names::CdrFormat;
+pub use names::{CdrCompression, CdrFormat};
 pub use shard::{
     cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,
     CompactionDone, CompactionJob, Durability, Recovered, RecoveryReport, ShardStore,

@@ -437,8 +437,9 @@ impl Writer {
                 Msg::Stop => break,
             }
         }
-        // Whatever is queued is written (not closed: that is
-        // `close_cdr_file`); what fails is rewritten from the journal.
+        // Whatever is queued is written (a compressed frame ended; not
+        // closed: that is `close_cdr_file`); what fails is rewritten from
+        // the journal.
         let _ = self.cdr.flush(now);
     }
 
@@ -492,10 +493,10 @@ impl Writer {
         self.shared.report().cdr_error.get_or_insert(e);
     }
 
-    /// Lines to retry, an asynchronous sync, a file to close, a closed
-    /// journal generation to make ready.
+    /// Lines to retry (or a compressed frame to end), an asynchronous
+    /// sync, a file to close, a closed journal generation to make ready.
     fn housekeeping(&mut self, now: Timestamp) {
-        if self.cdr.backlog() > 0 {
+        if self.cdr.backlog() > 0 || self.cdr.frame_due(now) {
             if let Err(e) = self.cdr.flush(now) {
                 self.error(e);
                 return;

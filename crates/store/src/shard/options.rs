@@ -1,6 +1,6 @@
 //! The settings of a shard's store: [`StoreOptions`] and [`Durability`].
 
-use crate::names::CdrFormat;
+use crate::names::{CdrCompression, CdrFormat};
 use std::time::Duration;
 
 /// When a commit is durable.
@@ -37,6 +37,9 @@ pub struct StoreOptions {
     pub cdr_max_age: Duration,
     /// How CDR files are written.
     pub cdr_format: CdrFormat,
+    /// Whether CDR files are compressed (`.jsonl.zst`); with compression
+    /// [`StoreOptions::cdr_max_bytes`] counts compressed bytes.
+    pub cdr_compression: CdrCompression,
     /// Zero bytes the journal keeps written ahead of its last frame in
     /// synchronous mode while its syncs are small (under 48 KiB on
     /// average), so that a frame's `fdatasync` writes only its data (no
@@ -54,6 +57,7 @@ impl Default for StoreOptions {
             cdr_max_bytes: 64 << 20,
             cdr_max_age: Duration::from_secs(300),
             cdr_format: CdrFormat::JsonLines,
+            cdr_compression: CdrCompression::None,
             journal_write_ahead: 1 << 20,
         }
     }
