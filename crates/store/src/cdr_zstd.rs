@@ -165,7 +165,10 @@ mod tests {
         assert_eq!(s.content, [a.clone(), b.clone()].concat());
         assert_eq!(s.tail, 0);
         assert_eq!(s.frames[0].end, first_end);
-        assert_eq!(s.frame_before(a.len() as u64 + 3), (first_end, a.len() as u64));
+        assert_eq!(
+            s.frame_before(a.len() as u64 + 3),
+            (first_end, a.len() as u64)
+        );
         assert_eq!(s.frame_before(3), (0, 0));
         // The standard decoder reads the concatenated frames as one stream.
         assert_eq!(zstd::stream::decode_all(&file[..]).unwrap(), s.content);

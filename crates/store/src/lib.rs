@@ -214,8 +214,8 @@
 
 mod cdr_file;
 mod cdr_json;
-pub mod cdr_zstd;
 pub mod cdr_tool;
+pub mod cdr_zstd;
 mod error;
 pub mod journal;
 mod lock;
