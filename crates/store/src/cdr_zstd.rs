@@ -69,6 +69,11 @@ impl Scan {
 pub fn scan(data: &[u8]) -> Scan {
     let mut s = Scan::default();
     let mut pos = 0usize;
+    let Ok(mut d) = zstd::stream::raw::Decoder::new() else {
+        s.tail = data.len() as u64;
+        return s;
+    };
+    let mut buf = vec![0u8; 64 << 10];
     while pos < data.len() {
         let rest = &data[pos..];
         let Ok(size) = zstd_safe::find_frame_compressed_size(rest) else {
@@ -79,7 +84,7 @@ pub fn scan(data: &[u8]) -> Scan {
         }
         let frame = &rest[..size];
         let before = s.content.len();
-        if decode_frame(frame, &mut s.content).is_err() {
+        if decode_frame(&mut d, frame, &mut buf, &mut s.content).is_err() {
             s.content.truncate(before);
             break;
         }
@@ -93,15 +98,39 @@ pub fn scan(data: &[u8]) -> Scan {
     s
 }
 
-/// Appends the content of one whole frame (or skippable frame) to `out`.
-fn decode_frame(frame: &[u8], out: &mut Vec<u8>) -> std::io::Result<()> {
-    use std::io::Read;
-    let d = zstd::stream::read::Decoder::with_buffer(frame)?.single_frame();
-    let n = d.take(MAX_FRAME_CONTENT as u64 + 1).read_to_end(out)?;
-    if n > MAX_FRAME_CONTENT {
-        return Err(std::io::Error::other("frame too large"));
+/// Appends the content of one whole frame (or skippable frame) to `out`:
+/// an error unless the frame ends exactly at the end of `frame` (and its
+/// checksum, when it has one, matches).
+fn decode_frame(
+    d: &mut zstd::stream::raw::Decoder<'static>,
+    frame: &[u8],
+    buf: &mut [u8],
+    out: &mut Vec<u8>,
+) -> std::io::Result<()> {
+    use zstd::stream::raw::{InBuffer, Operation, OutBuffer};
+    let bad = |what: &str| std::io::Error::new(std::io::ErrorKind::InvalidData, what.to_owned());
+    d.reinit()?;
+    let start = out.len();
+    let mut input = InBuffer::around(frame);
+    loop {
+        let mut output = OutBuffer::around(&mut *buf);
+        let hint = d.run(&mut input, &mut output)?;
+        let n = output.pos();
+        out.extend_from_slice(&buf[..n]);
+        if out.len() - start > MAX_FRAME_CONTENT {
+            return Err(bad("frame too large"));
+        }
+        if hint == 0 && n < buf.len() {
+            return if input.pos == frame.len() {
+                Ok(())
+            } else {
+                Err(bad("the frame ends before its size"))
+            };
+        }
+        if input.pos == frame.len() && n == 0 {
+            return Err(bad("incomplete frame"));
+        }
     }
-    Ok(())
 }
 
 /// Compresses whole lines into frames.
@@ -150,6 +179,53 @@ impl FrameEncoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// What the fuzz target checks: the kept frames lie inside the input,
+    /// in order, and the standard decoder reads them to the same content.
+    fn check(data: &[u8]) {
+        let s = scan(data);
+        let (mut end, mut content) = (0, 0);
+        for f in &s.frames {
+            assert!(f.end > end && f.end <= data.len() as u64);
+            assert!(f.content_end >= content);
+            (end, content) = (f.end, f.content_end);
+        }
+        assert_eq!(s.frames_len(), end);
+        assert_eq!(s.content.len() as u64, content);
+        assert_eq!(s.tail, data.len() as u64 - end);
+        if end > 0 {
+            // (The standard decoder calls no input at all incomplete.)
+            let whole = zstd::stream::decode_all(&data[..end as usize]).unwrap();
+            assert_eq!(whole, s.content);
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn damaged_files_are_scanned_without_panics(
+            lines in proptest::collection::vec("[a-z0-9{}\":,]{0,80}", 1..30),
+            split in any::<prop::sample::Index>(),
+            cut in any::<prop::sample::Index>(),
+            flips in proptest::collection::vec(any::<(prop::sample::Index, u8)>(), 0..4),
+        ) {
+            let text: Vec<u8> = lines.iter().flat_map(|l| format!("{l}\n").into_bytes()).collect();
+            let at = split.index(text.len() + 1);
+            let mut enc = FrameEncoder::new(1).unwrap();
+            let mut file = enc.frame(&text[..at]).unwrap().to_vec();
+            file.extend_from_slice(enc.frame(&text[at..]).unwrap());
+            check(&file);
+            prop_assert_eq!(scan(&file).content, text);
+            let mut bad = file[..cut.index(file.len() + 1)].to_vec();
+            for (i, x) in flips {
+                if !bad.is_empty() {
+                    let i = i.index(bad.len());
+                    bad[i] ^= x;
+                }
+            }
+            check(&bad);
+        }
+    }
 
     #[test]
     fn frames_round_trip_and_a_torn_frame_is_the_tail() {
