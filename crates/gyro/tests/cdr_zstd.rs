@@ -148,3 +148,102 @@ fn compressed_cdr_files_survive_a_kill_and_hold_every_acknowledged_debit() {
     assert!(acknowledged > 100, "too little load: {acknowledged}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// CDR sequence numbers of one shard, as `gyro cdr print` reads them.
+fn printed_sequences(data: &Path, shard: usize) -> Vec<u64> {
+    let dir = data.join("cdr").join(format!("shard-{shard}"));
+    let (code, out, err) = support::gyro(&[
+        "cdr",
+        "print",
+        dir.to_str().unwrap(),
+        "--data-dir",
+        data.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    json_lines(&out)
+        .iter()
+        .map(|c| c["sequence"].as_u64().unwrap())
+        .collect()
+}
+
+#[test]
+fn ledger_repair_leaves_a_compressed_open_file_to_the_next_start() {
+    let dir = support::scratch("cdr-zstd-repair");
+    let data = dir.join("data");
+    let config = dir.join("gyro.toml");
+    std::fs::write(&config, "[storage]\ncdr_compression = \"zstd\"\n").unwrap();
+    let server = start(&data, &config);
+    let mut l = load(&server, 2, &dir.join("answers.jsonl"));
+    l.wait().unwrap();
+    // Idle for a while: the open files get their frames.
+    std::thread::sleep(Duration::from_millis(2500));
+    server.kill();
+    let part = std::fs::read_dir(data.join("cdr").join("shard-0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".jsonl.zst.part"))
+        .expect("an open compressed file");
+    let before = printed_sequences(&data, 0);
+    assert!(before.len() > 100, "{}", before.len());
+    let part_bytes = std::fs::read(&part).unwrap();
+
+    // Damage a frame in the middle of shard 0's journal (frames: length,
+    // checksum, payload; zero bytes written ahead end them).
+    let journal = std::fs::read_dir(data.join("ledger").join("shard-0"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .max()
+        .expect("a journal");
+    let mut bytes = std::fs::read(&journal).unwrap();
+    let mut frames = Vec::new();
+    let mut pos = 8;
+    while pos + 8 <= bytes.len() {
+        let len = u32::from_le_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+        if len == 0 {
+            break;
+        }
+        frames.push(pos);
+        pos += 8 + len;
+    }
+    assert!(frames.len() >= 6, "{} frames", frames.len());
+    let at = frames[frames.len() / 2];
+    for b in &mut bytes[at + 20..at + 24] {
+        *b ^= 0x5a;
+    }
+    std::fs::write(&journal, &bytes).unwrap();
+    let (code, out, err) =
+        support::gyro(&["ledger", "repair", "--data-dir", data.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("dropped:"), "{out}");
+    // The open file holds CDRs the repaired journal no longer does.
+    let dropped_from: u64 = out
+        .split("(CDR sequence ")
+        .nth(1)
+        .and_then(|r| r.split("..").next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(before.len() as u64 >= dropped_from, "{out}");
+    assert_eq!(
+        std::fs::read(&part).unwrap(),
+        part_bytes,
+        "left to the next start"
+    );
+
+    // The next start cuts the open file to the repaired journal and
+    // numbers from there: no gap, no number twice.
+    let server = start(&data, &config);
+    let mut l = load(&server, 1, &dir.join("answers-2.jsonl"));
+    assert!(l.wait().unwrap().success());
+    server.stop();
+    let after = printed_sequences(&data, 0);
+    assert_eq!(after, (1..=after.len() as u64).collect::<Vec<_>>());
+    assert_eq!(
+        after[..dropped_from as usize - 1],
+        before[..dropped_from as usize - 1]
+    );
+    let (code, out, err) = support::gyro(&["ledger", "--data-dir", data.to_str().unwrap()]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("holds for every account"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
