@@ -168,6 +168,8 @@ pub(crate) struct CdrWriter {
     pub next: u64,
     /// Valid bytes in the open file.
     pub len: u64,
+    /// Bytes appended to CDR files since the writer was opened.
+    pub appended: u64,
     opened_at: Option<Timestamp>,
     /// Write-behind of the open file.
     wb: WriteBehind,
@@ -431,6 +433,7 @@ impl CdrWriter {
             first,
             next: first + kept.records - kept.redo_records,
             len,
+            appended: 0,
             opened_at: (len > 0).then_some(now),
             wb: WriteBehind::at(len),
             backlog: Vec::new(),
@@ -548,6 +551,7 @@ impl CdrWriter {
             return Err(io_err("write", &self.path)(e));
         }
         self.len += lines.len() as u64;
+        self.appended += lines.len() as u64;
         self.wb.advance(file, self.len);
         self.next += records;
         Ok(())
@@ -589,6 +593,7 @@ impl CdrWriter {
                 return Err(io_err("write", &self.path)(e));
             }
             self.len += frame.len() as u64;
+            self.appended += frame.len() as u64;
             self.wb.advance(file, self.len);
             z.input.drain(..take);
             z.records -= records.min(z.records);

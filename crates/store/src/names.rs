@@ -342,6 +342,48 @@ mod tests {
     }
 
     #[test]
+    fn compressed_names_parse_and_say_their_kind() {
+        let t = Timestamp::from_secs(1_795_309_323);
+        let z = CdrCompression::Zstd { level: 1 };
+        let a = final_name_of(3, 1, 1000, t, CdrFormat::JsonLines, z);
+        assert_eq!(
+            a,
+            "cdr-s3-0000000000000001-0000000000001000-20261122T010203Z.jsonl.zst"
+        );
+        let b = final_name_of(3, 1001, 1001, t, CdrFormat::Csv, z);
+        assert!(b.ends_with("Z.csv.zst"), "{b}");
+        let p = part_name_of(3, 1002, CdrFormat::JsonLines, z);
+        assert_eq!(p, "cdr-s3-0000000000001002.jsonl.zst.part");
+        let q = part_name_of(3, 1002, CdrFormat::Csv, z);
+        assert_eq!(q, "cdr-s3-0000000000001002.csv.zst.part");
+        for (name, format, zstd) in [
+            (&a, CdrFormat::JsonLines, true),
+            (&b, CdrFormat::Csv, true),
+            (&p, CdrFormat::JsonLines, true),
+            (&q, CdrFormat::Csv, true),
+        ] {
+            assert!(CdrName::parse(name).is_some(), "{name}");
+            assert_eq!(CdrFormat::of_name(name), format, "{name}");
+            assert_eq!(CdrCompression::of_name(name).is_zstd(), zstd, "{name}");
+        }
+        assert_eq!(
+            CdrName::parse(&p),
+            Some(CdrName::Part {
+                shard: 3,
+                first: 1002
+            })
+        );
+        assert!(!CdrCompression::of_name(&part_name(3, 1)).is_zstd());
+        for bad in [
+            "cdr-s3-0000000000001002.zst.part",
+            "cdr-s3-0000000000001002.jsonl.zst.zst.part",
+            "cdr-s3-0000000000000001-0000000000001000-20261122T010203Z.zst",
+        ] {
+            assert_eq!(CdrName::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
     fn utc_dates() {
         assert_eq!(utc_compact(Timestamp::from_secs(0)), "19700101T000000Z");
         assert_eq!(

@@ -177,14 +177,17 @@ fn compressed_files_rotate_by_size_and_age_and_never_change() {
 fn a_quiet_servers_open_file_is_readable_after_a_second() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, mut engine, _) = open(dir.path(), zstd_options(), T0);
-    run(&mut engine, &mut store, &round(0), T0);
+    let stats = run(&mut engine, &mut store, &round(0), T0);
+    assert_eq!(stats.cdr_bytes, 0);
     let n = store.next_cdr_sequence() - 1;
     // Still waiting for its frame: only in memory (and the journal).
     assert_eq!(std::fs::metadata(store.cdr_path()).unwrap().len(), 0);
     store.tick(Timestamp(T0.as_millis() + 999)).unwrap();
     assert_eq!(std::fs::metadata(store.cdr_path()).unwrap().len(), 0);
-    store.tick(T0.plus_secs(1)).unwrap();
+    let stats = store.tick(T0.plus_secs(1)).unwrap();
     let data = std::fs::read(store.cdr_path()).unwrap();
+    // The statistics count the compressed bytes written.
+    assert_eq!(stats.cdr_bytes, data.len() as u64);
     assert_eq!(sequences(&unzstd(&data)), (1..=n).collect::<Vec<_>>());
     let files = cdr_tool::list(dir.path()).unwrap();
     assert_eq!((files[0].records, files[0].partial_bytes), (n, 0));
