@@ -415,3 +415,42 @@ fn the_cdr_tool_reads_compressed_files() {
     let files = cdr_tool::list(dir.path()).unwrap();
     assert_eq!(files.last().unwrap().partial_bytes, 5);
 }
+
+#[test]
+fn compressed_csv_files_hold_exactly_the_lines_of_plain_csv_files() {
+    let plain = tempfile::tempdir().unwrap();
+    let packed = tempfile::tempdir().unwrap();
+    let csv = StoreOptions {
+        cdr_format: CdrFormat::Csv,
+        ..options()
+    };
+    for (dir, opts) in [
+        (plain.path(), csv.clone()),
+        (
+            packed.path(),
+            StoreOptions {
+                cdr_compression: CdrCompression::Zstd { level: 1 },
+                ..csv.clone()
+            },
+        ),
+    ] {
+        let (mut store, mut engine, _) = open(dir, opts.clone(), T0);
+        for r in 0..6 {
+            run(&mut engine, &mut store, &round(r), T0.plus_secs(r as u64));
+        }
+        drop(store);
+        // A restart in between.
+        let (mut store, mut engine, _) = open(dir, opts, T0.plus_secs(10));
+        run(&mut engine, &mut store, &round(6), T0.plus_secs(10));
+        store.close_cdr_file(T0.plus_secs(10)).unwrap();
+    }
+    let a = files(plain.path(), false);
+    let b = files(packed.path(), false);
+    assert_eq!(a.len(), 1);
+    assert_eq!(b.len(), 1);
+    let (pa, da) = a.iter().next().unwrap();
+    let (pb, db) = b.iter().next().unwrap();
+    assert!(pb.ends_with(".csv.zst"), "{pb}");
+    assert_eq!(format!("{pa}.zst"), *pb);
+    assert_eq!(unzstd(db), *da);
+}
