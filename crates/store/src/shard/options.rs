@@ -31,7 +31,8 @@ pub struct StoreOptions {
     /// ...or after this many journal bytes.
     pub snapshot_every_bytes: u64,
     /// A CDR file is closed once it holds at least this many bytes (it may
-    /// exceed it by one commit's records).
+    /// exceed it by one commit's records; with compression, compressed
+    /// bytes, and by up to one frame).
     pub cdr_max_bytes: u64,
     /// A CDR file is closed this long after its first record was written.
     pub cdr_max_age: Duration,
