@@ -1,5 +1,6 @@
 //! `gyro cdr`: list, print, follow and convert the charging data records
-//! a server writes under `<data-dir>/cdr/shard-<i>/`.
+//! a server writes under `<data-dir>/cdr/shard-<i>/` (plain or
+//! zstd-compressed files alike).
 //!
 //! It only reads: nothing in the data directory is written, and a line
 //! still being written is left out, so it works on a full or read-only
@@ -29,8 +30,8 @@ pub struct Args {
 #[derive(Debug, Clone, clap::Subcommand)]
 pub enum Action {
     /// List the CDR files with their record counts and sequence ranges.
-    /// Closed files (`*.jsonl`) may be picked up; `*.jsonl.part` files are
-    /// being written.
+    /// Closed files (`*.jsonl`, `*.jsonl.zst`) may be picked up; `*.part`
+    /// files are being written. Compressed files are read as they are.
     List,
     /// Print every record of a file, or of all files, as JSON Lines.
     Print {

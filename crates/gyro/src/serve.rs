@@ -7,9 +7,9 @@ use std::process::ExitCode;
 use anyhow::Context;
 use gyro_charging::ChargingConfig;
 use gyro_ocs::{CreditControl, ShardTotals, Storage};
-use gyro_server::config::{CdrFileFormat, DurabilityMode, StorageSection};
+use gyro_server::config::{CdrCompressionMode, CdrFileFormat, DurabilityMode, StorageSection};
 use gyro_server::{Config, ServerHandle};
-use gyro_store::{CdrFormat, Durability, StoreOptions};
+use gyro_store::{CdrCompression, CdrFormat, Durability, StoreOptions};
 use tracing::{info, warn};
 
 /// Options of `gyro serve`.
@@ -113,6 +113,12 @@ fn storage(section: &StorageSection, data_dir: &Path) -> Storage {
         cdr_format: match section.cdr_format {
             CdrFileFormat::Jsonl => CdrFormat::JsonLines,
             CdrFileFormat::Csv => CdrFormat::Csv,
+        },
+        cdr_compression: match section.cdr_compression {
+            CdrCompressionMode::None => CdrCompression::None,
+            CdrCompressionMode::Zstd => CdrCompression::Zstd {
+                level: section.cdr_zstd_level,
+            },
         },
         ..StoreOptions::default()
     };
@@ -240,6 +246,10 @@ pub fn start(config: Config) -> anyhow::Result<Running> {
         let (format, suffix) = match config.storage.cdr_format {
             CdrFileFormat::Jsonl => ("JSON Lines", "jsonl"),
             CdrFileFormat::Csv => ("CSV", "csv"),
+        };
+        let (format, suffix) = match config.storage.cdr_compression {
+            CdrCompressionMode::None => (format.to_owned(), suffix.to_owned()),
+            CdrCompressionMode::Zstd => (format!("{format} (zstd)"), format!("{suffix}.zst")),
         };
         info!(
             dir = %d.display(),

@@ -7,6 +7,9 @@
 //! it (after the last start the whole books are compared too). At the end
 //! the books are checked against what the load generator was told.
 //!
+//! The snapshot rounds write zstd-compressed CDR files, the others plain
+//! ones.
+//!
 //! Besides plain kills, one round kills the server during overload (an
 //! open-loop load far beyond what it can answer, with tight queue bounds,
 //! so that it answers DIAMETER_TOO_BUSY): a request answered 3004 must not
@@ -63,7 +66,11 @@ impl Round {
         match self {
             Round::Plain => "",
             Round::Overload => "[limits]\nmax_queued_per_worker = 8\nmax_queue_wait_ms = 5\n",
-            Round::Snapshot => "[storage]\nsnapshot_every_records = 300\n",
+            // Compressed CDR files: each change of the setting closes the
+            // open file of the other kind a kill left behind.
+            Round::Snapshot => {
+                "[storage]\nsnapshot_every_records = 300\ncdr_compression = \"zstd\"\n"
+            }
         }
     }
 
@@ -113,13 +120,19 @@ fn cdr_lines(data: &Path) -> usize {
     };
     shards
         .flat_map(|shard| std::fs::read_dir(shard.unwrap().path()).unwrap())
-        .map(|f| {
-            std::fs::read_to_string(f.unwrap().path())
-                .unwrap()
-                .lines()
-                .count()
-        })
+        .map(|f| cdr_text(&f.unwrap().path()).lines().count())
         .sum()
+}
+
+/// The lines of a CDR file: a compressed one's complete frames.
+fn cdr_text(path: &Path) -> String {
+    let bytes = std::fs::read(path).unwrap();
+    if path.to_string_lossy().contains(".zst") {
+        let scan = gyro_store::cdr_zstd::scan(&bytes);
+        String::from_utf8(scan.content).unwrap()
+    } else {
+        String::from_utf8(bytes).unwrap()
+    }
 }
 
 /// A request acknowledged by the server, as `gyro load --record-messages`
@@ -223,7 +236,7 @@ fn retransmit_sample(
 }
 
 fn read_json_lines(path: &Path) -> Vec<serde_json::Value> {
-    let text = std::fs::read_to_string(path).unwrap();
+    let text = cdr_text(path);
     text.lines()
         .map(|l| {
             serde_json::from_str(l)
@@ -498,11 +511,14 @@ fn sigkill_loses_no_acknowledged_charging() {
     let mut cdr_keys: HashSet<(String, u64)> = HashSet::new();
     let mut amounts: BTreeMap<u64, i64> = BTreeMap::new();
     let mut total_cdrs = 0;
+    let mut compressed = 0;
     for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
         let shard = shard.unwrap().path();
         let mut seqs = Vec::new();
         for file in std::fs::read_dir(&shard).unwrap() {
-            for cdr in read_json_lines(&file.unwrap().path()) {
+            let file = file.unwrap().path();
+            compressed += usize::from(file.to_string_lossy().ends_with(".jsonl.zst"));
+            for cdr in read_json_lines(&file) {
                 seqs.push(cdr["sequence"].as_u64().unwrap());
                 *amounts.entry(cdr["account"].as_u64().unwrap()).or_default() +=
                     cdr["amount"].as_i64().unwrap();
@@ -521,6 +537,10 @@ fn sigkill_loses_no_acknowledged_charging() {
         );
         total_cdrs += n;
     }
+    assert!(
+        compressed > 0,
+        "the snapshot rounds closed no compressed file"
+    );
     for (account, amount) in &amounts {
         assert_eq!(
             debited.get(account).copied().unwrap_or(0),

@@ -67,6 +67,13 @@ pub struct StorageSection {
     /// How CDR files are written: `"jsonl"` (default, one JSON object per
     /// line) or `"csv"` (the columns of `gyro cdr csv`, no header line).
     pub cdr_format: CdrFileFormat,
+    /// Whether CDR files are compressed: `"none"` (default, plain lines)
+    /// or `"zstd"` (`.jsonl.zst`, `.csv.zst`: a zstd stream of the same
+    /// lines; `cdr_max_bytes` then counts compressed bytes).
+    pub cdr_compression: CdrCompressionMode,
+    /// The zstd level with `cdr_compression = "zstd"`, 1 (fastest) to 19.
+    /// Default 1.
+    pub cdr_zstd_level: i32,
     /// Where the ledger lives: `"embedded"` (default) or `"redis-cluster"`.
     pub backend: StorageBackend,
     /// `[storage.redis]`: the Redis Cluster, with `backend = "redis-cluster"`.
@@ -84,6 +91,17 @@ pub enum CdrFileFormat {
     Csv,
 }
 
+/// `storage.cdr_compression`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum CdrCompressionMode {
+    /// Plain lines, the default.
+    #[default]
+    None,
+    /// zstd (`.jsonl.zst`, `.csv.zst`).
+    Zstd,
+}
+
 impl Default for StorageSection {
     fn default() -> Self {
         StorageSection {
@@ -93,6 +111,8 @@ impl Default for StorageSection {
             cdr_max_age_secs: 300,
             snapshot_every_records: 8_000_000,
             cdr_format: CdrFileFormat::Jsonl,
+            cdr_compression: CdrCompressionMode::None,
+            cdr_zstd_level: 1,
             commit_delay_us: 1000,
             backend: StorageBackend::Embedded,
             redis: RedisClusterSection::default(),
@@ -481,6 +501,9 @@ impl Config {
         }
         if self.storage.async_interval_ms == 0 || self.storage.cdr_max_age_secs == 0 {
             return bad("storage.async_interval_ms and storage.cdr_max_age_secs must be positive");
+        }
+        if !(1..=19).contains(&self.storage.cdr_zstd_level) {
+            return bad("storage.cdr_zstd_level must be 1 to 19");
         }
         self.storage.check_backend()?;
         Ok(())

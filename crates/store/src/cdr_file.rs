@@ -1,14 +1,20 @@
-//! The CDR files of one shard: the open `.jsonl.part` file, rotation into
-//! closed files, and repair after a crash.
+//! The CDR files of one shard: the open `.jsonl.part` file (or
+//! `.jsonl.zst.part`, see [`cdr_zstd`]), rotation into closed files, and
+//! repair after a crash.
 
+use crate::cdr_zstd::{self, FrameEncoder};
 use crate::error::{corrupt, io_err, Error, Result};
-use crate::names::{final_name_as, part_name_as, sync_dir, CdrFormat, CdrName};
+use crate::names::{final_name_of, part_name_of, sync_dir, CdrCompression, CdrFormat, CdrName};
 use crate::writeback::WriteBehind;
 use gyro_charging::Timestamp;
 use serde::Deserialize;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
+
+/// The zstd level used to close a compressed open file when the store is
+/// configured without compression.
+pub(crate) const DEFAULT_ZSTD_LEVEL: i32 = 3;
 
 #[derive(Deserialize)]
 struct SeqOnly {
@@ -39,6 +45,7 @@ pub(crate) struct ValidPrefix {
     /// Records in it.
     pub records: u64,
     /// Whether something follows the prefix (a torn or bad tail).
+    #[cfg_attr(not(test), allow(dead_code))]
     pub tail: bool,
     /// Whether what follows is more than one (last, torn) line.
     pub damaged_inside: bool,
@@ -115,14 +122,34 @@ pub(crate) fn valid_prefix(data: &[u8], first: Option<u64>) -> ValidPrefix {
 /// What repairing the CDR directory did on open.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct CdrRepair {
-    /// Bytes cut from the end of the open file (a torn line, or records the
-    /// journal does not hold because they were never made durable).
+    /// Bytes cut from the end of the open file (a torn line or frame, or
+    /// records the journal does not hold because they were never made
+    /// durable).
     pub truncated_bytes: u64,
     /// Records copied from the journal into the open file because they
     /// were journaled but missing from it.
     pub rewritten: u64,
-    /// Open files of an interrupted rotation that were closed now.
+    /// Records of a compressed file kept from a frame that had to be cut
+    /// (it also held records the journal does not hold), written again in
+    /// a new frame.
+    pub recompressed: u64,
+    /// Open files of an interrupted rotation, or of another format or
+    /// compression than the configured one, that were closed now.
     pub closed: Vec<PathBuf>,
+}
+
+/// Lines accepted by a compressed writer but not yet in a finished frame.
+#[derive(Debug)]
+struct Frames {
+    enc: FrameEncoder,
+    /// Whole lines not yet in a frame.
+    input: Vec<u8>,
+    /// Records in `input`.
+    records: u64,
+    /// When the oldest line of `input` was taken.
+    since: Option<Timestamp>,
+    /// The last attempt to write a frame failed (retried by `flush`).
+    failed: bool,
 }
 
 /// The CDR writer of one shard.
@@ -131,22 +158,129 @@ pub(crate) struct CdrWriter {
     pub dir: PathBuf,
     shard: usize,
     pub format: CdrFormat,
+    compression: CdrCompression,
     file: Option<File>,
     pub path: PathBuf,
     /// First sequence number of the open file.
     pub first: u64,
-    /// Next sequence number to write to the open file.
+    /// Next sequence number to take (written to the open file, or with
+    /// compression possibly still waiting for its frame).
     pub next: u64,
     /// Valid bytes in the open file.
     pub len: u64,
+    /// Bytes appended to CDR files since the writer was opened.
+    pub appended: u64,
     opened_at: Option<Timestamp>,
     /// Write-behind of the open file.
     wb: WriteBehind,
     /// Lines journaled but not yet in the file (a write failed).
     backlog: Vec<u8>,
     backlog_records: u64,
+    /// With compression: lines waiting for their frame.
+    frames: Option<Frames>,
     max_bytes: u64,
     max_age_ms: u64,
+}
+
+/// The part of an open file to keep on open.
+struct Kept {
+    /// Bytes of the file kept as they are.
+    file_len: u64,
+    /// Records kept (in those bytes plus `redo`).
+    records: u64,
+    /// Lines to write again after `file_len` (compressed: the kept lines
+    /// of a frame that is cut).
+    redo: Vec<u8>,
+    redo_records: u64,
+    /// Bytes of the file after `file_len`.
+    cut_bytes: u64,
+}
+
+fn is_zstd(path: &Path) -> bool {
+    CdrCompression::of_name(&path.file_name().unwrap_or_default().to_string_lossy()).is_zstd()
+}
+
+fn format_of(path: &Path) -> CdrFormat {
+    CdrFormat::of_name(&path.file_name().unwrap_or_default().to_string_lossy())
+}
+
+/// Reads an open file starting at sequence `first` and finds what to keep:
+/// its whole lines (compressed: the lines of its complete frames) in
+/// sequence, at most up to `limit` (the journal's next sequence number).
+fn examine(path: &Path, first: u64, limit: Option<u64>, fast: bool) -> Result<Kept> {
+    let data = read_all(path)?;
+    let total = data.len() as u64;
+    let limit_records = |records: u64| match limit {
+        Some(l) => records.min(l.saturating_sub(first)),
+        None => records,
+    };
+    if !is_zstd(path) {
+        let v = if fast {
+            valid_prefix_fast(&data, first)
+        } else {
+            valid_prefix(&data, Some(first))
+        };
+        if v.damaged_inside {
+            return Err(corrupt(path, v.len, "damaged CDR line"));
+        }
+        let records = limit_records(v.records);
+        let file_len = if records < v.records {
+            nth_line_end(&data, records)
+        } else {
+            v.len
+        };
+        return Ok(Kept {
+            file_len,
+            records,
+            redo: Vec::new(),
+            redo_records: 0,
+            cut_bytes: total - file_len,
+        });
+    }
+    let s = cdr_zstd::scan(&data);
+    let v = valid_prefix_fast(&s.content, first);
+    if v.damaged_inside {
+        let (at, _) = s.frame_before(v.len);
+        return Err(corrupt(
+            path,
+            at,
+            "damaged CDR line in the compressed frame at this offset",
+        ));
+    }
+    let records = limit_records(v.records);
+    let content_len = nth_line_end(&s.content, records).min(v.len);
+    let (file_len, frame_content) = s.frame_before(content_len);
+    let redo = s.content[frame_content as usize..content_len as usize].to_vec();
+    let redo_records = redo.iter().filter(|&&b| b == b'\n').count() as u64;
+    Ok(Kept {
+        file_len,
+        records,
+        redo,
+        redo_records,
+        cut_bytes: total - file_len,
+    })
+}
+
+/// Cuts `path` to what `kept` says, writes its `redo` lines again (in a
+/// new frame when compressed) and makes it durable.
+fn apply_kept(path: &Path, kept: &Kept, level: i32) -> Result<()> {
+    if kept.cut_bytes > 0 {
+        cut(path, kept.file_len)?;
+    }
+    if !kept.redo.is_empty() {
+        let mut enc = FrameEncoder::new(level)?;
+        let frame = enc.frame(&kept.redo)?;
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(path)
+            .map_err(io_err("open", path))?;
+        if let Err(e) = f.write_all(frame) {
+            let _ = f.set_len(kept.file_len);
+            return Err(io_err("write", path)(e));
+        }
+        f.sync_all().map_err(io_err("fsync", path))?;
+    }
+    Ok(())
 }
 
 impl CdrWriter {
@@ -159,6 +293,7 @@ impl CdrWriter {
         dir: &Path,
         shard: usize,
         format: CdrFormat,
+        compression: CdrCompression,
         journal_next: u64,
         max_bytes: u64,
         max_age_ms: u64,
@@ -166,6 +301,10 @@ impl CdrWriter {
         fetch: impl FnOnce(u64, u64) -> Result<Option<Vec<u8>>>,
     ) -> Result<(CdrWriter, CdrRepair)> {
         crate::names::create_dir_durable(dir)?;
+        let level = match compression {
+            CdrCompression::Zstd { level } => level,
+            CdrCompression::None => DEFAULT_ZSTD_LEVEL,
+        };
         let mut repair = CdrRepair::default();
         let mut parts = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(io_err("list", dir))? {
@@ -179,141 +318,177 @@ impl CdrWriter {
             }
         }
         parts.sort();
+        let mut dir_changed = false;
+        let other_kind = |p: &Path| format_of(p) != format || is_zstd(p) != compression.is_zstd();
         // Older open files are left over from a rotation interrupted after
         // the new file was created: they are complete; close them. So is an
-        // open file of another format than the configured one.
-        let mut dir_changed = false;
-        let other_format = |p: &Path| {
-            CdrFormat::of_name(&p.file_name().unwrap_or_default().to_string_lossy()) != format
-        };
-        while parts.len() > 1 || parts.first().is_some_and(|(_, p)| other_format(p)) {
+        // open file of another format or compression than the configured
+        // one, cut first to what the journal holds (its records the
+        // journal does not hold are given their numbers again below).
+        let mut start = journal_next;
+        while parts.len() > 1 || parts.first().is_some_and(|(_, p)| other_kind(p)) {
             let (first, path) = parts.remove(0);
-            let its_format =
-                CdrFormat::of_name(&path.file_name().unwrap_or_default().to_string_lossy());
-            let data = read_all(&path)?;
-            let v = valid_prefix(&data, Some(first));
-            if v.damaged_inside {
-                return Err(corrupt(&path, v.len, "damaged CDR line"));
+            let limit = parts.is_empty().then_some(journal_next);
+            if limit.is_some() && first > journal_next {
+                return Err(after_journal(&path, first, journal_next));
             }
-            if v.tail {
-                cut(&path, v.len)?;
-                repair.truncated_bytes += data.len() as u64 - v.len;
-            }
-            if v.records == 0 {
+            let kept = examine(&path, first, limit, false)?;
+            apply_kept(&path, &kept, level)?;
+            repair.truncated_bytes += kept.cut_bytes;
+            repair.recompressed += kept.redo_records;
+            if kept.records == 0 {
                 std::fs::remove_file(&path).map_err(io_err("remove", &path))?;
             } else {
-                let to = dir.join(final_name_as(
+                let its = if is_zstd(&path) {
+                    CdrCompression::Zstd { level }
+                } else {
+                    CdrCompression::None
+                };
+                let to = dir.join(final_name_of(
                     shard,
                     first,
-                    first + v.records - 1,
+                    first + kept.records - 1,
                     now,
-                    its_format,
+                    format_of(&path),
+                    its,
                 ));
                 std::fs::rename(&path, &to).map_err(io_err("rename", &path))?;
                 repair.closed.push(to);
             }
+            if limit.is_some() {
+                start = first + kept.records;
+            }
             dir_changed = true;
         }
-        let (first, path, len, next) = match parts.pop() {
+        let (first, path, kept) = match parts.pop() {
             Some((first, path)) => {
-                let data = read_all(&path)?;
-                let v = valid_prefix_fast(&data, first);
-                if v.damaged_inside {
-                    return Err(corrupt(&path, v.len, "damaged CDR line"));
-                }
                 if first > journal_next {
-                    return Err(corrupt(
-                        &path,
-                        0,
-                        format!(
-                            "the open CDR file starts at sequence {first}, after what the journal knows ({journal_next})"
-                        ),
-                    ));
+                    return Err(after_journal(&path, first, journal_next));
                 }
                 // Records the journal does not hold were never durable
                 // (asynchronous mode): their numbers will be given again.
-                let mut keep_records = v.records;
-                let mut keep_len = v.len;
-                if first + v.records > journal_next {
-                    keep_records = journal_next - first;
-                    keep_len = nth_line_end(&data, keep_records);
-                }
-                if keep_len < data.len() as u64 {
-                    cut(&path, keep_len)?;
-                    repair.truncated_bytes += data.len() as u64 - keep_len;
-                }
-                (first, path, keep_len, first + keep_records)
+                let kept = examine(&path, first, Some(journal_next), true)?;
+                (first, path, kept)
             }
             None => {
-                let path = dir.join(part_name_as(shard, journal_next, format));
+                let path = dir.join(part_name_of(shard, start, format, compression));
                 File::create(&path).map_err(io_err("create", &path))?;
                 dir_changed = true;
-                (journal_next, path, 0, journal_next)
+                let kept = Kept {
+                    file_len: 0,
+                    records: 0,
+                    redo: Vec::new(),
+                    redo_records: 0,
+                    cut_bytes: 0,
+                };
+                (start, path, kept)
             }
         };
-        let mut file = OpenOptions::new()
+        // What the journal must give is fetched before anything is cut, so
+        // that a file the journal cannot complete is left as it is.
+        let from = first + kept.records;
+        let missing = if from < journal_next {
+            match fetch(from, journal_next)? {
+                Some(lines) => lines,
+                None => {
+                    return Err(corrupt(
+                        &path,
+                        kept.file_len,
+                        format!(
+                            "CDRs {from}..{} are neither in this file nor in the journal",
+                            journal_next - 1
+                        ),
+                    ))
+                }
+            }
+        } else {
+            Vec::new()
+        };
+        if kept.cut_bytes > 0 {
+            cut(&path, kept.file_len)?;
+            repair.truncated_bytes += kept.cut_bytes;
+        }
+        let file = OpenOptions::new()
             .append(true)
             .open(&path)
             .map_err(io_err("open", &path))?;
-        let mut len = len;
-        let mut next = next;
-        if next < journal_next {
-            let Some(lines) = fetch(next, journal_next)? else {
-                return Err(corrupt(
-                    &path,
-                    len,
-                    format!(
-                        "CDRs {next}..{} are neither in this file nor in the journal",
-                        journal_next - 1
-                    ),
-                ));
-            };
-            if let Err(e) = file.write_all(&lines) {
-                // No torn line is left behind (a full disk): the records
-                // stay in the journal for the next try.
-                let _ = file.set_len(len);
-                return Err(io_err("write", &path)(e));
-            }
-            repair.rewritten = journal_next - next;
-            len += lines.len() as u64;
-            next = journal_next;
+        let frames = match compression {
+            CdrCompression::Zstd { level } => Some(Frames {
+                enc: FrameEncoder::new(level)?,
+                input: Vec::new(),
+                records: 0,
+                since: None,
+                failed: false,
+            }),
+            CdrCompression::None => None,
+        };
+        let len = kept.file_len;
+        let mut w = CdrWriter {
+            dir: dir.to_path_buf(),
+            shard,
+            format,
+            compression,
+            file: Some(file),
+            path,
+            first,
+            next: first + kept.records - kept.redo_records,
+            len,
+            appended: 0,
+            opened_at: (len > 0).then_some(now),
+            wb: WriteBehind::at(len),
+            backlog: Vec::new(),
+            backlog_records: 0,
+            frames,
+            max_bytes,
+            max_age_ms,
+        };
+        if kept.redo_records > 0 || !missing.is_empty() {
+            // No torn line or frame is left behind on failure (a full
+            // disk): the records stay in the journal for the next try.
+            w.write_now(&kept.redo, kept.redo_records, now)?;
+            w.write_now(&missing, journal_next - from, now)?;
+            w.end_frames()?;
+            repair.rewritten = journal_next - from;
+            repair.recompressed += kept.redo_records;
         }
-        if repair.rewritten > 0 || repair.truncated_bytes > 0 {
-            file.sync_all().map_err(io_err("fsync", &path))?;
+        if repair.rewritten > 0 || repair.truncated_bytes > 0 || repair.recompressed > 0 {
+            if let Some(f) = &w.file {
+                f.sync_all().map_err(io_err("fsync", &w.path))?;
+            }
         }
         if dir_changed {
             sync_dir(dir)?;
         }
-        Ok((
-            CdrWriter {
-                dir: dir.to_path_buf(),
-                shard,
-                format,
-                file: Some(file),
-                path,
-                first,
-                next,
-                len,
-                opened_at: (len > 0).then_some(now),
-                wb: WriteBehind::at(len),
-                backlog: Vec::new(),
-                backlog_records: 0,
-                max_bytes,
-                max_age_ms,
-            },
-            repair,
-        ))
+        Ok((w, repair))
     }
 
-    /// Journaled records not yet written to the file.
+    /// Journaled records not yet written to the file because a write
+    /// failed (retried by [`CdrWriter::flush`]).
     pub(crate) fn backlog(&self) -> u64 {
-        self.backlog_records
+        match &self.frames {
+            Some(z) if z.failed => z.records,
+            Some(_) => 0,
+            None => self.backlog_records,
+        }
+    }
+
+    /// Whether lines are waiting for a frame longer than
+    /// [`cdr_zstd::FRAME_DELAY_MS`] (compressed files only).
+    pub(crate) fn frame_due(&self, now: Timestamp) -> bool {
+        self.frames.as_ref().is_some_and(|z| {
+            z.since.is_some_and(|t| {
+                now.as_millis().saturating_sub(t.as_millis()) >= cdr_zstd::FRAME_DELAY_MS
+            })
+        })
     }
 
     /// Appends lines (sequence numbers `self.next + backlog ..`) and writes
     /// what is pending. On error the lines stay pending and the file is cut
-    /// back to its last whole line.
+    /// back to its last whole line (or frame).
     pub(crate) fn write(&mut self, lines: &[u8], records: u64, now: Timestamp) -> Result<()> {
+        if self.frames.is_some() {
+            return self.write_now(lines, records, now);
+        }
         if self.backlog.is_empty() {
             // Nothing pending (the usual case): written from the caller's
             // buffer, copied into the backlog only if the write fails.
@@ -331,8 +506,11 @@ impl CdrWriter {
         self.flush(now)
     }
 
-    /// Writes pending lines.
+    /// Writes pending lines (compressed: ends the frame).
     pub(crate) fn flush(&mut self, now: Timestamp) -> Result<()> {
+        if self.frames.is_some() {
+            return self.end_frames();
+        }
         if self.backlog.is_empty() {
             return Ok(());
         }
@@ -347,34 +525,103 @@ impl CdrWriter {
     }
 
     /// Appends `lines` (`records` records) to the file; on error the file
-    /// is cut back to its last whole line and nothing is counted.
+    /// is cut back to its last whole line and nothing is counted. With
+    /// compression the lines join the frame being built, which is written
+    /// once it holds [`cdr_zstd::FRAME_INPUT`] bytes.
     fn write_now(&mut self, lines: &[u8], records: u64, now: Timestamp) -> Result<()> {
+        if lines.is_empty() {
+            return Ok(());
+        }
+        if self.opened_at.is_none() {
+            self.opened_at = Some(now);
+        }
+        if let Some(z) = &mut self.frames {
+            z.input.extend_from_slice(lines);
+            z.records += records;
+            z.since.get_or_insert(now);
+            self.next += records;
+            if z.input.len() >= cdr_zstd::FRAME_INPUT {
+                return self.end_frames();
+            }
+            return Ok(());
+        }
         let file = ensure_open(&mut self.file, &self.path)?;
         if let Err(e) = file.write_all(lines) {
             let _ = file.set_len(self.len);
             return Err(io_err("write", &self.path)(e));
         }
         self.len += lines.len() as u64;
+        self.appended += lines.len() as u64;
         self.wb.advance(file, self.len);
         self.next += records;
-        if self.opened_at.is_none() {
-            self.opened_at = Some(now);
-        }
         Ok(())
+    }
+
+    /// Compressed files: writes the lines waiting for a frame as complete
+    /// frames (of about [`cdr_zstd::FRAME_INPUT`] bytes of lines each). On
+    /// error the file is cut back to its last whole frame and the lines
+    /// stay waiting.
+    fn end_frames(&mut self) -> Result<()> {
+        let Some(z) = &mut self.frames else {
+            return Ok(());
+        };
+        while !z.input.is_empty() {
+            let take = if z.input.len() < 2 * cdr_zstd::FRAME_INPUT {
+                z.input.len()
+            } else {
+                z.input[cdr_zstd::FRAME_INPUT - 1..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(z.input.len(), |i| cdr_zstd::FRAME_INPUT + i)
+            };
+            let records = if take == z.input.len() {
+                z.records
+            } else {
+                z.input[..take].iter().filter(|&&b| b == b'\n').count() as u64
+            };
+            let frame = match z.enc.frame(&z.input[..take]) {
+                Ok(f) => f,
+                Err(e) => {
+                    z.failed = true;
+                    return Err(e);
+                }
+            };
+            let file = ensure_open(&mut self.file, &self.path)?;
+            if let Err(e) = file.write_all(frame) {
+                let _ = file.set_len(self.len);
+                z.failed = true;
+                return Err(io_err("write", &self.path)(e));
+            }
+            self.len += frame.len() as u64;
+            self.appended += frame.len() as u64;
+            self.wb.advance(file, self.len);
+            z.input.drain(..take);
+            z.records -= records.min(z.records);
+        }
+        z.since = None;
+        z.failed = false;
+        Ok(())
+    }
+
+    /// Records taken but not yet written to the file.
+    fn pending_records(&self) -> u64 {
+        self.backlog_records + self.frames.as_ref().map_or(0, |z| z.records)
     }
 
     /// Whether the open file is due for rotation by size or age.
     pub(crate) fn due(&self, now: Timestamp) -> bool {
-        self.len > 0
-            && self.backlog.is_empty()
+        (self.len > 0 || self.pending_records() > 0)
+            && self.backlog() == 0
             && (self.len >= self.max_bytes
                 || self.opened_at.is_some_and(|t| {
                     now.as_millis().saturating_sub(t.as_millis()) >= self.max_age_ms
                 }))
     }
 
-    /// fsyncs the open file and its directory entry.
+    /// fsyncs the open file (after ending the frame being built) and its
+    /// directory entry.
     pub(crate) fn sync(&mut self) -> Result<()> {
+        self.end_frames()?;
         if let Some(f) = &self.file {
             f.sync_all().map_err(io_err("fsync", &self.path))?;
         }
@@ -385,18 +632,20 @@ impl CdrWriter {
     /// the next one; the directory is fsynced once for both. Returns the
     /// closed file's path, or `None` when the open file is empty.
     pub(crate) fn rotate(&mut self, now: Timestamp) -> Result<Option<PathBuf>> {
+        self.end_frames()?;
         if self.len == 0 || !self.backlog.is_empty() {
             return Ok(None);
         }
         let file = ensure_open(&mut self.file, &self.path)?;
         file.sync_all().map_err(io_err("fsync", &self.path))?;
         let last = self.next - 1;
-        let to = self.dir.join(final_name_as(
+        let to = self.dir.join(final_name_of(
             self.shard,
             self.first,
             last,
             now,
             self.format,
+            self.compression,
         ));
         std::fs::rename(&self.path, &to).map_err(io_err("rename", &self.path))?;
         self.file = None;
@@ -404,9 +653,12 @@ impl CdrWriter {
         self.len = 0;
         self.wb = WriteBehind::default();
         self.opened_at = None;
-        self.path = self
-            .dir
-            .join(part_name_as(self.shard, self.first, self.format));
+        self.path = self.dir.join(part_name_of(
+            self.shard,
+            self.first,
+            self.format,
+            self.compression,
+        ));
         let f = OpenOptions::new()
             .create(true)
             .append(true)
@@ -416,6 +668,16 @@ impl CdrWriter {
         sync_dir(&self.dir)?;
         Ok(Some(to))
     }
+}
+
+fn after_journal(path: &Path, first: u64, journal_next: u64) -> Error {
+    corrupt(
+        path,
+        0,
+        format!(
+            "the open CDR file starts at sequence {first}, after what the journal knows ({journal_next})"
+        ),
+    )
 }
 
 fn ensure_open<'a>(file: &'a mut Option<File>, path: &Path) -> Result<&'a mut File> {

@@ -5,10 +5,13 @@
 //! directory (`<data_dir>/cdr/shard-<i>`), the CDR root (`<data_dir>/cdr`,
 //! whose `shard-*` directories are all read) or the data directory itself.
 //! Records are read from whole lines only: a line still being written
-//! (no newline yet) is left for later, never printed half.
+//! (no newline yet) is left for later, never printed half. Compressed
+//! files (`.jsonl.zst`, see [`cdr_zstd`]) are read transparently, from
+//! their complete frames.
 
+use crate::cdr_zstd;
 use crate::error::{corrupt, io_err, Error, Result};
-use crate::names::CdrName;
+use crate::names::{CdrCompression, CdrName};
 use gyro_charging::cdr::CSV_HEADER;
 use gyro_charging::Cdr;
 use std::collections::HashMap;
@@ -24,8 +27,9 @@ pub struct CdrFileInfo {
     pub path: PathBuf,
     /// Shard that wrote it.
     pub shard: usize,
-    /// `true` for the file being written (`.jsonl.part`), `false` for a
-    /// closed file a billing system may take.
+    /// `true` for the file being written (`.jsonl.part`,
+    /// `.jsonl.zst.part`), `false` for a closed file a billing system may
+    /// take.
     pub open: bool,
     /// Sequence number of its first record (`None`: empty).
     pub first: Option<u64>,
@@ -35,7 +39,8 @@ pub struct CdrFileInfo {
     pub records: u64,
     /// Size in bytes.
     pub bytes: u64,
-    /// Bytes after the last whole record (a line being written).
+    /// Bytes after the last whole record (a line, or a compressed frame,
+    /// being written).
     pub partial_bytes: u64,
 }
 
@@ -123,19 +128,64 @@ fn records_in(
     Ok(pos as u64)
 }
 
-fn read_from(path: &Path, offset: u64) -> Result<Vec<u8>> {
+/// The lines of a CDR file from byte `offset` on (a frame boundary of a
+/// compressed file).
+struct Chunk {
+    /// The lines: the file's bytes, or the content of a compressed file's
+    /// complete frames.
+    lines: Vec<u8>,
+    /// File bytes read.
+    bytes: u64,
+    /// A compressed file's complete frames (offsets from `offset`).
+    frames: Option<cdr_zstd::Scan>,
+}
+
+impl Chunk {
+    /// File bytes the reader is done with once `consumed` bytes of the
+    /// lines were used.
+    fn advance(&self, consumed: u64) -> u64 {
+        match &self.frames {
+            None => consumed,
+            Some(s) => s.frame_before(consumed).0,
+        }
+    }
+
+    /// Bytes of the file after the last whole record.
+    fn partial(&self, consumed: u64) -> u64 {
+        self.bytes - self.advance(consumed)
+    }
+}
+
+fn read_from(path: &Path, offset: u64) -> Result<Chunk> {
     let mut f = File::open(path).map_err(io_err("open", path))?;
     f.seek(SeekFrom::Start(offset))
         .map_err(io_err("seek", path))?;
     let mut data = Vec::new();
     f.read_to_end(&mut data).map_err(io_err("read", path))?;
-    Ok(data)
+    let bytes = data.len() as u64;
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    if !CdrCompression::of_name(&name).is_zstd() {
+        return Ok(Chunk {
+            lines: data,
+            bytes,
+            frames: None,
+        });
+    }
+    let mut scan = cdr_zstd::scan(&data);
+    let lines = std::mem::take(&mut scan.content);
+    Ok(Chunk {
+        lines,
+        bytes,
+        frames: Some(scan),
+    })
 }
 
-/// Calls `each` for every whole record of one CDR file, in order.
+/// Calls `each` for every whole record of one CDR file, in order (a
+/// compressed file's complete frames).
 pub fn read_file(path: &Path, each: impl FnMut(Cdr) -> Result<()>) -> Result<u64> {
     let data = read_from(path, 0)?;
-    records_in(path, 0, &data, each)
+    let consumed = records_in(path, 0, &data.lines, each)?;
+    Ok(data.advance(consumed))
 }
 
 /// Lists the CDR files under `dir` with their record counts and sequence
@@ -146,7 +196,7 @@ pub fn list(dir: &Path) -> Result<Vec<CdrFileInfo>> {
         for (path, name) in shard_files(&sd)? {
             let data = read_from(&path, 0)?;
             let (mut first, mut last, mut records) = (None, None, 0u64);
-            let consumed = records_in(&path, 0, &data, |c| {
+            let consumed = records_in(&path, 0, &data.lines, |c| {
                 first.get_or_insert(c.sequence);
                 last = Some(c.sequence);
                 records += 1;
@@ -159,8 +209,8 @@ pub fn list(dir: &Path) -> Result<Vec<CdrFileInfo>> {
                 first,
                 last,
                 records,
-                bytes: data.len() as u64,
-                partial_bytes: data.len() as u64 - consumed,
+                bytes: data.bytes,
+                partial_bytes: data.partial(consumed),
             });
         }
     }
@@ -286,7 +336,7 @@ impl Follower {
                 }
                 CdrName::Part { .. } => {
                     let data = read_from(path, 0)?;
-                    records_in(path, 0, &data, |c| {
+                    records_in(path, 0, &data.lines, |c| {
                         max = Some(c.sequence);
                         Ok(())
                     })?;
@@ -335,7 +385,7 @@ impl Follower {
                     }
                     Err(e) => return Err(e),
                 };
-                let consumed = records_in(path, offset, &data, |c| {
+                let consumed = records_in(path, offset, &data.lines, |c| {
                     if cur.last.is_none_or(|l| c.sequence > l) {
                         cur.last = Some(c.sequence);
                         n += 1;
@@ -343,7 +393,7 @@ impl Follower {
                     }
                     Ok(())
                 })?;
-                cur.offsets.insert(first, offset + consumed);
+                cur.offsets.insert(first, offset + data.advance(consumed));
             }
             if let Some(done) = cur.last {
                 let keep: Vec<u64> = files

@@ -104,7 +104,9 @@
 //! <data_dir>/cdr/shard-<i>/cdr-s<i>-<first>-<last>-<YYYYMMDDTHHMMSSZ>.jsonl
 //! ```
 //!
-//! (`.csv` and `.csv.part` with [`CdrFormat::Csv`].) A snapshot of
+//! (`.csv` and `.csv.part` with [`CdrFormat::Csv`]; `.jsonl.zst` and
+//! `.jsonl.zst.part`, `.csv.zst` and `.csv.zst.part` with
+//! [`CdrCompression::Zstd`].) A snapshot of
 //! generation `g` covers every journal of a generation below `g`; journals
 //! below it are kept only for their answers.
 //!
@@ -155,6 +157,24 @@
 //! ever lives only in a journal that is deleted. The writer's work and
 //! errors are reported in the [`CommitStats`] of a later commit.
 //!
+//! With [`CdrCompression::Zstd`] ([`cdr_zstd`]) the open file is a
+//! sequence of complete, independent zstd frames, each holding whole
+//! lines. The writer keeps one compressor and ends a frame after 256 KiB
+//! of lines, one second after the oldest line waiting for it, before every
+//! fsync of the file (rotation, a closed journal generation) and on a
+//! clean shutdown; until then the lines are only in memory, which is fine
+//! because the journal, not the CDR file, is the durable copy. On open the
+//! complete frames are kept, an incomplete or damaged trailing frame is
+//! cut, and where lines must be cut inside a frame (records the journal
+//! never made durable) the frame is cut and the lines kept from it are
+//! written again in a new frame; then whatever the file lacks is written
+//! from the journal, as for plain files. Everything the journal must give
+//! back is read before the file is cut, so a file the journal cannot
+//! complete is left as it is and reported ([`Error::Corrupt`]). An open
+//! file of the other compression (or format) than the configured one is
+//! cut to what the journal holds and closed under its own kind's name; the
+//! next open file starts after it.
+//!
 //! # Pick-up contract for billing systems
 //!
 //! * A closed file is named `cdr-s<shard>-<first>-<last>-<closed>.jsonl`:
@@ -166,7 +186,13 @@
 //!   atomic rename, followed by a directory fsync), and is never written,
 //!   renamed or removed by gyro afterwards. A billing system may read,
 //!   move or delete any file matching `cdr-s*-*-*-*.jsonl` at any time.
-//! * Files ending in `.jsonl.part` are being written: do not take them.
+//! * With compression a closed file is `cdr-s<shard>-<first>-<last>-<closed>.jsonl.zst`
+//!   (`.csv.zst`): one valid zstd stream (concatenated frames) whose
+//!   content, as `zstd -d` or `zstdcat` give it, is exactly the lines the
+//!   uncompressed file would hold. The same rules apply to it.
+//! * Files ending in `.part` (`.jsonl.part`, `.jsonl.zst.part`) are being
+//!   written: do not take them. A compressed one lags the server by up to
+//!   a second (lines reach it in whole frames).
 //!   They are closed when they reach [`StoreOptions::cdr_max_bytes`] or
 //!   [`StoreOptions::cdr_max_age`], and on a clean shutdown.
 //! * Each line is one JSON object (a [`gyro_charging::Cdr`]), or with
@@ -215,6 +241,7 @@
 mod cdr_file;
 mod cdr_json;
 pub mod cdr_tool;
+pub mod cdr_zstd;
 mod error;
 pub mod journal;
 mod lock;
@@ -229,7 +256,7 @@ mod writeback;
 pub use cdr_file::CdrRepair;
 pub use error::{Error, ErrorKind, Result};
 pub use lock::{DataDirLock, LockHolder, LOCK_FILE};
-pub use names::CdrFormat;
+pub use names::{CdrCompression, CdrFormat};
 pub use shard::{
     cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,
     CompactionDone, CompactionJob, Durability, Recovered, RecoveryReport, ShardStore,

@@ -47,10 +47,58 @@ impl CdrFormat {
 
     /// The format of a CDR file, by its name.
     pub fn of_name(name: &str) -> CdrFormat {
-        if name.ends_with(".csv") || name.ends_with(".csv.part") {
+        let name = name.strip_suffix(".part").unwrap_or(name);
+        let name = name.strip_suffix(ZSTD_SUFFIX).unwrap_or(name);
+        if name.ends_with(".csv") {
             CdrFormat::Csv
         } else {
             CdrFormat::JsonLines
+        }
+    }
+}
+
+/// What is appended to the name of a zstd-compressed CDR file (before
+/// `.part` while it is written): `.jsonl.zst`, `.csv.zst.part`.
+pub const ZSTD_SUFFIX: &str = ".zst";
+
+/// Whether CDR files are compressed.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CdrCompression {
+    /// Plain lines (`.jsonl`, `.csv`). The default.
+    #[default]
+    None,
+    /// A zstd stream (`.jsonl.zst`, `.csv.zst`) of independent frames, each
+    /// holding whole lines: `zstd -d` gives the lines of
+    /// [`CdrCompression::None`].
+    Zstd {
+        /// The zstd compression level (1 to 19; 1 is the fastest).
+        level: i32,
+    },
+}
+
+impl CdrCompression {
+    /// The compression of a CDR file, by its name (`level` is 0 for a
+    /// compressed one: the level is not in the name).
+    pub fn of_name(name: &str) -> CdrCompression {
+        let name = name.strip_suffix(".part").unwrap_or(name);
+        if name.ends_with(ZSTD_SUFFIX) {
+            CdrCompression::Zstd { level: 0 }
+        } else {
+            CdrCompression::None
+        }
+    }
+
+    /// Whether files are compressed (any level).
+    pub fn is_zstd(self) -> bool {
+        matches!(self, CdrCompression::Zstd { .. })
+    }
+
+    fn suffix(self) -> &'static str {
+        if self.is_zstd() {
+            ZSTD_SUFFIX
+        } else {
+            ""
         }
     }
 }
@@ -71,10 +119,24 @@ pub fn final_name_as(
     closed: Timestamp,
     format: CdrFormat,
 ) -> String {
+    final_name_of(shard, first, last, closed, format, CdrCompression::None)
+}
+
+/// [`final_name`] for a file of the given format and compression
+/// (`.jsonl.zst`, `.csv.zst` when compressed).
+pub fn final_name_of(
+    shard: usize,
+    first: u64,
+    last: u64,
+    closed: Timestamp,
+    format: CdrFormat,
+    compression: CdrCompression,
+) -> String {
     format!(
-        "cdr-s{shard}-{first:0w$}-{last:0w$}-{}{}",
+        "cdr-s{shard}-{first:0w$}-{last:0w$}-{}{}{}",
         utc_compact(closed),
         format.suffix(),
+        compression.suffix(),
         w = SEQ_DIGITS
     )
 }
@@ -87,9 +149,21 @@ pub fn part_name(shard: usize, first: u64) -> String {
 
 /// [`part_name`] for a file of the given format.
 pub fn part_name_as(shard: usize, first: u64, format: CdrFormat) -> String {
+    part_name_of(shard, first, format, CdrCompression::None)
+}
+
+/// [`part_name`] for a file of the given format and compression
+/// (`.jsonl.zst.part`, `.csv.zst.part` when compressed).
+pub fn part_name_of(
+    shard: usize,
+    first: u64,
+    format: CdrFormat,
+    compression: CdrCompression,
+) -> String {
     format!(
-        "cdr-s{shard}-{first:0w$}{}",
-        format.part_suffix(),
+        "cdr-s{shard}-{first:0w$}{}{}.part",
+        format.suffix(),
+        compression.suffix(),
         w = SEQ_DIGITS
     )
 }
@@ -119,19 +193,20 @@ impl CdrName {
     /// Parses a file name (not a path). `None` for anything else.
     pub fn parse(name: &str) -> Option<CdrName> {
         let rest = name.strip_prefix("cdr-s")?;
-        if let Some(stem) = rest
-            .strip_suffix(PART_SUFFIX)
-            .or_else(|| rest.strip_suffix(".csv.part"))
-        {
+        let kind = |s: &str| {
+            let s = s.strip_suffix(ZSTD_SUFFIX).unwrap_or(s);
+            s.strip_suffix(FINAL_SUFFIX)
+                .or_else(|| s.strip_suffix(".csv"))
+                .map(str::to_owned)
+        };
+        if let Some(stem) = rest.strip_suffix(".part").and_then(kind) {
             let (shard, first) = stem.split_once('-')?;
             return Some(CdrName::Part {
                 shard: digits(shard)?,
                 first: seq(first)?,
             });
         }
-        let stem = rest
-            .strip_suffix(FINAL_SUFFIX)
-            .or_else(|| rest.strip_suffix(".csv"))?;
+        let stem = kind(rest)?;
         let mut it = stem.split('-');
         let shard = digits(it.next()?)?;
         let first = seq(it.next()?)?;
@@ -261,6 +336,48 @@ mod tests {
             "cdr-sx-0000000000000001.jsonl.part",
             "cdr-s3-0000000000000001-0000000000001000-2026112T010203Z.jsonl",
             "other.jsonl",
+        ] {
+            assert_eq!(CdrName::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn compressed_names_parse_and_say_their_kind() {
+        let t = Timestamp::from_secs(1_795_309_323);
+        let z = CdrCompression::Zstd { level: 1 };
+        let a = final_name_of(3, 1, 1000, t, CdrFormat::JsonLines, z);
+        assert_eq!(
+            a,
+            "cdr-s3-0000000000000001-0000000000001000-20261122T010203Z.jsonl.zst"
+        );
+        let b = final_name_of(3, 1001, 1001, t, CdrFormat::Csv, z);
+        assert!(b.ends_with("Z.csv.zst"), "{b}");
+        let p = part_name_of(3, 1002, CdrFormat::JsonLines, z);
+        assert_eq!(p, "cdr-s3-0000000000001002.jsonl.zst.part");
+        let q = part_name_of(3, 1002, CdrFormat::Csv, z);
+        assert_eq!(q, "cdr-s3-0000000000001002.csv.zst.part");
+        for (name, format, zstd) in [
+            (&a, CdrFormat::JsonLines, true),
+            (&b, CdrFormat::Csv, true),
+            (&p, CdrFormat::JsonLines, true),
+            (&q, CdrFormat::Csv, true),
+        ] {
+            assert!(CdrName::parse(name).is_some(), "{name}");
+            assert_eq!(CdrFormat::of_name(name), format, "{name}");
+            assert_eq!(CdrCompression::of_name(name).is_zstd(), zstd, "{name}");
+        }
+        assert_eq!(
+            CdrName::parse(&p),
+            Some(CdrName::Part {
+                shard: 3,
+                first: 1002
+            })
+        );
+        assert!(!CdrCompression::of_name(&part_name(3, 1)).is_zstd());
+        for bad in [
+            "cdr-s3-0000000000001002.zst.part",
+            "cdr-s3-0000000000001002.jsonl.zst.zst.part",
+            "cdr-s3-0000000000000001-0000000000001000-20261122T010203Z.zst",
         ] {
             assert_eq!(CdrName::parse(bad), None, "{bad}");
         }

@@ -444,6 +444,10 @@ fn inspect_cdrs(dir: &Path, shard: usize, next: u64) -> Result<CdrCut> {
                 cut.published.push((path, first, last));
             }
             CdrName::Final { .. } => {}
+            // A compressed open file is cut to what the journal holds
+            // when the store opens (its frames are not cut here).
+            CdrName::Part { .. }
+                if crate::names::CdrCompression::of_name(&name.to_string_lossy()).is_zstd() => {}
             CdrName::Part { .. } => {
                 let data = std::fs::read(&path).map_err(io_err("read", &path))?;
                 let (mut keep, mut pos) = (0usize, 0usize);

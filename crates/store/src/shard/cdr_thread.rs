@@ -258,6 +258,7 @@ impl CdrThread {
         shared.report().cdr_path = cdr.path.clone();
         let (tx, rx) = sync_channel(QUEUE_BATCHES);
         let format = cdr.format;
+        let reported_bytes = cdr.appended;
         let jp = journal_path.clone();
         let mut w = Writer {
             cdr,
@@ -269,6 +270,7 @@ impl CdrThread {
             ready_pending: Some(generation),
             lines: Vec::with_capacity(64 << 10),
             line: cdr_json::Line::new(),
+            reported_bytes,
             format,
             shared: shared.clone(),
         };
@@ -358,6 +360,8 @@ struct Writer {
     lines: Vec<u8>,
     /// Where each JSON line is written before it joins `lines`.
     line: cdr_json::Line,
+    /// `cdr.appended` when the bytes were last reported.
+    reported_bytes: u64,
     format: CdrFormat,
     shared: Arc<Shared>,
 }
@@ -437,8 +441,9 @@ impl Writer {
                 Msg::Stop => break,
             }
         }
-        // Whatever is queued is written (not closed: that is
-        // `close_cdr_file`); what fails is rewritten from the journal.
+        // Whatever is queued is written (a compressed frame ended; not
+        // closed: that is `close_cdr_file`); what fails is rewritten from
+        // the journal.
         let _ = self.cdr.flush(now);
     }
 
@@ -454,10 +459,19 @@ impl Writer {
             Ok(()) => self.cdr.write(&self.lines, n.into(), now),
             Err(e) => Err(e),
         };
-        let mut report = self.shared.report();
-        report.cdr_bytes += self.lines.len() as u64;
         if let Err(e) = r {
-            report.cdr_error.get_or_insert(e);
+            self.error(e);
+        }
+        self.count_bytes();
+    }
+
+    /// Reports the bytes appended to the CDR file (compressed bytes with
+    /// compression) since the last report.
+    fn count_bytes(&mut self) {
+        let delta = self.cdr.appended - self.reported_bytes;
+        if delta > 0 {
+            self.reported_bytes = self.cdr.appended;
+            self.shared.report().cdr_bytes += delta;
         }
     }
 
@@ -492,10 +506,15 @@ impl Writer {
         self.shared.report().cdr_error.get_or_insert(e);
     }
 
-    /// Lines to retry, an asynchronous sync, a file to close, a closed
-    /// journal generation to make ready.
+    /// Lines to retry (or a compressed frame to end), an asynchronous
+    /// sync, a file to close, a closed journal generation to make ready.
     fn housekeeping(&mut self, now: Timestamp) {
-        if self.cdr.backlog() > 0 {
+        self.housekeeping_work(now);
+        self.count_bytes();
+    }
+
+    fn housekeeping_work(&mut self, now: Timestamp) {
+        if self.cdr.backlog() > 0 || self.cdr.frame_due(now) {
             if let Err(e) = self.cdr.flush(now) {
                 self.error(e);
                 return;
@@ -549,7 +568,9 @@ impl Writer {
             self.shared.fail(e.to_string());
             return Err(e);
         }
-        let r = self.cdr.rotate(now)?;
+        let r = self.cdr.rotate(now);
+        self.count_bytes();
+        let r = r?;
         self.shared.report().cdr_path = self.cdr.path.clone();
         Ok(r)
     }

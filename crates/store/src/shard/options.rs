@@ -1,6 +1,6 @@
 //! The settings of a shard's store: [`StoreOptions`] and [`Durability`].
 
-use crate::names::CdrFormat;
+use crate::names::{CdrCompression, CdrFormat};
 use std::time::Duration;
 
 /// When a commit is durable.
@@ -31,12 +31,16 @@ pub struct StoreOptions {
     /// ...or after this many journal bytes.
     pub snapshot_every_bytes: u64,
     /// A CDR file is closed once it holds at least this many bytes (it may
-    /// exceed it by one commit's records).
+    /// exceed it by one commit's records; with compression, compressed
+    /// bytes, and by up to one frame).
     pub cdr_max_bytes: u64,
     /// A CDR file is closed this long after its first record was written.
     pub cdr_max_age: Duration,
     /// How CDR files are written.
     pub cdr_format: CdrFormat,
+    /// Whether CDR files are compressed (`.jsonl.zst`); with compression
+    /// [`StoreOptions::cdr_max_bytes`] counts compressed bytes.
+    pub cdr_compression: CdrCompression,
     /// Zero bytes the journal keeps written ahead of its last frame in
     /// synchronous mode while its syncs are small (under 48 KiB on
     /// average), so that a frame's `fdatasync` writes only its data (no
@@ -54,6 +58,7 @@ impl Default for StoreOptions {
             cdr_max_bytes: 64 << 20,
             cdr_max_age: Duration::from_secs(300),
             cdr_format: CdrFormat::JsonLines,
+            cdr_compression: CdrCompression::None,
             journal_write_ahead: 1 << 20,
         }
     }

@@ -344,6 +344,7 @@ impl ShardStore {
             &cdr_dir(data_dir, shard),
             shard,
             format,
+            options.cdr_compression,
             next_cdr,
             options.cdr_max_bytes,
             options.cdr_max_age.as_millis() as u64,
