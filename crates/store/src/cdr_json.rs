@@ -9,9 +9,10 @@
 //! charged over another interface than Gy (tag 66, whose interface comes
 //! last in the record but early in the line), a string that needs JSON
 //! escaping or is not ASCII, and anything malformed (the decoder then
-//! reports what is wrong).
+//! reports what is wrong). A record that shares strings with the one
+//! before it (tag 67) takes them from the [`Strings`] of that record.
 
-use crate::record::{TAG_CDR, TAG_CDR_RATED};
+use crate::record::{TAG_CDR, TAG_CDR_RATED, TAG_CDR_SHARED};
 use gyro_charging::{ClosingCause, RecordType, TariffChangeUsage};
 
 /// `,"name":`: a member's separator and key, spelled out at compile time.
@@ -290,26 +291,78 @@ impl W<'_> {
     }
 }
 
-/// Appends the JSON line of the CDR record at the start of `rec` to `out`
-/// and returns its sequence number and the record's length (`l`: the
-/// room to write it in), or returns
-/// `None` with `out` unchanged when the record is one this path leaves to
-/// the decoder (see the module documentation).
-pub(crate) fn json_line(rec: &[u8], l: &mut Line, out: &mut Vec<u8>) -> Option<(u64, usize)> {
-    line(rec, &mut l.buf, out)
+/// The eight strings of a CDR record (node id, Session-Id, subscriber,
+/// service context, plan, rate, destination, zone), which the next record
+/// of its section may share (tag 67).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Strings<'a> {
+    /// Whether a record was read before (a section's first has none).
+    pub have: bool,
+    /// The strings, in the order above.
+    pub text: [&'a [u8]; 8],
 }
 
-fn line(rec: &[u8], buf: &mut [u8; LINE_MAX], out: &mut Vec<u8>) -> Option<(u64, usize)> {
+/// Appends the JSON line of the CDR record at the start of `rec` to `out`
+/// and returns its sequence number and the record's length (`l`: the
+/// room to write it in; `prev`: the strings of the record before it in
+/// its section, replaced by this record's), or returns `None` with `out`
+/// and `prev` unchanged when the record is one this path leaves to the
+/// decoder (see the module documentation).
+pub(crate) fn json_line<'a>(
+    rec: &'a [u8],
+    l: &mut Line,
+    out: &mut Vec<u8>,
+    prev: &mut Strings<'a>,
+) -> Option<(u64, usize)> {
+    line(rec, &mut l.buf, out, prev)
+}
+
+fn line<'a>(
+    rec: &'a [u8],
+    buf: &mut [u8; LINE_MAX],
+    out: &mut Vec<u8>,
+    prev: &mut Strings<'a>,
+) -> Option<(u64, usize)> {
     let mut c = Cursor { buf: rec, pos: 0 };
     let mut l = W { buf, pos: 0 };
     let tag = c.byte()?;
-    if tag != TAG_CDR && tag != TAG_CDR_RATED {
+    let shared = tag == TAG_CDR_SHARED;
+    if tag != TAG_CDR && tag != TAG_CDR_RATED && !(shared && prev.have) {
         return None;
     }
+    // Tags 64 and 65 are Gy's; tag 67 names its interface first.
+    let interface = match shared {
+        false => "gy",
+        true => match c.byte()? {
+            0 => "gy",
+            1 => "nchf",
+            _ => return None,
+        },
+    };
+    let mut text: [&'a [u8]; 8] = [b""; 8];
+    // String `i` of the record: the previous record's when it says so.
+    let mut string = |c: &mut Cursor<'a>, i: usize| -> Option<&'a [u8]> {
+        let s = if !shared {
+            c.bytes()?
+        } else {
+            match c.u64()? {
+                0 => prev.text[i],
+                n => {
+                    let n = usize::try_from(n - 1).ok()?;
+                    let end = c.pos.checked_add(n).filter(|&e| e <= c.buf.len())?;
+                    let b = &c.buf[c.pos..end];
+                    c.pos = end;
+                    b
+                }
+            }
+        };
+        text[i] = s;
+        Some(s)
+    };
     let sequence = c.u64()?;
     l.put(b"{\"sequence\":")?;
     l.u64(sequence)?;
-    l.member_str(key!("node_id"), c.bytes()?)?;
+    l.member_str(key!("node_id"), string(&mut c, 0)?)?;
     let record_type = match c.byte()? {
         0 => RecordType::Usage,
         1 => RecordType::SessionEnd,
@@ -317,12 +370,11 @@ fn line(rec: &[u8], buf: &mut [u8; LINE_MAX], out: &mut Vec<u8>) -> Option<(u64,
         _ => return None,
     };
     l.member_word(key!("record_type"), record_type.as_str())?;
-    l.member_str(key!("session_id"), c.bytes()?)?;
+    l.member_str(key!("session_id"), string(&mut c, 1)?)?;
     l.member_u64(key!("account"), c.u64()?)?;
-    l.member_str(key!("subscriber"), c.bytes()?)?;
-    l.member_str(key!("service_context"), c.bytes()?)?;
-    // Tags 64 and 65 are Gy's.
-    l.member_word(key!("interface"), "gy")?;
+    l.member_str(key!("subscriber"), string(&mut c, 2)?)?;
+    l.member_str(key!("service_context"), string(&mut c, 3)?)?;
+    l.member_word(key!("interface"), interface)?;
     if let Some(v) = c.opt_u32()? {
         l.member_u64(key!("rating_group"), v.into())?;
     }
@@ -396,19 +448,19 @@ fn line(rec: &[u8], buf: &mut [u8; LINE_MAX], out: &mut Vec<u8>) -> Option<(u64,
     if let Some(v) = c.opt_u32()? {
         l.member_u64(key!("reporting_reason"), v.into())?;
     }
-    if tag == TAG_CDR_RATED {
+    if tag != TAG_CDR {
         macro_rules! label {
-            ($name:literal) => {
-                let s = c.bytes()?;
+            ($name:literal, $i:literal) => {
+                let s = string(&mut c, $i)?;
                 if !s.is_empty() {
                     l.member_str(key!($name), s)?;
                 }
             };
         }
-        label!("plan");
-        label!("rate");
-        label!("destination");
-        label!("zone");
+        label!("plan", 4);
+        label!("rate", 5);
+        label!("destination", 6);
+        label!("zone", 7);
         let side = match c.byte()? {
             0 => None,
             1 => Some(TariffChangeUsage::Before),
@@ -421,6 +473,7 @@ fn line(rec: &[u8], buf: &mut [u8; LINE_MAX], out: &mut Vec<u8>) -> Option<(u64,
     }
     l.put(b"}\n")?;
     out.extend_from_slice(&l.buf[..l.pos]);
+    *prev = Strings { have: true, text };
     Some((sequence, c.pos))
 }
 

@@ -209,9 +209,10 @@ pub(crate) fn decode_cdrs<'a>(
 ) -> std::result::Result<(), (usize, DecodeError)> {
     let mut d = Decoder::new(section);
     let mut n = 0u64;
+    let mut prev: Option<CdrView<'a>> = None;
     while !d.is_empty() {
         let at = d.position();
-        let cdr = d.cdr_view().map_err(|e| (at, e))?;
+        let cdr = d.cdr_view_after(prev.as_ref()).map_err(|e| (at, e))?;
         if cdr.sequence != first.wrapping_add(n) {
             return Err((
                 at,
@@ -224,6 +225,7 @@ pub(crate) fn decode_cdrs<'a>(
         }
         n += 1;
         each(&cdr);
+        prev = Some(cdr);
     }
     if n != count as u64 {
         return Err((

@@ -41,7 +41,17 @@
 //! plan, rate, destination and zone (strings, empty when absent) and the
 //! tariff-change side (0 none, 1 before, 2 after). A CDR charged over
 //! another interface than Gy is tag 66: the fields of tag 65, then the
-//! interface (one byte: 0 gy, 1 nchf). Gy's records keep tags 1, 64 and 65
+//! interface (one byte: 0 gy, 1 nchf). A CDR record after another one in
+//! the same section may be tag 67 ([`TAG_CDR_SHARED`]): the interface byte
+//! right after the tag, then the fields of tag 65, except that each of its
+//! eight strings (node id, Session-Id, subscriber, service context, plan,
+//! rate, destination, zone) is a varint `0` when it equals that string of
+//! the record before it in the section, or its byte length plus one and
+//! its bytes (the CDRs of one request share their session's strings, so
+//! the second and later ones of a request are about half as long). Tag 67
+//! came with journal records that share strings; sections are only ever
+//! read from their first record on, and a section's first record is never
+//! tag 67. Gy's records keep tags 1, 64 and 65
 //! byte for byte; records of those tags read as charged over Gy. Tags 16
 //! and 65 came with price plans, tag 17 with the sessions' rating context,
 //! tags 18 and 66 with the interface; journals written before them read
@@ -64,6 +74,10 @@ pub const TAG_CDR_RATED: u8 = 65;
 /// Tag byte of a CDR record charged over another interface than Gy: the
 /// fields of [`TAG_CDR_RATED`], then the interface.
 pub const TAG_CDR_INTERFACE: u8 = 66;
+/// Tag byte of a CDR record that refers to the strings of the CDR record
+/// before it in its section instead of repeating them (see the module
+/// documentation).
+pub const TAG_CDR_SHARED: u8 = 67;
 /// Tag byte of a `SessionOpened` record for a session opened over another
 /// interface than Gy: the fields of tag 1, then the interface.
 const TAG_SESSION_OPENED_INTERFACE: u8 = 18;
@@ -445,8 +459,17 @@ fn put_opt_session(out: &mut Vec<u8>, s: Option<SessionKey>) {
     }
 }
 
-/// Appends the binary record of `c` to `out`.
+/// Appends the binary record of `c` to `out` (one that stands alone: tag
+/// 64, 65 or 66).
 pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
+    encode_cdr_after(out, c, None)
+}
+
+/// Appends the binary record of `c` to `out`, which follows the record of
+/// `prev` in its section: then it is a [`TAG_CDR_SHARED`] record naming
+/// the strings it shares with `prev` instead of repeating them. With no
+/// `prev` (the first record of a section), as [`encode_cdr`].
+pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: Option<&Cdr>) {
     // Destructured so that a new field fails to compile here.
     let Cdr {
         sequence,
@@ -492,24 +515,45 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
         || !zone.is_empty()
         || tariff_change.is_some()
         || !interface.is_gy();
-    out.push(if !interface.is_gy() {
-        TAG_CDR_INTERFACE
-    } else if labelled {
-        TAG_CDR_RATED
+    // A string of a shared record: 0 when the previous record has it,
+    // else its length plus one and its bytes.
+    let text = |out: &mut Vec<u8>, s: &str, before: Option<&str>| match before {
+        None => put_str(out, s),
+        Some(b) if b == s => out.push(0),
+        Some(_) => {
+            put_u64(out, s.len() as u64 + 1);
+            out.extend_from_slice(s.as_bytes());
+        }
+    };
+    let shared = prev.is_some();
+    if shared {
+        out.push(TAG_CDR_SHARED);
+        out.push(interface_code(*interface));
     } else {
-        TAG_CDR
-    });
+        out.push(if !interface.is_gy() {
+            TAG_CDR_INTERFACE
+        } else if labelled {
+            TAG_CDR_RATED
+        } else {
+            TAG_CDR
+        });
+    }
+    let labelled = labelled || shared;
     put_u64(out, *sequence);
-    put_str(out, node_id);
+    text(out, node_id, prev.map(|p| p.node_id.as_str()));
     out.push(match record_type {
         RecordType::Usage => 0,
         RecordType::SessionEnd => 1,
         RecordType::Event => 2,
     });
-    put_str(out, session_id);
+    text(out, session_id, prev.map(|p| p.session_id.as_str()));
     put_u64(out, account.0);
-    put_str(out, subscriber);
-    put_str(out, service_context);
+    text(out, subscriber, prev.map(|p| p.subscriber.as_str()));
+    text(
+        out,
+        service_context,
+        prev.map(|p| p.service_context.as_str()),
+    );
     put_opt_u32(out, *rating_group);
     put_opt_u32(out, *service_id);
     put_u64(out, (*request_number).into());
@@ -552,17 +596,17 @@ pub fn encode_cdr(out: &mut Vec<u8>, c: &Cdr) {
     put_opt_u32(out, *termination_cause);
     put_opt_u32(out, *reporting_reason);
     if labelled {
-        put_str(out, plan);
-        put_str(out, rate);
-        put_str(out, destination);
-        put_str(out, zone);
+        text(out, plan, prev.map(|p| p.plan.as_str()));
+        text(out, rate, prev.map(|p| p.rate.as_str()));
+        text(out, destination, prev.map(|p| p.destination.as_str()));
+        text(out, zone, prev.map(|p| p.zone.as_str()));
         out.push(match tariff_change {
             None => 0,
             Some(TariffChangeUsage::Before) => 1,
             Some(TariffChangeUsage::After) => 2,
         });
     }
-    if !interface.is_gy() {
+    if !interface.is_gy() && !shared {
         out.push(interface_code(*interface));
     }
 }
@@ -955,20 +999,74 @@ impl<'a> Decoder<'a> {
         Ok(())
     }
 
-    /// Decodes the next CDR record, borrowing its text from the buffer.
+    /// Decodes the next CDR record, borrowing its text from the buffer (a
+    /// record that stands alone: a [`TAG_CDR_SHARED`] record is an error
+    /// here; see [`Decoder::cdr_view_after`]).
     pub fn cdr_view(&mut self) -> Result<CdrView<'a>, DecodeError> {
+        self.cdr_view_after(None)
+    }
+
+    /// A string of a [`TAG_CDR_SHARED`] record: `prev`'s when the record
+    /// says it is the same.
+    fn shared_str(&mut self, prev: Option<&'a str>) -> Result<&'a str, DecodeError> {
+        let Some(prev) = prev else {
+            return self.str();
+        };
+        let at = self.pos;
+        let n = self.u64()?;
+        if n == 0 {
+            return Ok(prev);
+        }
+        let len = usize::try_from(n - 1).map_err(|_| DecodeError::OutOfRange {
+            what: "string length",
+            at,
+        })?;
+        let start = self.pos;
+        let end = start
+            .checked_add(len)
+            .filter(|&e| e <= self.buf.len())
+            .ok_or(DecodeError::UnexpectedEnd { at: self.buf.len() })?;
+        self.pos = end;
+        std::str::from_utf8(&self.buf[start..end])
+            .map_err(|_| DecodeError::InvalidUtf8 { at: start })
+    }
+
+    /// Decodes the next CDR record, which follows the record of `prev` in
+    /// its section (`None`: the first of its section), borrowing its text
+    /// from the buffer or from `prev`.
+    pub fn cdr_view_after(
+        &mut self,
+        prev: Option<&CdrView<'a>>,
+    ) -> Result<CdrView<'a>, DecodeError> {
         let mut c = CdrView::default();
         let at = self.pos;
         let tag = self.byte()?;
-        if tag != TAG_CDR && tag != TAG_CDR_RATED && tag != TAG_CDR_INTERFACE {
+        if tag != TAG_CDR
+            && tag != TAG_CDR_RATED
+            && tag != TAG_CDR_INTERFACE
+            && tag != TAG_CDR_SHARED
+        {
             return Err(DecodeError::UnknownTag {
                 what: "CDR tag",
                 value: tag.into(),
                 at,
             });
         }
+        let prev = match (tag == TAG_CDR_SHARED, prev) {
+            (false, _) => None,
+            (true, Some(p)) => Some(p),
+            (true, None) => {
+                return Err(DecodeError::OutOfRange {
+                    what: "CDR record sharing the strings of a record before it (it is the first)",
+                    at,
+                })
+            }
+        };
+        if prev.is_some() {
+            c.interface = self.interface()?;
+        }
         c.sequence = self.u64()?;
-        c.node_id = self.str()?;
+        c.node_id = self.shared_str(prev.map(|p| p.node_id))?;
         let at = self.pos;
         c.record_type = match self.byte()? {
             0 => RecordType::Usage,
@@ -982,10 +1080,10 @@ impl<'a> Decoder<'a> {
                 })
             }
         };
-        c.session_id = self.str()?;
+        c.session_id = self.shared_str(prev.map(|p| p.session_id))?;
         c.account = self.account()?;
-        c.subscriber = self.str()?;
-        c.service_context = self.str()?;
+        c.subscriber = self.shared_str(prev.map(|p| p.subscriber))?;
+        c.service_context = self.shared_str(prev.map(|p| p.service_context))?;
         c.rating_group = self.opt_u32("rating group")?;
         c.service_id = self.opt_u32("service id")?;
         c.request_number = self.u32("request number")?;
@@ -1038,10 +1136,10 @@ impl<'a> Decoder<'a> {
         c.termination_cause = self.opt_u32("termination cause")?;
         c.reporting_reason = self.opt_u32("reporting reason")?;
         if tag != TAG_CDR {
-            c.plan = self.str()?;
-            c.rate = self.str()?;
-            c.destination = self.str()?;
-            c.zone = self.str()?;
+            c.plan = self.shared_str(prev.map(|p| p.plan))?;
+            c.rate = self.shared_str(prev.map(|p| p.rate))?;
+            c.destination = self.shared_str(prev.map(|p| p.destination))?;
+            c.zone = self.shared_str(prev.map(|p| p.zone))?;
             let at = self.pos;
             c.tariff_change = match self.byte()? {
                 0 => None,
@@ -1056,11 +1154,11 @@ impl<'a> Decoder<'a> {
                 }
             };
         }
-        c.interface = if tag == TAG_CDR_INTERFACE {
-            self.interface()?
-        } else {
-            Interface::Gy
-        };
+        if tag == TAG_CDR_INTERFACE {
+            c.interface = self.interface()?;
+        } else if tag != TAG_CDR_SHARED {
+            c.interface = Interface::Gy;
+        }
         Ok(c)
     }
 
@@ -1567,6 +1665,88 @@ pub(crate) mod tests {
                 at
             })
         );
+    }
+
+    #[test]
+    fn a_record_after_another_shares_its_strings_and_reads_back_the_same() {
+        let (gy, alone) = gy_cdr();
+        let mut second = gy.clone();
+        second.sequence += 1;
+        second.rating_group = Some(20);
+        second.rate = "data-rg20".into();
+        second.interface = Interface::Nchf;
+        let mut section = alone.clone();
+        encode_cdr_after(&mut section, &second, Some(&gy));
+        let shared = &section[alone.len()..];
+        assert_eq!(shared[..2], [TAG_CDR_SHARED, 1], "tag, then the interface");
+        let mut by_itself = Vec::new();
+        encode_cdr(&mut by_itself, &second);
+        // Node id, Session-Id, subscriber, service context, plan,
+        // destination and zone: one byte each instead of the string.
+        let saved =
+            gy.node_id.len() + gy.session_id.len() + gy.subscriber.len() + gy.service_context.len();
+        assert_eq!(shared.len() + saved, by_itself.len());
+        let mut d = Decoder::new(&section);
+        let first = d.cdr_view_after(None).unwrap();
+        let next = d.cdr_view_after(Some(&first)).unwrap();
+        assert!(d.is_empty());
+        let mut back = Cdr::default();
+        back.set_from(&next);
+        assert_eq!(back, second);
+        // A section never starts with one: without the record before, it
+        // is an error at its offset, never a guess.
+        assert_eq!(
+            Decoder::new(shared).cdr_view().map(|_| ()),
+            Err(DecodeError::OutOfRange {
+                what: "CDR record sharing the strings of a record before it (it is the first)",
+                at: 0
+            })
+        );
+        // A changed string is written out.
+        let mut third = second.clone();
+        third.sequence += 1;
+        third.session_id = "other;1".into();
+        let mut b = Vec::new();
+        encode_cdr_after(&mut b, &third, Some(&second));
+        let back = Decoder::new(&b)
+            .cdr_view_after(Some(&second.view()))
+            .map(|v| {
+                let mut c = Cdr::default();
+                c.set_from(&v);
+                c
+            });
+        assert_eq!(back, Ok(third));
+    }
+
+    proptest! {
+        #[test]
+        fn sections_of_shared_records_read_back_record_for_record(
+            cdrs in proptest::collection::vec(cdr(), 1..6),
+            copy in any::<u8>(),
+        ) {
+            let mut cdrs = cdrs;
+            for i in 1..cdrs.len() {
+                let p = cdrs[i - 1].clone();
+                if copy & 1 != 0 { cdrs[i].session_id = p.session_id; }
+                if copy & 2 != 0 { cdrs[i].node_id = p.node_id; }
+                if copy & 4 != 0 { cdrs[i].plan = p.plan; }
+                if copy & 8 != 0 { cdrs[i].subscriber = p.subscriber; }
+            }
+            let mut section = Vec::new();
+            for (i, c) in cdrs.iter().enumerate() {
+                encode_cdr_after(&mut section, c, i.checked_sub(1).map(|j| &cdrs[j]));
+            }
+            let mut d = Decoder::new(&section);
+            let mut prev = None;
+            for c in &cdrs {
+                let v = d.cdr_view_after(prev.as_ref()).unwrap();
+                let mut back = Cdr::default();
+                back.set_from(&v);
+                prop_assert_eq!(&back, c);
+                prev = Some(v);
+            }
+            prop_assert!(d.is_empty());
+        }
     }
 
     #[test]

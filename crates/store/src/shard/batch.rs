@@ -4,7 +4,7 @@
 use super::answers::{nth_answer, AnswerRecordLen};
 use super::ShardStore;
 use crate::error::{Error, Result};
-use crate::record::{encode_cdr, encode_effect};
+use crate::record::{encode_cdr_after, encode_effect};
 use gyro_charging::{Cdr, Effect, Output};
 
 /// The records of one batch, encoded: the three sections of a journal
@@ -99,8 +99,13 @@ impl ShardStore {
             if self.pending.n_cdrs == 0 {
                 self.pending.first_cdr = next;
             }
+            // The CDRs of one call (one request's) share their session's
+            // strings; each call's first CDR stands alone, so sections
+            // joined end to end (`prepend_to`) still read from their start.
+            let mut prev = None;
             for c in cdrs {
-                encode_cdr(&mut self.pending.cdrs, c);
+                encode_cdr_after(&mut self.pending.cdrs, c, prev);
+                prev = Some(c);
             }
         }
         self.pending.n_effects += effects.len() as u32;

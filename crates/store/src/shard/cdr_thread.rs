@@ -82,20 +82,37 @@ pub(super) fn encode_lines(
     let mut enc = LineEncoder::new(format);
     let mut pos = 0usize;
     let mut k = 0u64;
+    // The strings of the record before, which a record may share.
+    let mut prev = cdr_json::Strings::default();
     while pos < cdrs.len() {
         let expected = first.wrapping_add(k);
         let fast = match format {
-            CdrFormat::JsonLines => cdr_json::json_line(&cdrs[pos..], line, out),
+            CdrFormat::JsonLines => cdr_json::json_line(&cdrs[pos..], line, out, &mut prev),
             CdrFormat::Csv => None,
         };
         let (sequence, len) = match fast {
             Some(read) => read,
             None => {
+                let before = previous_view(&prev).map_err(|e| bad(pos, e))?;
                 let mut d = Decoder::new(&cdrs[pos..]);
-                let c = d.cdr_view().map_err(|e| bad(pos, e))?;
+                let c = d.cdr_view_after(before.as_ref()).map_err(|e| bad(pos, e))?;
                 if c.sequence == expected {
                     enc.line(&c, out)?;
                 }
+                prev = cdr_json::Strings {
+                    have: true,
+                    text: [
+                        c.node_id,
+                        c.session_id,
+                        c.subscriber,
+                        c.service_context,
+                        c.plan,
+                        c.rate,
+                        c.destination,
+                        c.zone,
+                    ]
+                    .map(str::as_bytes),
+                };
                 (c.sequence, d.position())
             }
         };
@@ -123,6 +140,30 @@ pub(super) fn encode_lines(
         ));
     }
     Ok(())
+}
+
+/// The record before, as the decoder takes it (its strings alone; `None`
+/// before a section's first record).
+fn previous_view<'a>(
+    prev: &cdr_json::Strings<'a>,
+) -> std::result::Result<Option<CdrView<'a>>, DecodeError> {
+    if !prev.have {
+        return Ok(None);
+    }
+    let text = |s: &'a [u8]| std::str::from_utf8(s).map_err(|_| DecodeError::InvalidUtf8 { at: 0 });
+    let [node_id, session_id, subscriber, service_context, plan, rate, destination, zone] =
+        prev.text;
+    Ok(Some(CdrView {
+        node_id: text(node_id)?,
+        session_id: text(session_id)?,
+        subscriber: text(subscriber)?,
+        service_context: text(service_context)?,
+        plan: text(plan)?,
+        rate: text(rate)?,
+        destination: text(destination)?,
+        zone: text(zone)?,
+        ..CdrView::default()
+    }))
 }
 
 /// A message to the CDR writer.
@@ -579,8 +620,8 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::encode_cdr;
     use crate::record::tests::{cdr, plain_cdr};
+    use crate::record::{encode_cdr, encode_cdr_after};
     use gyro_charging::Cdr;
     use proptest::prelude::*;
 
@@ -594,13 +635,43 @@ mod tests {
         out
     }
 
+    /// A section as the store writes one: the records numbered from
+    /// `first`, each after the first sharing the strings it has in common
+    /// with the one before it.
     fn numbered(mut cdrs: Vec<Cdr>, first: u64) -> (Vec<Cdr>, Vec<u8>) {
         let mut section = Vec::new();
         for (i, c) in cdrs.iter_mut().enumerate() {
             c.sequence = first.wrapping_add(i as u64);
-            encode_cdr(&mut section, c);
+        }
+        for (i, c) in cdrs.iter().enumerate() {
+            encode_cdr_after(&mut section, c, i.checked_sub(1).map(|j| &cdrs[j]));
         }
         (cdrs, section)
+    }
+
+    /// The records with every other one taking the strings of the one
+    /// before it (the CDRs of one request share their session's).
+    fn sharing(mut cdrs: Vec<Cdr>, which: u8) -> Vec<Cdr> {
+        for i in (1..cdrs.len()).step_by(2) {
+            let p = cdrs[i - 1].clone();
+            let c = &mut cdrs[i];
+            let fields: [(&mut String, &String); 8] = [
+                (&mut c.node_id, &p.node_id),
+                (&mut c.session_id, &p.session_id),
+                (&mut c.subscriber, &p.subscriber),
+                (&mut c.service_context, &p.service_context),
+                (&mut c.plan, &p.plan),
+                (&mut c.rate, &p.rate),
+                (&mut c.destination, &p.destination),
+                (&mut c.zone, &p.zone),
+            ];
+            for (k, (to, from)) in fields.into_iter().enumerate() {
+                if which & (1 << k) != 0 {
+                    to.clone_from(from);
+                }
+            }
+        }
+        cdrs
     }
 
     #[test]
@@ -623,7 +694,12 @@ mod tests {
         let (cdrs, section) = numbered(vec![c], 12);
         let mut out = Vec::new();
         assert_eq!(
-            cdr_json::json_line(&section, &mut cdr_json::Line::new(), &mut out),
+            cdr_json::json_line(
+                &section,
+                &mut cdr_json::Line::new(),
+                &mut out,
+                &mut cdr_json::Strings::default()
+            ),
             Some((12, section.len()))
         );
         assert_eq!(out, decoded_lines(CdrFormat::JsonLines, &cdrs));
@@ -631,13 +707,18 @@ mod tests {
         let mut long = cdrs[0].clone();
         long.session_id = "s".repeat(5000);
         let (cdrs, section) = numbered(vec![cdrs[0].clone(), long], 12);
-        let first_len = section.len() - {
+        let first_len = {
             let mut b = Vec::new();
-            encode_cdr(&mut b, &cdrs[1]);
+            encode_cdr(&mut b, &cdrs[0]);
             b.len()
         };
+        let mut prev = cdr_json::Strings::default();
+        let mut first_line = Vec::new();
+        let line = &mut cdr_json::Line::new();
+        assert!(cdr_json::json_line(&section, line, &mut first_line, &mut prev).is_some());
+        assert_eq!(section[first_len], crate::record::TAG_CDR_SHARED);
         assert_eq!(
-            cdr_json::json_line(&section[first_len..], &mut cdr_json::Line::new(), &mut out),
+            cdr_json::json_line(&section[first_len..], line, &mut out, &mut prev),
             None
         );
         out.clear();
@@ -658,8 +739,9 @@ mod tests {
         fn json_lines_from_records_are_the_bytes_of_the_decoded_records(
             cdrs in proptest::collection::vec(prop_oneof![plain_cdr(), cdr()], 1..8),
             first in any::<u64>(),
+            shared in any::<u8>(),
         ) {
-            let (cdrs, section) = numbered(cdrs, first);
+            let (cdrs, section) = numbered(sharing(cdrs, shared), first);
             for format in [CdrFormat::JsonLines, CdrFormat::Csv] {
                 let mut out = b"kept".to_vec();
                 encode_lines(format, &section, cdrs.len() as u32, first, &mut cdr_json::Line::new(), &mut out).unwrap();
@@ -677,8 +759,9 @@ mod tests {
             cdrs in proptest::collection::vec(plain_cdr(), 1..4),
             cut in any::<prop::sample::Index>(),
             flip in any::<(prop::sample::Index, u8)>(),
+            shared in any::<u8>(),
         ) {
-            let (cdrs, section) = numbered(cdrs, 7);
+            let (cdrs, section) = numbered(sharing(cdrs, shared), 7);
             let n = cdrs.len() as u32;
             let mut out = Vec::new();
             let at = cut.index(section.len());
