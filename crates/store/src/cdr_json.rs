@@ -71,6 +71,22 @@ impl<'a> Cursor<'a> {
         }
     }
 
+    /// A string of a tag 67 record: `prev` when the record says it is the
+    /// same (a varint 0), else its length plus one and its bytes.
+    #[inline(always)]
+    fn shared(&mut self, prev: &'a [u8]) -> Option<&'a [u8]> {
+        match self.u64()? {
+            0 => Some(prev),
+            n => {
+                let n = usize::try_from(n - 1).ok()?;
+                let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len())?;
+                let b = &self.buf[self.pos..end];
+                self.pos = end;
+                Some(b)
+            }
+        }
+    }
+
     #[inline(always)]
     fn bytes(&mut self) -> Option<&'a [u8]> {
         let n = usize::try_from(self.u64()?).ok()?;
@@ -341,28 +357,21 @@ fn line<'a>(
     };
     let mut text: [&'a [u8]; 8] = [b""; 8];
     // String `i` of the record: the previous record's when it says so.
-    let mut string = |c: &mut Cursor<'a>, i: usize| -> Option<&'a [u8]> {
-        let s = if !shared {
-            c.bytes()?
-        } else {
-            match c.u64()? {
-                0 => prev.text[i],
-                n => {
-                    let n = usize::try_from(n - 1).ok()?;
-                    let end = c.pos.checked_add(n).filter(|&e| e <= c.buf.len())?;
-                    let b = &c.buf[c.pos..end];
-                    c.pos = end;
-                    b
-                }
-            }
-        };
-        text[i] = s;
-        Some(s)
-    };
+    macro_rules! string {
+        ($i:literal) => {{
+            let s = if !shared {
+                c.bytes()?
+            } else {
+                c.shared(prev.text[$i])?
+            };
+            text[$i] = s;
+            s
+        }};
+    }
     let sequence = c.u64()?;
     l.put(b"{\"sequence\":")?;
     l.u64(sequence)?;
-    l.member_str(key!("node_id"), string(&mut c, 0)?)?;
+    l.member_str(key!("node_id"), string!(0))?;
     let record_type = match c.byte()? {
         0 => RecordType::Usage,
         1 => RecordType::SessionEnd,
@@ -370,10 +379,10 @@ fn line<'a>(
         _ => return None,
     };
     l.member_word(key!("record_type"), record_type.as_str())?;
-    l.member_str(key!("session_id"), string(&mut c, 1)?)?;
+    l.member_str(key!("session_id"), string!(1))?;
     l.member_u64(key!("account"), c.u64()?)?;
-    l.member_str(key!("subscriber"), string(&mut c, 2)?)?;
-    l.member_str(key!("service_context"), string(&mut c, 3)?)?;
+    l.member_str(key!("subscriber"), string!(2))?;
+    l.member_str(key!("service_context"), string!(3))?;
     l.member_word(key!("interface"), interface)?;
     if let Some(v) = c.opt_u32()? {
         l.member_u64(key!("rating_group"), v.into())?;
@@ -451,7 +460,7 @@ fn line<'a>(
     if tag != TAG_CDR {
         macro_rules! label {
             ($name:literal, $i:literal) => {
-                let s = string(&mut c, $i)?;
+                let s = string!($i);
                 if !s.is_empty() {
                     l.member_str(key!($name), s)?;
                 }

@@ -449,6 +449,22 @@ fn put_bundle(out: &mut Vec<u8>, b: &Bundle) {
     }
 }
 
+/// A string of a CDR record: as it is in a record that stands alone
+/// (`before` is `None`); in a [`TAG_CDR_SHARED`] record `0` when the
+/// record before has the same (`before`), else its length plus one and
+/// its bytes.
+#[inline(always)]
+fn put_text(out: &mut Vec<u8>, s: &str, before: Option<&str>) {
+    match before {
+        None => put_str(out, s),
+        Some(b) if b == s => out.push(0),
+        Some(_) => {
+            put_u64(out, s.len() as u64 + 1);
+            out.extend_from_slice(s.as_bytes());
+        }
+    }
+}
+
 fn put_opt_session(out: &mut Vec<u8>, s: Option<SessionKey>) {
     match s {
         None => out.push(0),
@@ -515,16 +531,6 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: Option<&Cdr>) {
         || !zone.is_empty()
         || tariff_change.is_some()
         || !interface.is_gy();
-    // A string of a shared record: 0 when the previous record has it,
-    // else its length plus one and its bytes.
-    let text = |out: &mut Vec<u8>, s: &str, before: Option<&str>| match before {
-        None => put_str(out, s),
-        Some(b) if b == s => out.push(0),
-        Some(_) => {
-            put_u64(out, s.len() as u64 + 1);
-            out.extend_from_slice(s.as_bytes());
-        }
-    };
     let shared = prev.is_some();
     if shared {
         out.push(TAG_CDR_SHARED);
@@ -540,16 +546,16 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: Option<&Cdr>) {
     }
     let labelled = labelled || shared;
     put_u64(out, *sequence);
-    text(out, node_id, prev.map(|p| p.node_id.as_str()));
+    put_text(out, node_id, prev.map(|p| p.node_id.as_str()));
     out.push(match record_type {
         RecordType::Usage => 0,
         RecordType::SessionEnd => 1,
         RecordType::Event => 2,
     });
-    text(out, session_id, prev.map(|p| p.session_id.as_str()));
+    put_text(out, session_id, prev.map(|p| p.session_id.as_str()));
     put_u64(out, account.0);
-    text(out, subscriber, prev.map(|p| p.subscriber.as_str()));
-    text(
+    put_text(out, subscriber, prev.map(|p| p.subscriber.as_str()));
+    put_text(
         out,
         service_context,
         prev.map(|p| p.service_context.as_str()),
@@ -596,10 +602,10 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: Option<&Cdr>) {
     put_opt_u32(out, *termination_cause);
     put_opt_u32(out, *reporting_reason);
     if labelled {
-        text(out, plan, prev.map(|p| p.plan.as_str()));
-        text(out, rate, prev.map(|p| p.rate.as_str()));
-        text(out, destination, prev.map(|p| p.destination.as_str()));
-        text(out, zone, prev.map(|p| p.zone.as_str()));
+        put_text(out, plan, prev.map(|p| p.plan.as_str()));
+        put_text(out, rate, prev.map(|p| p.rate.as_str()));
+        put_text(out, destination, prev.map(|p| p.destination.as_str()));
+        put_text(out, zone, prev.map(|p| p.zone.as_str()));
         out.push(match tariff_change {
             None => 0,
             Some(TariffChangeUsage::Before) => 1,
