@@ -232,6 +232,11 @@
 //!   typical CCR-Update (session touched, charged, released, reserved, one
 //!   usage CDR) is 155 bytes of journal records (51 of effects, 104 of
 //!   CDR) plus its answer record, against 1,386 bytes of JSON before.
+//!   Measured over a whole run of `gyro load`'s data scenario (one
+//!   CCR-Initial, three CCR-Updates and a CCR-Terminate per session, two
+//!   rating groups): 469 bytes of journal per answer (92 of effects, 280
+//!   of CDRs, 96 of answer records), 385 since a CDR shares its session's
+//!   strings with the CDR before it in its section (195 of CDRs).
 //! * `examples/startup.rs`: 1,000,000 accounts (a 168 MiB snapshot) and
 //!   10,000,000 journaled effects with 3.6 million CDRs (3.25 GiB of
 //!   journal): a restart that replays all of it takes 12.7 s; after a
