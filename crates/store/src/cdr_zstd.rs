@@ -1,8 +1,8 @@
 //! zstd-compressed CDR files: a file is a sequence of complete,
 //! independent zstd frames, each holding whole lines (concatenated frames
 //! are one valid zstd stream, so `zstd -d` gives the lines). The writer
-//! ends a frame every [`FRAME_INPUT`] bytes of lines, when its oldest line
-//! waited [`FRAME_DELAY_MS`], and before every fsync of the file; lines
+//! ends a frame every 256 KiB of lines (`FRAME_INPUT`), when its oldest line
+//! waited a second (`FRAME_DELAY_MS`), and before every fsync of the file; lines
 //! not yet in a finished frame live only in memory (the journal holds
 //! them, and opening the store writes them again).
 //!
@@ -23,7 +23,7 @@ pub(crate) const FRAME_DELAY_MS: u64 = 1000;
 
 /// Most content one frame may decode to when a file is read back; a frame
 /// claiming more is treated as damaged (gyro's frames are at most
-/// [`FRAME_INPUT`] plus one batch of lines).
+/// `FRAME_INPUT` (256 KiB) plus one batch of lines).
 pub const MAX_FRAME_CONTENT: usize = 256 << 20;
 
 /// One complete frame of a compressed CDR file.
