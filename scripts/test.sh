@@ -87,9 +87,9 @@ step "go test (interop programs)"
 (cd interop/go-diameter && go vet ./... && go test ./...)
 
 # --- fuzz smoke -----------------------------------------------------------
-if [ "${GYRO_FUZZ_SECONDS:-10}" != "0" ] && [ -x scripts/fuzz-smoke.sh ]; then
-    step "fuzz targets, ${GYRO_FUZZ_SECONDS:-10}s each"
-    scripts/fuzz-smoke.sh "${GYRO_FUZZ_SECONDS:-10}"
+if [ "${GYRO_FUZZ_SECONDS:-8}" != "0" ] && [ -x scripts/fuzz-smoke.sh ]; then
+    step "fuzz targets, ${GYRO_FUZZ_SECONDS:-8}s each"
+    scripts/fuzz-smoke.sh "${GYRO_FUZZ_SECONDS:-8}"
 fi
 
 step "all tests passed"
