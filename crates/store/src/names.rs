@@ -10,9 +10,6 @@ use std::path::Path;
 /// sequence order as plain strings for the first 10^16 records.
 pub const SEQ_DIGITS: usize = 16;
 
-/// Suffix of a JSON Lines CDR file that is still being written.
-pub const PART_SUFFIX: &str = ".jsonl.part";
-
 /// Suffix of a closed JSON Lines CDR file.
 pub const FINAL_SUFFIX: &str = ".jsonl";
 
@@ -34,14 +31,6 @@ impl CdrFormat {
         match self {
             CdrFormat::JsonLines => FINAL_SUFFIX,
             CdrFormat::Csv => ".csv",
-        }
-    }
-
-    /// Suffix of the file being written.
-    pub fn part_suffix(self) -> &'static str {
-        match self {
-            CdrFormat::JsonLines => PART_SUFFIX,
-            CdrFormat::Csv => ".csv.part",
         }
     }
 
@@ -108,18 +97,14 @@ impl CdrCompression {
 /// numbers zero-padded to [`SEQ_DIGITS`], the time (UTC) when it was
 /// closed.
 pub fn final_name(shard: usize, first: u64, last: u64, closed: Timestamp) -> String {
-    final_name_as(shard, first, last, closed, CdrFormat::JsonLines)
-}
-
-/// [`final_name`] for a file of the given format.
-pub fn final_name_as(
-    shard: usize,
-    first: u64,
-    last: u64,
-    closed: Timestamp,
-    format: CdrFormat,
-) -> String {
-    final_name_of(shard, first, last, closed, format, CdrCompression::None)
+    final_name_of(
+        shard,
+        first,
+        last,
+        closed,
+        CdrFormat::JsonLines,
+        CdrCompression::None,
+    )
 }
 
 /// [`final_name`] for a file of the given format and compression
@@ -144,12 +129,7 @@ pub fn final_name_of(
 /// The name of the CDR file being written, whose first record has sequence
 /// number `first`: `cdr-s<shard>-<first>.jsonl.part`.
 pub fn part_name(shard: usize, first: u64) -> String {
-    part_name_as(shard, first, CdrFormat::JsonLines)
-}
-
-/// [`part_name`] for a file of the given format.
-pub fn part_name_as(shard: usize, first: u64, format: CdrFormat) -> String {
-    part_name_of(shard, first, format, CdrCompression::None)
+    part_name_of(shard, first, CdrFormat::JsonLines, CdrCompression::None)
 }
 
 /// [`part_name`] for a file of the given format and compression
