@@ -12,8 +12,8 @@
 //! reports what is wrong). A record that shares strings with the one
 //! before it (tag 67) takes them from the [`Strings`] of that record.
 
-use crate::record::{TAG_CDR, TAG_CDR_RATED, TAG_CDR_SHARED};
-use gyro_charging::{ClosingCause, RecordType, TariffChangeUsage};
+use crate::record::{DecodeError, TAG_CDR, TAG_CDR_RATED, TAG_CDR_SHARED};
+use gyro_charging::{CdrView, ClosingCause, RecordType, TariffChangeUsage};
 
 /// `,"name":`: a member's separator and key, spelled out at compile time.
 macro_rules! key {
@@ -316,6 +316,50 @@ pub(crate) struct Strings<'a> {
     pub have: bool,
     /// The strings, in the order above.
     pub text: [&'a [u8]; 8],
+}
+
+impl<'a> Strings<'a> {
+    /// The strings of a decoded record.
+    pub(crate) fn of(c: &CdrView<'a>) -> Strings<'a> {
+        Strings {
+            have: true,
+            text: [
+                c.node_id,
+                c.session_id,
+                c.subscriber,
+                c.service_context,
+                c.plan,
+                c.rate,
+                c.destination,
+                c.zone,
+            ]
+            .map(str::as_bytes),
+        }
+    }
+
+    /// The record they are of as the decoder takes the record before a
+    /// shared one (its strings alone); `None` before a section's first
+    /// record.
+    pub(crate) fn view(&self) -> Result<Option<CdrView<'a>>, DecodeError> {
+        if !self.have {
+            return Ok(None);
+        }
+        let text =
+            |s: &'a [u8]| std::str::from_utf8(s).map_err(|_| DecodeError::InvalidUtf8 { at: 0 });
+        let [node_id, session_id, subscriber, service_context, plan, rate, destination, zone] =
+            self.text;
+        Ok(Some(CdrView {
+            node_id: text(node_id)?,
+            session_id: text(session_id)?,
+            subscriber: text(subscriber)?,
+            service_context: text(service_context)?,
+            plan: text(plan)?,
+            rate: text(rate)?,
+            destination: text(destination)?,
+            zone: text(zone)?,
+            ..CdrView::default()
+        }))
+    }
 }
 
 /// Appends the JSON line of the CDR record at the start of `rec` to `out`

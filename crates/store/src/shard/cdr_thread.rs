@@ -17,7 +17,7 @@ use crate::cdr_file::CdrWriter;
 use crate::cdr_json;
 use crate::error::{io_err, Error, Result};
 use crate::names::CdrFormat;
-use crate::record::{DecodeError, Decoder};
+use crate::record::{DecodeError, Decoder, TAG_CDR_SHARED};
 use gyro_charging::{CdrView, Timestamp};
 use std::fs::File;
 use std::path::PathBuf;
@@ -93,26 +93,18 @@ pub(super) fn encode_lines(
         let (sequence, len) = match fast {
             Some(read) => read,
             None => {
-                let before = previous_view(&prev).map_err(|e| bad(pos, e))?;
+                // The record before is needed only by a record that
+                // shares its strings.
+                let before = match cdrs[pos] == TAG_CDR_SHARED {
+                    true => prev.view().map_err(|e| bad(pos, e))?,
+                    false => None,
+                };
                 let mut d = Decoder::new(&cdrs[pos..]);
                 let c = d.cdr_view_after(before.as_ref()).map_err(|e| bad(pos, e))?;
                 if c.sequence == expected {
                     enc.line(&c, out)?;
                 }
-                prev = cdr_json::Strings {
-                    have: true,
-                    text: [
-                        c.node_id,
-                        c.session_id,
-                        c.subscriber,
-                        c.service_context,
-                        c.plan,
-                        c.rate,
-                        c.destination,
-                        c.zone,
-                    ]
-                    .map(str::as_bytes),
-                };
+                prev = cdr_json::Strings::of(&c);
                 (c.sequence, d.position())
             }
         };
@@ -140,30 +132,6 @@ pub(super) fn encode_lines(
         ));
     }
     Ok(())
-}
-
-/// The record before, as the decoder takes it (its strings alone; `None`
-/// before a section's first record).
-fn previous_view<'a>(
-    prev: &cdr_json::Strings<'a>,
-) -> std::result::Result<Option<CdrView<'a>>, DecodeError> {
-    if !prev.have {
-        return Ok(None);
-    }
-    let text = |s: &'a [u8]| std::str::from_utf8(s).map_err(|_| DecodeError::InvalidUtf8 { at: 0 });
-    let [node_id, session_id, subscriber, service_context, plan, rate, destination, zone] =
-        prev.text;
-    Ok(Some(CdrView {
-        node_id: text(node_id)?,
-        session_id: text(session_id)?,
-        subscriber: text(subscriber)?,
-        service_context: text(service_context)?,
-        plan: text(plan)?,
-        rate: text(rate)?,
-        destination: text(destination)?,
-        zone: text(zone)?,
-        ..CdrView::default()
-    }))
 }
 
 /// A message to the CDR writer.
