@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use gyro_charging::Timestamp;
+use gyro_charging::{Engine, Timestamp};
 use gyro_store::cdr_tool::{self, Follower, Format};
 use gyro_store::names::CdrName;
 use gyro_store::*;
@@ -193,17 +193,25 @@ fn a_quiet_servers_open_file_is_readable_after_a_second() {
     assert_eq!((files[0].records, files[0].partial_bytes), (n, 0));
 }
 
-#[test]
-fn a_torn_frame_is_cut_and_its_records_are_written_again_from_the_journal() {
-    let dir = tempfile::tempdir().unwrap();
-    let opts = zstd_options();
-    let (mut store, mut engine, _) = open(dir.path(), opts.clone(), T0);
+/// A store of `opts` whose open file holds one finished frame (rounds 0
+/// and 1, ended a second later): the store, its engine, the open file and
+/// the frame's length.
+fn one_frame(dir: &Path, opts: &StoreOptions) -> (ShardStore, Engine, PathBuf, usize) {
+    let (mut store, mut engine, _) = open(dir, opts.clone(), T0);
     run(&mut engine, &mut store, &round(0), T0);
     run(&mut engine, &mut store, &round(1), T0);
     store.tick(T0.plus_secs(2)).unwrap();
     let part = store.cdr_path().to_path_buf();
     let first_frame = std::fs::read(&part).unwrap().len();
     assert!(first_frame > 0);
+    (store, engine, part, first_frame)
+}
+
+#[test]
+fn a_torn_frame_is_cut_and_its_records_are_written_again_from_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = zstd_options();
+    let (mut store, mut engine, part, first_frame) = one_frame(dir.path(), &opts);
     run(&mut engine, &mut store, &round(2), T0.plus_secs(2));
     let n = store.next_cdr_sequence() - 1;
     drop(store); // the last frame is written on the way out
@@ -240,12 +248,8 @@ fn a_torn_frame_is_cut_and_its_records_are_written_again_from_the_journal() {
 fn records_the_journal_never_made_durable_are_cut_from_inside_a_frame() {
     let dir = tempfile::tempdir().unwrap();
     let opts = zstd_options();
-    let (mut store, mut engine, _) = open(dir.path(), opts.clone(), T0);
-    run(&mut engine, &mut store, &round(0), T0);
-    run(&mut engine, &mut store, &round(1), T0);
-    store.tick(T0.plus_secs(2)).unwrap();
-    let part = store.cdr_path().to_path_buf();
-    let first_frame = std::fs::read(&part).unwrap().len() as u64;
+    let (mut store, mut engine, part, first_frame) = one_frame(dir.path(), &opts);
+    let first_frame = first_frame as u64;
     run(&mut engine, &mut store, &round(2), T0.plus_secs(2));
     let durable = store.next_cdr_sequence();
     let journal = journal_path(dir.path());
