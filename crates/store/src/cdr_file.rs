@@ -196,14 +196,6 @@ struct Kept {
     cut_bytes: u64,
 }
 
-fn is_zstd(path: &Path) -> bool {
-    CdrCompression::of_name(&path.file_name().unwrap_or_default().to_string_lossy()).is_zstd()
-}
-
-fn format_of(path: &Path) -> CdrFormat {
-    CdrFormat::of_name(&path.file_name().unwrap_or_default().to_string_lossy())
-}
-
 /// Reads an open file starting at sequence `first` and finds what to keep:
 /// its whole lines (compressed: the lines of its complete frames) in
 /// sequence, at most up to `limit` (the journal's next sequence number).
@@ -214,7 +206,7 @@ fn examine(path: &Path, first: u64, limit: Option<u64>, fast: bool) -> Result<Ke
         Some(l) => records.min(l.saturating_sub(first)),
         None => records,
     };
-    if !is_zstd(path) {
+    if !CdrCompression::of_path(path).is_zstd() {
         let v = if fast {
             valid_prefix_fast(&data, first)
         } else {
@@ -319,7 +311,10 @@ impl CdrWriter {
         }
         parts.sort();
         let mut dir_changed = false;
-        let other_kind = |p: &Path| format_of(p) != format || is_zstd(p) != compression.is_zstd();
+        let other_kind = |p: &Path| {
+            CdrFormat::of_path(p) != format
+                || CdrCompression::of_path(p).is_zstd() != compression.is_zstd()
+        };
         // Older open files are left over from a rotation interrupted after
         // the new file was created: they are complete; close them. So is an
         // open file of another format or compression than the configured
@@ -339,7 +334,7 @@ impl CdrWriter {
             if kept.records == 0 {
                 std::fs::remove_file(&path).map_err(io_err("remove", &path))?;
             } else {
-                let its = if is_zstd(&path) {
+                let its = if CdrCompression::of_path(&path).is_zstd() {
                     CdrCompression::Zstd { level }
                 } else {
                     CdrCompression::None
@@ -349,7 +344,7 @@ impl CdrWriter {
                     first,
                     first + kept.records - 1,
                     now,
-                    format_of(&path),
+                    CdrFormat::of_path(&path),
                     its,
                 ));
                 std::fs::rename(&path, &to).map_err(io_err("rename", &path))?;

@@ -163,8 +163,7 @@ fn read_from(path: &Path, offset: u64) -> Result<Chunk> {
     let mut data = Vec::new();
     f.read_to_end(&mut data).map_err(io_err("read", path))?;
     let bytes = data.len() as u64;
-    let name = path.file_name().unwrap_or_default().to_string_lossy();
-    if !CdrCompression::of_name(&name).is_zstd() {
+    if !CdrCompression::of_path(path).is_zstd() {
         return Ok(Chunk {
             lines: data,
             bytes,

@@ -34,6 +34,11 @@ impl CdrFormat {
         }
     }
 
+    /// The format of the CDR file at `path`, by its name.
+    pub fn of_path(path: &Path) -> CdrFormat {
+        CdrFormat::of_name(&path.file_name().unwrap_or_default().to_string_lossy())
+    }
+
     /// The format of a CDR file, by its name.
     pub fn of_name(name: &str) -> CdrFormat {
         let name = name.strip_suffix(".part").unwrap_or(name);
@@ -76,6 +81,11 @@ impl CdrCompression {
         } else {
             CdrCompression::None
         }
+    }
+
+    /// The compression of the CDR file at `path`, by its name.
+    pub fn of_path(path: &Path) -> CdrCompression {
+        CdrCompression::of_name(&path.file_name().unwrap_or_default().to_string_lossy())
     }
 
     /// Whether files are compressed (any level).
