@@ -77,19 +77,20 @@ impl<'a> Cursor<'a> {
     fn shared(&mut self, prev: &'a [u8]) -> Option<&'a [u8]> {
         match self.u64()? {
             0 => Some(prev),
-            n => {
-                let n = usize::try_from(n - 1).ok()?;
-                let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len())?;
-                let b = &self.buf[self.pos..end];
-                self.pos = end;
-                Some(b)
-            }
+            n => self.take(n - 1),
         }
     }
 
     #[inline(always)]
     fn bytes(&mut self) -> Option<&'a [u8]> {
-        let n = usize::try_from(self.u64()?).ok()?;
+        let n = self.u64()?;
+        self.take(n)
+    }
+
+    /// The next `n` bytes.
+    #[inline(always)]
+    fn take(&mut self, n: u64) -> Option<&'a [u8]> {
+        let n = usize::try_from(n).ok()?;
         let end = self.pos.checked_add(n).filter(|&e| e <= self.buf.len())?;
         let b = &self.buf[self.pos..end];
         self.pos = end;

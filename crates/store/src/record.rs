@@ -617,6 +617,19 @@ pub fn encode_cdr_after(out: &mut Vec<u8>, c: &Cdr, prev: Option<&Cdr>) {
     }
 }
 
+/// `b`, a string read at offset `at`, as text.
+fn text(b: &[u8], at: usize) -> Result<&str, DecodeError> {
+    if b.is_ascii() {
+        // SAFETY: ASCII bytes are valid UTF-8. Nearly every string of a
+        // journal (Session-Ids, identities, names) is ASCII, and the
+        // word-at-a-time ASCII test costs a fraction of the general
+        // validation on such short strings (the CDR writer decodes about
+        // fifteen per CCR-Update).
+        return Ok(unsafe { std::str::from_utf8_unchecked(b) });
+    }
+    std::str::from_utf8(b).map_err(|_| DecodeError::InvalidUtf8 { at })
+}
+
 /// Reads records from a buffer.
 #[derive(Debug, Clone)]
 pub struct Decoder<'a> {
@@ -691,6 +704,11 @@ impl<'a> Decoder<'a> {
 
     fn bytes(&mut self) -> Result<&'a [u8], DecodeError> {
         let n = self.u64()?;
+        self.take(n)
+    }
+
+    /// The next `n` bytes.
+    fn take(&mut self, n: u64) -> Result<&'a [u8], DecodeError> {
         let at = self.pos;
         let end = usize::try_from(n)
             .ok()
@@ -704,15 +722,7 @@ impl<'a> Decoder<'a> {
     fn str(&mut self) -> Result<&'a str, DecodeError> {
         let at = self.pos;
         let b = self.bytes()?;
-        if b.is_ascii() {
-            // SAFETY: ASCII bytes are valid UTF-8. Nearly every string of
-            // a journal (Session-Ids, identities, names) is ASCII, and the
-            // word-at-a-time ASCII test costs a fraction of the general
-            // validation on such short strings (the CDR writer decodes
-            // about fifteen per CCR-Update).
-            return Ok(unsafe { std::str::from_utf8_unchecked(b) });
-        }
-        std::str::from_utf8(b).map_err(|_| DecodeError::InvalidUtf8 { at })
+        text(b, at)
     }
 
     fn opt_u32(&mut self, what: &'static str) -> Result<Option<u32>, DecodeError> {
@@ -1019,22 +1029,13 @@ impl<'a> Decoder<'a> {
             return self.str();
         };
         let at = self.pos;
-        let n = self.u64()?;
-        if n == 0 {
-            return Ok(prev);
+        match self.u64()? {
+            0 => Ok(prev),
+            n => {
+                let b = self.take(n - 1)?;
+                text(b, at)
+            }
         }
-        let len = usize::try_from(n - 1).map_err(|_| DecodeError::OutOfRange {
-            what: "string length",
-            at,
-        })?;
-        let start = self.pos;
-        let end = start
-            .checked_add(len)
-            .filter(|&e| e <= self.buf.len())
-            .ok_or(DecodeError::UnexpectedEnd { at: self.buf.len() })?;
-        self.pos = end;
-        std::str::from_utf8(&self.buf[start..end])
-            .map_err(|_| DecodeError::InvalidUtf8 { at: start })
     }
 
     /// Decodes the next CDR record, which follows the record of `prev` in
