@@ -642,24 +642,34 @@ impl CdrWriter {
             self.format,
             self.compression,
         ));
-        std::fs::rename(&self.path, &to).map_err(io_err("rename", &self.path))?;
-        self.file = None;
-        self.first = self.next;
-        self.len = 0;
-        self.wb = WriteBehind::default();
-        self.opened_at = None;
-        self.path = self.dir.join(part_name_of(
+        // The next open file exists before this one is renamed: a crash at
+        // any point leaves an open file where numbering goes on (and this
+        // one, complete, either closed or still open beside it; `open`
+        // closes it). Renaming first left a moment with no open file, after
+        // which a restart started at the journal's next number and the
+        // journaled records the writer had not reached yet were never
+        // written.
+        let next_path = self.dir.join(part_name_of(
             self.shard,
-            self.first,
+            self.next,
             self.format,
             self.compression,
         ));
         let f = OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&self.path)
-            .map_err(io_err("create", &self.path))?;
+            .open(&next_path)
+            .map_err(io_err("create", &next_path))?;
+        if let Err(e) = std::fs::rename(&self.path, &to) {
+            let _ = std::fs::remove_file(&next_path);
+            return Err(io_err("rename", &self.path)(e));
+        }
         self.file = Some(f);
+        self.path = next_path;
+        self.first = self.next;
+        self.len = 0;
+        self.wb = WriteBehind::default();
+        self.opened_at = None;
         sync_dir(&self.dir)?;
         Ok(Some(to))
     }

@@ -458,3 +458,33 @@ fn compressed_csv_files_hold_exactly_the_lines_of_plain_csv_files() {
     assert_eq!(format!("{pa}.zst"), *pb);
     assert_eq!(unzstd(db), *da);
 }
+
+#[test]
+fn a_rotation_interrupted_after_the_next_compressed_file_was_created_is_finished_on_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut store, mut engine, _) = open(dir.path(), zstd_options(), T0);
+    run(&mut engine, &mut store, &round(0), T0);
+    let next = store.next_cdr_sequence();
+    drop(store);
+    // The crash came after the next file was created, before the rename
+    // (the order rotation follows, so an open file always exists).
+    let name = gyro_store::names::part_name_of(
+        0,
+        next,
+        CdrFormat::JsonLines,
+        CdrCompression::Zstd { level: 1 },
+    );
+    let shard_dir = dir.path().join("cdr").join("shard-0");
+    std::fs::write(shard_dir.join(name), b"").unwrap();
+    let (mut store, mut engine, report) = open(dir.path(), zstd_options(), T0);
+    assert_eq!(report.cdr.closed.len(), 1);
+    run(&mut engine, &mut store, &round(1), T0);
+    store.close_cdr_file(T0.plus_secs(1)).unwrap();
+    let cdrs = all_cdrs(dir.path());
+    assert_gap_free(&cdrs);
+    assert_eq!(cdrs.len() as u64, store.next_cdr_sequence() - 1);
+    assert_eq!(
+        check_closed(&files(dir.path(), false), 1),
+        store.next_cdr_sequence()
+    );
+}
