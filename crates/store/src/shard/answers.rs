@@ -57,6 +57,25 @@ impl ShardStore {
         }
     }
 
+    /// The end (one past the last answer sequence number) of the answers
+    /// each journal generation below `below` holds, from the answer
+    /// index: what deciding whether a journal is still needed for its
+    /// answers takes, without reading it. A generation absent from the
+    /// list holds no answer at or above the horizon.
+    pub(super) fn answer_ends_below(&self, below: u64) -> Vec<(u64, u64)> {
+        let index = &self.answer_index;
+        let mut ends = Vec::new();
+        let mut i = 0;
+        while let Some(g) = index.get(i).map(|s| s.generation).filter(|g| *g < below) {
+            // Spans are in commit order, so in generation order.
+            let j = i + index[i..].partition_point(|s| s.generation <= g);
+            let last = &index[j - 1];
+            ends.push((g, last.first + last.count as u64));
+            i = j;
+        }
+        ends
+    }
+
     /// How to find one answer record among a section's (default:
     /// [`u32_prefixed_len`]).
     pub fn set_answer_record_len(&mut self, len: AnswerRecordLen) {

@@ -20,6 +20,7 @@ pub struct SnapshotWriter {
     dir: PathBuf,
     generation: u64,
     horizon: u64,
+    answer_ends: Vec<(u64, u64)>,
 }
 
 impl SnapshotWriter {
@@ -36,14 +37,22 @@ impl SnapshotWriter {
     pub fn write(self, snapshot: &Snapshot) -> Result<u64> {
         let path = self.dir.join(snapshot_name(self.generation));
         let size = snapshot::write(&path, self.generation, snapshot)?;
-        remove_covered(&self.dir, self.generation, self.horizon)?;
+        remove_covered(&self.dir, self.generation, self.horizon, &self.answer_ends)?;
         Ok(size)
     }
 }
 
 /// Removes snapshots older than `generation` and the journals it covers
-/// whose answers are all below `horizon`. Returns the journals removed.
-pub(super) fn remove_covered(dir: &Path, generation: u64, horizon: u64) -> Result<Vec<u64>> {
+/// whose answers are all below `horizon`: `answer_ends` holds, for each
+/// generation with answers, one past its last answer's sequence number
+/// (from the store's answer index, so no journal is read again here).
+/// Returns the journals removed.
+pub(super) fn remove_covered(
+    dir: &Path,
+    generation: u64,
+    horizon: u64,
+    answer_ends: &[(u64, u64)],
+) -> Result<Vec<u64>> {
     let files = list_ledger(dir)?;
     let mut removed = Vec::new();
     let mut changed = false;
@@ -57,19 +66,13 @@ pub(super) fn remove_covered(dir: &Path, generation: u64, horizon: u64) -> Resul
         if *g >= generation {
             continue;
         }
-        if horizon != u64::MAX {
-            // Kept while any of its answers may still be asked for.
-            let scan = journal::scan(p)?;
-            let end = scan
-                .frames
-                .iter()
-                .filter(|f| f.answers > 0)
-                .map(|f| f.first_answer + f.answers as u64)
-                .max()
-                .unwrap_or(0);
-            if end > horizon {
-                continue;
-            }
+        // Kept while any of its answers may still be asked for.
+        let end = answer_ends
+            .iter()
+            .find(|(e, _)| e == g)
+            .map_or(0, |(_, end)| *end);
+        if horizon != u64::MAX && end > horizon {
+            continue;
         }
         std::fs::remove_file(p).map_err(io_err("remove", p))?;
         removed.push(*g);
@@ -92,6 +95,7 @@ pub struct CompactionJob {
     journals: Vec<PathBuf>,
     generation: u64,
     horizon: u64,
+    answer_ends: Vec<(u64, u64)>,
 }
 
 /// What a [`CompactionJob`] did.
@@ -162,7 +166,8 @@ impl CompactionJob {
         drop(state);
         let path = self.dir.join(snapshot_name(self.generation));
         let bytes = snapshot::write(&path, self.generation, &snap)?;
-        let removed_journals = remove_covered(&self.dir, self.generation, self.horizon)?;
+        let removed_journals =
+            remove_covered(&self.dir, self.generation, self.horizon, &self.answer_ends)?;
         Ok(CompactionDone {
             generation: self.generation,
             bytes,
@@ -223,6 +228,7 @@ impl ShardStore {
                 journals,
                 generation: self.generation,
                 horizon: self.answer_horizon,
+                answer_ends: self.answer_ends_below(self.generation),
             });
         }
         if self.should_snapshot() && !self.rotate_requested && !self.inflight_rotate {
@@ -273,6 +279,7 @@ impl ShardStore {
             dir: self.ledger_dir.clone(),
             generation: self.generation,
             horizon: self.answer_horizon,
+            answer_ends: self.answer_ends_below(self.generation),
         })
     }
 
