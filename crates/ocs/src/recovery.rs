@@ -81,6 +81,16 @@ pub(crate) fn open_ledger(
         // The configured accounts become the first durable state.
         store.snapshot(&engine.snapshot(), now).map_err(config)?;
     }
+    // Snapshots from a copy of the ledger kept current from memory, so
+    // that none reads the journal back.
+    let copy = Engine::restore(
+        charging.catalog().map_err(config)?,
+        charging.engine.clone(),
+        engine.snapshot(),
+    );
+    store
+        .start_compactor(copy, |e, effect| e.apply(effect), Engine::snapshot)
+        .map_err(config)?;
     Ok((
         Ledger {
             engine,

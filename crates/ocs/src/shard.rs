@@ -47,6 +47,8 @@ pub struct CreditShard {
     last_reopen: u64,
     /// A snapshot being built off the event loop, and how long it took.
     compacting: Option<std::thread::JoinHandle<(gyro_store::Result<CompactionDone>, Duration)>>,
+    /// Whether the store's compactor failing was logged.
+    compactor_failure_logged: bool,
     /// Without storage: the answer records, for duplicate detection.
     archive: AnswerArchive,
     /// Sessions that a request failed to open or that a failed update
@@ -79,6 +81,7 @@ impl CreditShard {
             totals,
             last_reopen: 0,
             compacting: None,
+            compactor_failure_logged: false,
             archive: AnswerArchive::new(),
             ended: Vec::new(),
             waiting: Default::default(),
@@ -216,6 +219,12 @@ impl CreditShard {
             return;
         };
         let shard = self.index;
+        if !self.compactor_failure_logged {
+            if let Some(why) = store.compactor_failure() {
+                warn!(shard, reason = %why, "the ledger copy kept for snapshots stopped; snapshots read the journal back from now on");
+                self.compactor_failure_logged = true;
+            }
+        }
         if let Some(done) = done {
             match &done {
                 Ok(d) => info!(
@@ -223,6 +232,7 @@ impl CreditShard {
                     generation = d.generation,
                     bytes = d.bytes,
                     effects = d.effects,
+                    from_memory = d.from_memory,
                     "ledger snapshot written"
                 ),
                 Err(e) => {

@@ -15,6 +15,8 @@
 //! * `cdr_thread`: the CDR writer thread;
 //! * `answers`: answer retention and [`ShardStore::read_answer`];
 //! * `compaction`: snapshots and the removal of what they cover;
+//! * `compactor`: the thread that keeps a copy of the ledger current from
+//!   the committed batches, for snapshots that read nothing back;
 //! * `files`: file names and the shard directories.
 
 mod answers;
@@ -22,6 +24,7 @@ mod batch;
 mod cdr_thread;
 mod commit;
 mod compaction;
+mod compactor;
 mod disk;
 pub(crate) mod files;
 mod options;
@@ -39,6 +42,7 @@ use crate::error::{Error, Result};
 use answers::AnswerSpan;
 use batch::Batch;
 use cdr_thread::CdrThread;
+use compactor::Compactor;
 use disk::Disk;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -74,6 +78,19 @@ pub struct ShardStore {
     answer_index: Vec<AnswerSpan>,
     journal_path: PathBuf,
     cdr_path: PathBuf,
+    /// The compactor thread, once started.
+    compactor: Option<Compactor>,
+    /// The generation current when the compactor started, or of the last
+    /// snapshot taken from it: later boundaries' snapshots are its.
+    compactor_from: u64,
+    /// Effects made durable since the store was opened.
+    effects_committed: u64,
+}
+
+impl Drop for ShardStore {
+    fn drop(&mut self) {
+        self.stop_compactor();
+    }
 }
 
 impl std::fmt::Debug for ShardStore {

@@ -232,6 +232,7 @@ impl ShardStore {
         if let Some((generation, at)) = o.written_at {
             self.next_cdr += batch.n_cdrs as u64;
             self.records_since_snapshot += (batch.n_effects + batch.n_cdrs) as u64;
+            self.effects_committed += batch.n_effects as u64;
             self.bytes_since_snapshot += stats.journal_bytes;
             if batch.n_answers > 0 {
                 self.answer_index.push(AnswerSpan {

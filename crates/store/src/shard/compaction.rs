@@ -1,6 +1,7 @@
-//! Snapshots: built off the loop from the previous snapshot and the closed
-//! journals ([`CompactionJob`]) or from the caller's state
-//! ([`SnapshotWriter`]), and the removal of the files they cover.
+//! Snapshots: written off the loop from the compactor's copy of the ledger
+//! or built there from the previous snapshot and the closed journals
+//! ([`CompactionJob`]), or from the caller's state ([`SnapshotWriter`]),
+//! and the removal of the files they cover.
 
 use super::files::{journal_name, list_ledger, snapshot_name};
 use super::recovery::for_each_effect;
@@ -84,12 +85,16 @@ pub(super) fn remove_covered(
     Ok(removed)
 }
 
-/// A snapshot to build off the event loop from the previous snapshot and
-/// the closed journal generations, from [`ShardStore::begin_compaction`].
-/// `Send`: run it on any thread with [`CompactionJob::run`], then hand the
-/// result to [`ShardStore::finish_compaction`].
+/// A snapshot to write off the event loop, from
+/// [`ShardStore::begin_compaction`]: the one the compactor thread took at
+/// the closed journals' boundary (see [`ShardStore::start_compactor`]), or
+/// else one to build from the previous snapshot and the closed journal
+/// generations. `Send`: run it on any thread with [`CompactionJob::run`],
+/// then hand the result to [`ShardStore::finish_compaction`].
 #[derive(Debug)]
 pub struct CompactionJob {
+    /// The compactor's snapshot and the effects it applied for it.
+    captured: Option<(Snapshot, u64)>,
     dir: PathBuf,
     previous: Option<PathBuf>,
     journals: Vec<PathBuf>,
@@ -109,6 +114,9 @@ pub struct CompactionDone {
     pub effects: u64,
     /// Journal generations deleted.
     pub removed_journals: Vec<u64>,
+    /// Whether the snapshot came from the compactor's copy of the ledger
+    /// (nothing read back from the disk) rather than from the files.
+    pub from_memory: bool,
 }
 
 impl CompactionJob {
@@ -117,25 +125,30 @@ impl CompactionJob {
         self.generation
     }
 
-    /// Whether a previous snapshot exists to start from (otherwise the
-    /// caller's `restore` gets `None` and builds the initial state).
+    /// Whether the caller's `restore` never gets `None`: the snapshot is
+    /// the compactor's, or a previous snapshot exists to start from
+    /// (otherwise `restore` gets `None` and builds the initial state).
     pub fn has_previous(&self) -> bool {
-        self.previous.is_some()
+        self.captured.is_some() || self.previous.is_some()
     }
 
-    /// Builds and writes the new snapshot: `restore` gets the previous
-    /// snapshot (or `None`) and builds the caller's state, `apply` is
-    /// called for every effect of the closed journals in order, and
-    /// `snapshot` derives the snapshot to write from the state. Then older
-    /// snapshots and the journals it covers (whose answers are all older
-    /// than the horizon given to [`ShardStore::begin_compaction`]) are
-    /// deleted. On error nothing is deleted.
+    /// Builds and writes the new snapshot: the compactor's as it is, or
+    /// else `restore` gets the previous snapshot (or `None`) and builds the
+    /// caller's state, `apply` is called for every effect of the closed
+    /// journals in order, and `snapshot` derives the snapshot to write from
+    /// the state. Then older snapshots and the journals it covers (whose
+    /// answers are all older than the horizon given to
+    /// [`ShardStore::begin_compaction`]) are deleted. On error nothing is
+    /// deleted.
     pub fn run<T>(
         self,
         restore: impl FnOnce(Option<Snapshot>) -> T,
         mut apply: impl FnMut(&mut T, &Effect) -> std::result::Result<(), gyro_charging::Error>,
         snapshot: impl FnOnce(&T) -> Snapshot,
     ) -> Result<CompactionDone> {
+        if let Some((snap, effects)) = &self.captured {
+            return self.write(snap, *effects, true);
+        }
         let prev = match &self.previous {
             Some(p) => Some(snapshot::read(p)?.1),
             None => None,
@@ -153,6 +166,17 @@ impl CompactionJob {
             }
             journals.push((p.clone(), scan.frames));
         }
+        // Counters the effects do not carry: one past the closed journals'
+        // last CDR and answer.
+        let (mut next_cdr, mut next_answer) = (0u64, 0u64);
+        for f in journals.iter().flat_map(|(_, frames)| frames) {
+            if f.cdrs > 0 {
+                next_cdr = next_cdr.max(f.first_cdr + f.cdrs as u64);
+            }
+            if f.answers > 0 {
+                next_answer = next_answer.max(f.first_answer + f.answers as u64);
+            }
+        }
         let mut effects = 0;
         for_each_effect(&journals, |path, record, e| {
             effects += 1;
@@ -162,10 +186,17 @@ impl CompactionJob {
                 source,
             })
         })?;
-        let snap = snapshot(&state);
+        let mut snap = snapshot(&state);
         drop(state);
+        snap.next_cdr_sequence = snap.next_cdr_sequence.max(next_cdr);
+        snap.next_answer_seq = snap.next_answer_seq.max(next_answer);
+        self.write(&snap, effects, false)
+    }
+
+    /// Writes `snap` as this job's snapshot and deletes what it covers.
+    fn write(&self, snap: &Snapshot, effects: u64, from_memory: bool) -> Result<CompactionDone> {
         let path = self.dir.join(snapshot_name(self.generation));
-        let bytes = snapshot::write(&path, self.generation, &snap)?;
+        let bytes = snapshot::write(&path, self.generation, snap)?;
         let removed_journals =
             remove_covered(&self.dir, self.generation, self.horizon, &self.answer_ends)?;
         Ok(CompactionDone {
@@ -173,6 +204,7 @@ impl CompactionJob {
             bytes,
             effects,
             removed_journals,
+            from_memory,
         })
     }
 }
@@ -201,9 +233,10 @@ impl ShardStore {
     /// Starts building a snapshot off the loop when one is due: returns a
     /// [`CompactionJob`] when closed journal generations exist that no
     /// snapshot covers, whose CDRs the CDR writer made durable (and no
-    /// compaction is running); otherwise, when
-    /// [`ShardStore::should_snapshot`], asks the next commit to rotate the
-    /// journal and returns `None` (call again after that commit).
+    /// compaction is running), and, with a compactor, once it has reached
+    /// their boundary; otherwise, when [`ShardStore::should_snapshot`],
+    /// asks the next commit to rotate the journal and returns `None` (call
+    /// again after that commit).
     pub fn begin_compaction(&mut self) -> Option<CompactionJob> {
         if self.compacting || self.failed.is_some() {
             return None;
@@ -215,6 +248,19 @@ impl ShardStore {
                 // CDRs durable in a CDR file: ask again later.
                 return None;
             }
+            // The compactor's snapshot at this boundary, unless it started
+            // after it (closed journals recovered at start), a job already
+            // took it (and failed: this one reads the files), or the
+            // compactor failed.
+            let captured = match &self.compactor {
+                Some(c) if self.generation > self.compactor_from && c.failure().is_none() => {
+                    // Not reached yet: ask again later.
+                    let c = c.take(self.generation)?;
+                    self.compactor_from = self.generation;
+                    Some((c.snapshot, c.effects))
+                }
+                _ => None,
+            };
             let previous = self
                 .snapshot_generation
                 .map(|g| self.ledger_dir.join(snapshot_name(g)));
@@ -223,6 +269,7 @@ impl ShardStore {
                 .collect();
             self.compacting = true;
             return Some(CompactionJob {
+                captured,
                 dir: self.ledger_dir.clone(),
                 previous,
                 journals,

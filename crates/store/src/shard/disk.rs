@@ -6,6 +6,7 @@
 use super::batch::Batch;
 use super::cdr_thread::{Msg, Shared};
 use super::commit::CommitStats;
+use super::compactor::{Feed, FeedTx};
 use super::files::journal_name;
 use super::Durability;
 use crate::error::{Error, Result};
@@ -30,6 +31,8 @@ pub(super) struct Disk {
     /// The CDR writer thread's queue.
     pub(super) cdr_tx: SyncSender<Msg>,
     pub(super) shared: Arc<Shared>,
+    /// The compactor thread's queue, once it runs.
+    pub(super) feed: Option<FeedTx>,
 }
 
 /// What a [`CommitJob`] did, picked up by [`ShardStore::finish_commit`].
@@ -149,6 +152,15 @@ impl Disk {
                 self.shared.fail_writer_gone();
             }
         }
+        // And its effects to the compactor, in order.
+        if let Some(feed) = self.feed.as_ref().filter(|_| !b.is_empty()) {
+            feed.send(Feed::Effects {
+                bytes: feed.shared.buffer(&b.effects),
+                n: b.n_effects,
+                next_cdr: b.first_cdr + b.n_cdrs as u64,
+                next_answer: b.first_answer + b.n_answers as u64,
+            });
+        }
         Ok(())
     }
 
@@ -173,6 +185,9 @@ impl Disk {
         };
         if self.cdr_tx.send(msg).is_err() {
             self.shared.fail_writer_gone();
+        }
+        if let Some(feed) = &self.feed {
+            feed.send(Feed::Rotated { generation: g });
         }
         Ok(())
     }

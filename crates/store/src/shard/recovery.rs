@@ -371,6 +371,7 @@ impl ShardStore {
             outcome: None,
             cdr_tx: cdr.tx.clone(),
             shared: cdr.shared.clone(),
+            feed: None,
         };
         let mut answers = retained;
         answers.extend(replay.iter().cloned());
@@ -402,6 +403,9 @@ impl ShardStore {
             answer_index,
             journal_path,
             cdr_path,
+            compactor: None,
+            compactor_from: 0,
+            effects_committed: 0,
         };
         Ok((
             store,

@@ -224,6 +224,31 @@ pub fn run(
     store.commit(now).expect("commit")
 }
 
+/// Builds the due snapshot on another thread, as the application does
+/// (the replayed engine's answer counter raised to the live engine's).
+pub fn compact(store: &mut ShardStore, next_answer_seq: u64) -> CompactionDone {
+    let job = store.begin_compaction().expect("a compaction");
+    let cfg = config();
+    let done = std::thread::spawn(move || {
+        job.run(
+            |snap| match snap {
+                Some(s) => Engine::restore(cfg.catalog().unwrap(), cfg.engine.clone(), s),
+                None => cfg.build_shard(0, 1).unwrap(),
+            },
+            |engine, e| engine.apply(e),
+            |engine| {
+                let mut s = engine.snapshot();
+                s.next_answer_seq = s.next_answer_seq.max(next_answer_seq);
+                s
+            },
+        )
+    })
+    .join()
+    .unwrap();
+    store.finish_compaction(&done);
+    done.unwrap()
+}
+
 /// Account operations that are not requests: top-up and status change.
 pub fn admin(engine: &mut Engine, store: &mut ShardStore, now: Timestamp) {
     let mut out = Output::default();
