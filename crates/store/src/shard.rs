@@ -17,7 +17,8 @@
 //! * `compaction`: snapshots and the removal of what they cover;
 //! * `compactor`: the thread that keeps a copy of the ledger current from
 //!   the committed batches, for snapshots that read nothing back;
-//! * `files`: file names and the shard directories.
+//! * `files`: file names and the shard directories;
+//! * `pool`: the byte buffers the commit job hands to those threads.
 
 mod answers;
 mod batch;
@@ -28,6 +29,7 @@ mod compactor;
 mod disk;
 pub(crate) mod files;
 mod options;
+mod pool;
 mod recovery;
 
 pub use answers::{u32_prefixed_len, AnswerRecordLen};

@@ -19,16 +19,23 @@ fn snapshot_every_record() -> StoreOptions {
     }
 }
 
-/// A copy of `engine` for the compactor, as the application starts it.
-fn start_compactor(store: &mut ShardStore, engine: &Engine) {
+/// A copy of `engine`, as the application gives the compactor.
+fn copy_of(engine: &Engine) -> Engine {
     let cfg = config();
-    let copy = Engine::restore(
+    Engine::restore(
         cfg.catalog().unwrap(),
         cfg.engine.clone(),
         engine.snapshot(),
-    );
+    )
+}
+
+fn start_compactor(store: &mut ShardStore, engine: &Engine) {
     store
-        .start_compactor(copy, |e, effect| e.apply(effect), Engine::snapshot)
+        .start_compactor(
+            copy_of(engine),
+            |e, effect| e.apply(effect),
+            Engine::snapshot,
+        )
         .expect("start the compactor");
 }
 
@@ -52,35 +59,6 @@ fn journals(data: &Path) -> Vec<std::path::PathBuf> {
         .collect();
     v.sort();
     v
-}
-
-/// The due compaction, from the compactor or the files, once it can start
-/// (the compactor reached the boundary, the CDR writer made the closed
-/// journals' CDRs durable).
-fn compact_when_ready(store: &mut ShardStore, next_answer_seq: u64) -> CompactionDone {
-    let t = std::time::Instant::now();
-    loop {
-        store.tick(T0).unwrap();
-        if let Some(job) = store.begin_compaction() {
-            let cfg = config();
-            let done = job.run(
-                |snap| match snap {
-                    Some(s) => Engine::restore(cfg.catalog().unwrap(), cfg.engine.clone(), s),
-                    None => cfg.build_shard(0, 1).unwrap(),
-                },
-                |engine, e| engine.apply(e),
-                |engine| {
-                    let mut s = engine.snapshot();
-                    s.next_answer_seq = s.next_answer_seq.max(next_answer_seq);
-                    s
-                },
-            );
-            store.finish_compaction(&done);
-            return done.unwrap();
-        }
-        assert!(t.elapsed().as_secs() < 10, "no compaction started");
-        std::thread::sleep(std::time::Duration::from_millis(5));
-    }
 }
 
 /// Whether a restart recovers `engine`'s state (compared without
@@ -119,7 +97,7 @@ fn a_snapshot_is_written_from_the_compactor_without_reading_the_journal() {
     // The loop goes on; the closed journal's answers are past their time.
     run(&mut engine, &mut store, &round(1), T0);
     store.set_answer_horizon(next_answer_seq);
-    let done = compact_when_ready(&mut store, next_answer_seq);
+    let done = compact(&mut store, next_answer_seq);
     assert!(done.from_memory);
     assert!(
         done.effects > 0,
@@ -147,7 +125,7 @@ fn the_compactor_and_the_files_build_the_same_snapshot() {
         }
         round_and_rotate(&mut engine, &mut store, 0);
         let next_answer_seq = engine.next_answer_seq();
-        let done = compact_when_ready(&mut store, next_answer_seq);
+        let done = compact(&mut store, next_answer_seq);
         assert_eq!(done.from_memory, with_compactor);
         drop(store);
         let (_s, rec) = ShardStore::open(dir.path(), 0, options(), T0).unwrap();
@@ -161,14 +139,12 @@ fn a_compactor_starts_only_before_the_first_append() {
     let dir = tempfile::tempdir().unwrap();
     let (mut store, mut engine, _) = open(dir.path(), options(), T0);
     run(&mut engine, &mut store, &round(0), T0);
-    let cfg = config();
-    let copy = Engine::restore(
-        cfg.catalog().unwrap(),
-        cfg.engine.clone(),
-        engine.snapshot(),
-    );
     assert!(matches!(
-        store.start_compactor(copy, |e, effect| e.apply(effect), Engine::snapshot),
+        store.start_compactor(
+            copy_of(&engine),
+            |e, effect| e.apply(effect),
+            Engine::snapshot
+        ),
         Err(gyro_store::Error::Busy(_))
     ));
 }
@@ -186,7 +162,7 @@ fn journals_closed_before_a_restart_are_compacted_from_the_files_then_from_memor
     let (mut store, mut engine, _) = open(dir.path(), opts.clone(), T0);
     start_compactor(&mut store, &engine);
     let next_answer_seq = engine.next_answer_seq();
-    let done = compact_when_ready(&mut store, next_answer_seq);
+    let done = compact(&mut store, next_answer_seq);
     assert!(
         !done.from_memory,
         "the compactor started after that boundary"
@@ -194,7 +170,7 @@ fn journals_closed_before_a_restart_are_compacted_from_the_files_then_from_memor
     assert!(done.effects > 0);
 
     round_and_rotate(&mut engine, &mut store, 1);
-    let done = compact_when_ready(&mut store, engine.next_answer_seq());
+    let done = compact(&mut store, engine.next_answer_seq());
     assert!(done.from_memory);
     assert!(done.effects > 0);
     drop(store);
@@ -207,15 +183,9 @@ fn a_compactor_that_fails_leaves_snapshots_to_the_files() {
     let opts = snapshot_every_record();
     let (mut store, mut engine, _) = open(dir.path(), opts.clone(), T0);
     store.snapshot(&engine.snapshot(), T0).unwrap();
-    let cfg = config();
-    let copy = Engine::restore(
-        cfg.catalog().unwrap(),
-        cfg.engine.clone(),
-        engine.snapshot(),
-    );
     store
         .start_compactor(
-            copy,
+            copy_of(&engine),
             |_, _| Err(gyro_charging::Error::Replay("refused by the test")),
             Engine::snapshot,
         )
@@ -230,7 +200,7 @@ fn a_compactor_that_fails_leaves_snapshots_to_the_files() {
         .compactor_failure()
         .unwrap()
         .contains("refused by the test"));
-    let done = compact_when_ready(&mut store, engine.next_answer_seq());
+    let done = compact(&mut store, engine.next_answer_seq());
     assert!(!done.from_memory);
     drop(store);
     recovers(dir.path(), opts, &engine, done.generation);

@@ -12,6 +12,7 @@
 //! What it did and its errors are collected in [`Shared`] and handed to the
 //! caller with the next [`CommitStats`](super::CommitStats).
 
+use super::pool::BufferPool;
 use super::Durability;
 use crate::cdr_file::CdrWriter;
 use crate::cdr_json;
@@ -29,8 +30,6 @@ use std::thread::JoinHandle;
 /// Batches the CDR writer may be behind the journal before a commit job
 /// waits for it.
 pub(super) const QUEUE_BATCHES: usize = 2048;
-/// Buffers kept for reuse between the commit job and the writer.
-const POOL: usize = 64;
 /// Least time between two ticks the loop side sends.
 const TICK_EVERY_MS: u64 = 50;
 
@@ -196,7 +195,8 @@ pub(super) struct Shared {
     /// snapshot may cover (and delete) them.
     pub(super) ready_generation: AtomicU64,
     pub(super) report: Mutex<Report>,
-    pool: Mutex<Vec<Vec<u8>>>,
+    /// Buffers of CDR sections, between the commit job and the writer.
+    pub(super) pool: BufferPool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -206,21 +206,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl Shared {
     pub(super) fn report(&self) -> MutexGuard<'_, Report> {
         lock(&self.report)
-    }
-
-    /// A buffer holding a copy of `bytes` (reused when one is free).
-    pub(super) fn buffer(&self, bytes: &[u8]) -> Vec<u8> {
-        let mut b = lock(&self.pool).pop().unwrap_or_default();
-        b.extend_from_slice(bytes);
-        b
-    }
-
-    fn give_back(&self, mut b: Vec<u8>) {
-        b.clear();
-        let mut pool = lock(&self.pool);
-        if pool.len() < POOL {
-            pool.push(b);
-        }
     }
 
     pub(super) fn fail_writer_gone(&self) {
@@ -397,7 +382,7 @@ impl Writer {
                 } => {
                     now = now.max(t);
                     self.batch(&cdrs, n, first, t);
-                    self.shared.give_back(cdrs);
+                    self.shared.pool.give_back(cdrs);
                     self.housekeeping(now);
                 }
                 Msg::JournalRotated {

@@ -16,6 +16,7 @@
 //! The queue is bounded ([`QUEUE_BATCHES`]): a compactor behind the
 //! journal holds the commit job back rather than growing memory.
 
+use super::pool::BufferPool;
 use super::ShardStore;
 use crate::error::{Error, Result};
 use crate::journal::decode_effects;
@@ -27,8 +28,6 @@ use std::thread::JoinHandle;
 /// Batches the compactor may be behind the journal before a commit job
 /// waits for it.
 const QUEUE_BATCHES: usize = 1024;
-/// Buffers kept for reuse between the commit job and the compactor.
-const POOL: usize = 64;
 
 /// What the commit job tells the compactor, in journal order.
 pub(super) enum Feed {
@@ -64,7 +63,9 @@ pub(super) struct Shared {
     /// Why the compactor stopped following the journal (its state can no
     /// longer be trusted; compactions read the files instead).
     failed: Mutex<Option<String>>,
-    pool: Mutex<Vec<Vec<u8>>>,
+    /// Buffers of effect sections, between the commit job and the
+    /// compactor.
+    pub(super) pool: BufferPool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -72,21 +73,6 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl Shared {
-    /// A buffer holding a copy of `bytes` (reused when one is free).
-    pub(super) fn buffer(&self, bytes: &[u8]) -> Vec<u8> {
-        let mut b = lock(&self.pool).pop().unwrap_or_default();
-        b.extend_from_slice(bytes);
-        b
-    }
-
-    fn give_back(&self, mut b: Vec<u8>) {
-        b.clear();
-        let mut pool = lock(&self.pool);
-        if pool.len() < POOL {
-            pool.push(b);
-        }
-    }
-
     fn fail(&self, why: String) {
         lock(&self.failed).get_or_insert(why);
         *lock(&self.captured) = None;
@@ -200,7 +186,7 @@ fn spawn<T: Send + 'static>(
                         }
                         next_cdr = next_cdr.max(cdr);
                         next_answer = next_answer.max(answer);
-                        shared.give_back(bytes);
+                        shared.pool.give_back(bytes);
                     }
                     Feed::Rotated { generation } => {
                         if !broken {

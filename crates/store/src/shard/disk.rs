@@ -142,7 +142,7 @@ impl Disk {
         // (backpressure from a slow CDR disk).
         if b.n_cdrs > 0 || matches!(self.durability, Durability::Async { .. }) {
             let msg = Msg::Batch {
-                cdrs: self.shared.buffer(&b.cdrs),
+                cdrs: self.shared.pool.copy_of(&b.cdrs),
                 n: b.n_cdrs,
                 first: b.first_cdr,
                 now,
@@ -155,7 +155,7 @@ impl Disk {
         // And its effects to the compactor, in order.
         if let Some(feed) = self.feed.as_ref().filter(|_| !b.is_empty()) {
             feed.send(Feed::Effects {
-                bytes: feed.shared.buffer(&b.effects),
+                bytes: feed.shared.pool.copy_of(&b.effects),
                 n: b.n_effects,
                 next_cdr: b.first_cdr + b.n_cdrs as u64,
                 next_answer: b.first_answer + b.n_answers as u64,

@@ -225,9 +225,23 @@ pub fn run(
 }
 
 /// Builds the due snapshot on another thread, as the application does
-/// (the replayed engine's answer counter raised to the live engine's).
+/// (the replayed engine's answer counter raised to the live engine's;
+/// a compactor's snapshot needs no replay), once it can start: the CDR
+/// writer made the closed journals' CDRs durable and a compactor, if
+/// there is one, reached their boundary.
 pub fn compact(store: &mut ShardStore, next_answer_seq: u64) -> CompactionDone {
-    let job = store.begin_compaction().expect("a compaction");
+    let started = std::time::Instant::now();
+    let job = loop {
+        if let Some(job) = store.begin_compaction() {
+            break job;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "no compaction started"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+        store.tick(T0).unwrap();
+    };
     let cfg = config();
     let done = std::thread::spawn(move || {
         job.run(
