@@ -14,7 +14,9 @@
 //! read the closed journals as before.
 //!
 //! The queue is bounded ([`QUEUE_BATCHES`]): a compactor behind the
-//! journal holds the commit job back rather than growing memory.
+//! journal holds the commit job back rather than growing memory. While
+//! commits keep coming it drains the queue every [`DRAIN_PAUSE`] instead of
+//! being woken by each one.
 
 use super::pool::BufferPool;
 use super::ShardStore;
@@ -28,6 +30,9 @@ use std::thread::JoinHandle;
 /// Batches the compactor may be behind the journal before a commit job
 /// waits for it.
 const QUEUE_BATCHES: usize = 1024;
+/// How long the compactor lets batches gather between two drains of its
+/// queue while commits keep coming.
+const DRAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What the commit job tells the compactor, in journal order.
 pub(super) enum Feed {
@@ -158,47 +163,63 @@ fn spawn<T: Send + 'static>(
             let shared = theirs;
             let mut effects = 0u64;
             let mut broken = false;
-            for feed in rx {
-                match feed {
-                    Feed::Effects {
-                        bytes,
-                        n,
-                        next_cdr: cdr,
-                        next_answer: answer,
-                    } => {
-                        if !broken {
-                            let r = decode_effects(&bytes, n, |e| {
-                                effects += 1;
-                                apply(&mut state, &e).map_err(|e| Error::Encode {
-                                    what: "effect (compactor)",
-                                    reason: e.to_string(),
-                                })
-                            });
-                            let why = match r {
-                                Ok(Ok(())) => None,
-                                Ok(Err(e)) => Some(e.to_string()),
-                                Err((at, e)) => Some(format!("effect at byte {at}: {e}")),
-                            };
-                            if let Some(why) = why {
-                                broken = true;
-                                shared.fail(why);
-                            }
+            let mut handle = |feed: Feed| match feed {
+                Feed::Effects {
+                    bytes,
+                    n,
+                    next_cdr: cdr,
+                    next_answer: answer,
+                } => {
+                    if !broken {
+                        let r = decode_effects(&bytes, n, |e| {
+                            effects += 1;
+                            apply(&mut state, &e).map_err(|e| Error::Encode {
+                                what: "effect (compactor)",
+                                reason: e.to_string(),
+                            })
+                        });
+                        let why = match r {
+                            Ok(Ok(())) => None,
+                            Ok(Err(e)) => Some(e.to_string()),
+                            Err((at, e)) => Some(format!("effect at byte {at}: {e}")),
+                        };
+                        if let Some(why) = why {
+                            broken = true;
+                            shared.fail(why);
                         }
-                        next_cdr = next_cdr.max(cdr);
-                        next_answer = next_answer.max(answer);
-                        shared.pool.give_back(bytes);
                     }
-                    Feed::Rotated { generation } => {
-                        if !broken {
-                            let mut s = snapshot(&state);
-                            s.next_cdr_sequence = s.next_cdr_sequence.max(next_cdr);
-                            s.next_answer_seq = s.next_answer_seq.max(next_answer);
-                            *lock(&shared.captured) = Some(Captured {
-                                generation,
-                                snapshot: s,
-                                effects: std::mem::take(&mut effects),
-                            });
-                        }
+                    next_cdr = next_cdr.max(cdr);
+                    next_answer = next_answer.max(answer);
+                    shared.pool.give_back(bytes);
+                }
+                Feed::Rotated { generation } => {
+                    if !broken {
+                        let mut s = snapshot(&state);
+                        s.next_cdr_sequence = s.next_cdr_sequence.max(next_cdr);
+                        s.next_answer_seq = s.next_answer_seq.max(next_answer);
+                        *lock(&shared.captured) = Some(Captured {
+                            generation,
+                            snapshot: s,
+                            effects: std::mem::take(&mut effects),
+                        });
+                    }
+                }
+            };
+            // Idle, it waits for the next message; busy, it takes what
+            // arrived every `DRAIN_PAUSE`, so that a shard committing
+            // thousands of small batches a second wakes it a few hundred
+            // times, not once per commit.
+            while let Ok(first) = rx.recv() {
+                handle(first);
+                loop {
+                    std::thread::sleep(DRAIN_PAUSE);
+                    let mut took = false;
+                    while let Ok(feed) = rx.try_recv() {
+                        handle(feed);
+                        took = true;
+                    }
+                    if !took {
+                        break;
                     }
                 }
             }
