@@ -2,7 +2,7 @@
 //! group commit. See the crate documentation for the layout.
 
 use crate::error::{corrupt, io_err, Error, Result};
-use crate::record::{DecodeError, Decoder};
+use crate::record::{DecodeError, Decoder, StringCache};
 use gyro_charging::{CdrView, Effect};
 use std::fs::{File, OpenOptions};
 use std::io::{IoSlice, Read, Seek, SeekFrom, Write};
@@ -165,17 +165,23 @@ pub(crate) fn sections<'a>(p: &'a [u8], f: &FrameInfo) -> (&'a [u8], &'a [u8], &
     (&p[PAYLOAD_HEADER..e], &p[e..c], &p[c..])
 }
 
-/// Decodes every effect of a section, checking the count.
+/// Decodes every effect of a section, checking the count; with a
+/// `cache`, repeated strings share its allocations.
 pub(crate) fn decode_effects(
     section: &[u8],
     count: u32,
+    mut cache: Option<&mut StringCache>,
     mut each: impl FnMut(Effect) -> Result<()>,
 ) -> std::result::Result<Result<()>, (usize, DecodeError)> {
     let mut d = Decoder::new(section);
     let mut n = 0u64;
     while !d.is_empty() {
         let at = d.position();
-        match d.effect() {
+        let decoded = match cache.as_deref_mut() {
+            Some(c) => d.effect_cached(c),
+            None => d.effect(),
+        };
+        match decoded {
             Ok(e) => {
                 n += 1;
                 if let Err(e) = each(e) {
@@ -269,7 +275,7 @@ pub fn decode_journal(data: &[u8]) -> Result<Vec<FrameInfo>> {
         let f = parse_payload_header(p, start as u64, len)
             .ok_or_else(|| corrupt(path, pos as u64, "malformed frame header"))?;
         let (e, c, _) = sections(p, &f);
-        decode_effects(e, f.effects, |_| Ok(())).map_err(|(at, e)| {
+        decode_effects(e, f.effects, None, |_| Ok(())).map_err(|(at, e)| {
             corrupt(path, (start + PAYLOAD_HEADER + at) as u64, e.to_string())
         })??;
         decode_cdrs(c, f.cdrs, f.first_cdr, |_| {}).map_err(|(at, e)| {
@@ -465,7 +471,7 @@ impl FrameReader {
         self.load(f)?;
         let (e, _, _) = sections(&self.buf, f);
         let base = f.offset + PAYLOAD_HEADER as u64;
-        decode_effects(e, f.effects, each)
+        decode_effects(e, f.effects, None, each)
             .map_err(|(at, e)| corrupt(&self.path, base + at as u64, e.to_string()))?
     }
 

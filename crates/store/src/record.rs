@@ -60,6 +60,8 @@
 //! Decoding never panics: anything malformed is a [`DecodeError`] that
 //! names what was wrong and where.
 
+use std::sync::Arc;
+
 use gyro_charging::accounts::{SharedSubscriptionId, SubscriptionId, SubscriptionType};
 use gyro_charging::{
     AccountId, AccountStatus, Bundle, Cdr, CdrView, ClosingCause, Currency, Digits, Effect,
@@ -630,6 +632,51 @@ fn text(b: &[u8], at: usize) -> Result<&str, DecodeError> {
     std::str::from_utf8(b).map_err(|_| DecodeError::InvalidUtf8 { at })
 }
 
+/// The cache tag of service contexts (subscriber identities use their
+/// Subscription-Id-Type's code, 0 to 4).
+const CONTEXT: u8 = 255;
+/// Slots of a [`StringCache`].
+const CACHE_SLOTS: usize = 4096;
+/// A [`StringCache`] slot: the string's tag and the string.
+type CacheSlot = Option<(u8, Arc<str>)>;
+
+/// Strings that many effects repeat (service contexts, subscriber
+/// identities), kept so that decoding them again shares one allocation: a
+/// decoder that follows the journal (the compactor) then allocates only
+/// each session's own Session-Id. A fixed table indexed by the string's
+/// hash, a newer string replacing an older one in its slot: bounded
+/// whatever the number of subscribers.
+pub(crate) struct StringCache {
+    slots: Box<[CacheSlot]>,
+    hasher: foldhash::fast::FixedState,
+}
+
+impl Default for StringCache {
+    fn default() -> Self {
+        StringCache {
+            slots: vec![None; CACHE_SLOTS].into_boxed_slice(),
+            hasher: foldhash::fast::FixedState::default(),
+        }
+    }
+}
+
+impl StringCache {
+    /// `s` (kind `tag`) as a shared string: the cached one if it holds the
+    /// same text, else a new one, cached.
+    fn share(&mut self, tag: u8, s: &str) -> Arc<str> {
+        use std::hash::BuildHasher;
+        let i = self.hasher.hash_one((tag, s)) as usize % CACHE_SLOTS;
+        match &mut self.slots[i] {
+            Some((t, a)) if *t == tag && **a == *s => a.clone(),
+            slot => {
+                let a: Arc<str> = s.into();
+                *slot = Some((tag, a.clone()));
+                a
+            }
+        }
+    }
+}
+
 /// Reads records from a buffer.
 #[derive(Debug, Clone)]
 pub struct Decoder<'a> {
@@ -846,6 +893,33 @@ impl<'a> Decoder<'a> {
 
     /// Decodes the next effect record.
     pub fn effect(&mut self) -> Result<Effect, DecodeError> {
+        self.effect_sharing(None)
+    }
+
+    /// [`Decoder::effect`], taking repeated strings (service contexts,
+    /// subscriber identities) from `cache` instead of allocating them
+    /// again.
+    pub(crate) fn effect_cached(&mut self, cache: &mut StringCache) -> Result<Effect, DecodeError> {
+        self.effect_sharing(Some(cache))
+    }
+
+    /// A string, shared through `cache` (under `tag`) when there is one.
+    fn cached_str(
+        &mut self,
+        cache: Option<&mut StringCache>,
+        tag: u8,
+    ) -> Result<Arc<str>, DecodeError> {
+        let s = self.str()?;
+        Ok(match cache {
+            Some(c) => c.share(tag, s),
+            None => s.into(),
+        })
+    }
+
+    fn effect_sharing(
+        &mut self,
+        mut cache: Option<&mut StringCache>,
+    ) -> Result<Effect, DecodeError> {
         let at = self.pos;
         let tag = self.byte()?;
         Ok(match tag {
@@ -869,9 +943,12 @@ impl<'a> Decoder<'a> {
                             })
                         }
                     };
-                    SharedSubscriptionId::new(kind, self.str()?)
+                    SharedSubscriptionId {
+                        kind,
+                        data: self.cached_str(cache.as_deref_mut(), kind as u8)?,
+                    }
                 },
-                service_context: self.str()?.into(),
+                service_context: self.cached_str(cache, CONTEXT)?,
                 multiple_services: self.bool()?,
                 at: self.ts()?,
                 supervision_until: self.ts()?,
@@ -1528,6 +1605,52 @@ pub(crate) mod tests {
         })
     }
 
+    #[test]
+    fn a_string_cache_shares_repeated_contexts_and_subscribers() {
+        let opened = |key: u64, sid: &str| Effect::SessionOpened {
+            session: SessionKey(key),
+            session_id: sid.into(),
+            account: AccountId(7),
+            subscriber: SharedSubscriptionId::new(SubscriptionType::E164, "491700000001"),
+            service_context: "32251@3gpp.org".into(),
+            multiple_services: true,
+            at: Timestamp(1),
+            supervision_until: Timestamp(2),
+            interface: Interface::Gy,
+        };
+        let mut buf = Vec::new();
+        encode_effect(&mut buf, &opened(1, "a;1"));
+        encode_effect(&mut buf, &opened(2, "a;2"));
+        let mut cache = StringCache::default();
+        let mut d = Decoder::new(&buf);
+        let (first, second) = (
+            d.effect_cached(&mut cache).unwrap(),
+            d.effect_cached(&mut cache).unwrap(),
+        );
+        let (
+            Effect::SessionOpened {
+                session_id: s1,
+                subscriber: sub1,
+                service_context: c1,
+                ..
+            },
+            Effect::SessionOpened {
+                session_id: s2,
+                subscriber: sub2,
+                service_context: c2,
+                ..
+            },
+        ) = (&first, &second)
+        else {
+            panic!("two openings");
+        };
+        assert!(Arc::ptr_eq(c1, c2), "one service context");
+        assert!(Arc::ptr_eq(&sub1.data, &sub2.data), "one subscriber");
+        assert!(!Arc::ptr_eq(s1, s2));
+        assert_eq!(first, opened(1, "a;1"));
+        assert_eq!(second, opened(2, "a;2"));
+    }
+
     proptest! {
         #[test]
         fn every_effect_kind_round_trips(effects in proptest::collection::vec(effect(), 1..20)) {
@@ -1540,6 +1663,16 @@ pub(crate) mod tests {
                 prop_assert_eq!(&d.effect().unwrap(), e);
             }
             prop_assert!(d.is_empty());
+            // And through a string cache, twice over (the second time
+            // every repeated string comes from the cache).
+            let mut cache = StringCache::default();
+            for _ in 0..2 {
+                let mut d = Decoder::new(&buf);
+                for e in &effects {
+                    prop_assert_eq!(&d.effect_cached(&mut cache).unwrap(), e);
+                }
+                prop_assert!(d.is_empty());
+            }
         }
 
         #[test]

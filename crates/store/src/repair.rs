@@ -271,7 +271,7 @@ fn walk(path: &Path, next_cdr: &mut u64, seen_cdrs: &mut bool) -> Result<Walk> {
             break stop("malformed frame header", false);
         };
         let (e, c, _) = sections(&payload, &f);
-        match decode_effects(e, f.effects, |_| Ok(())) {
+        match decode_effects(e, f.effects, None, |_| Ok(())) {
             Err((_, e)) => break stop(&format!("effect record: {e}"), false),
             Ok(Err(e)) => break stop(&format!("effect record: {e}"), false),
             Ok(Ok(())) => {}

@@ -22,6 +22,7 @@ use super::pool::BufferPool;
 use super::ShardStore;
 use crate::error::{Error, Result};
 use crate::journal::decode_effects;
+use crate::record::StringCache;
 use gyro_charging::{Effect, Snapshot};
 use std::sync::mpsc::{sync_channel, SyncSender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -163,6 +164,7 @@ fn spawn<T: Send + 'static>(
             let shared = theirs;
             let mut effects = 0u64;
             let mut broken = false;
+            let mut strings = StringCache::default();
             let mut handle = |feed: Feed| match feed {
                 Feed::Effects {
                     bytes,
@@ -171,7 +173,7 @@ fn spawn<T: Send + 'static>(
                     next_answer: answer,
                 } => {
                     if !broken {
-                        let r = decode_effects(&bytes, n, |e| {
+                        let r = decode_effects(&bytes, n, Some(&mut strings), |e| {
                             effects += 1;
                             apply(&mut state, &e).map_err(|e| Error::Encode {
                                 what: "effect (compactor)",
