@@ -12,8 +12,11 @@
 //! rest runs on the shard's CDR writer thread, owned by the store (started
 //! by [`ShardStore::open`], stopped and joined when the store is dropped):
 //! the CDR lines (encoded there), CDR file rotation, and in asynchronous
-//! mode the periodic `fdatasync` of the journal. Snapshots are built by a
-//! [`CompactionJob`].
+//! mode the periodic `fdatasync` of the journal. Snapshots are written by
+//! a [`CompactionJob`]: the one the shard's compactor thread took from its
+//! copy of the ledger, kept current from the committed batches
+//! ([`ShardStore::start_compactor`]), or else one replayed from the closed
+//! journals.
 //!
 //! # How a worker uses it
 //!
@@ -32,6 +35,10 @@
 //!     None => config.build_shard(shard, shards).unwrap(),
 //! };
 //! recovered.replay_effects(|e| engine.apply(&e))?;
+//! // A copy of the recovered ledger, kept current from the committed
+//! // batches, takes the snapshots: none reads the journal back.
+//! let copy = Engine::restore(catalog.clone(), config.engine.clone(), engine.snapshot());
+//! store.start_compactor(copy, |e, effect| e.apply(effect), Engine::snapshot)?;
 //! let mut out = Output::default();
 //! let mut answer = CcAnswer::default();
 //! // One loop iteration: handle every request that is ready...
@@ -48,8 +55,8 @@
 //!     let stats = store.finish_commit(done, now)?;
 //! #   let _ = stats;
 //! }
-//! // Snapshots are built off the loop from the last one plus the closed
-//! // journals:
+//! // Snapshots are written off the loop (the compactor's, or else one
+//! // replayed from the last snapshot plus the closed journals):
 //! if let Some(job) = store.begin_compaction() {
 //!     let (cat, opts) = (catalog.clone(), config.engine.clone());
 //!     let done = std::thread::spawn(move || {
