@@ -45,6 +45,23 @@ pub struct FrameInfo {
 }
 
 impl FrameInfo {
+    /// One past the sequence number of its last CDR (0 without CDRs).
+    pub fn cdrs_end(&self) -> u64 {
+        match self.cdrs {
+            0 => 0,
+            n => self.first_cdr.saturating_add(n.into()),
+        }
+    }
+
+    /// One past the sequence number of its last answer record (0 without
+    /// answers).
+    pub fn answers_end(&self) -> u64 {
+        match self.answers {
+            0 => 0,
+            n => self.first_answer.saturating_add(n.into()),
+        }
+    }
+
     /// Offset of the answers section in the file.
     pub fn answers_offset(&self) -> u64 {
         self.offset + PAYLOAD_HEADER as u64 + self.effects_len as u64 + self.cdrs_len as u64

@@ -3,11 +3,12 @@
 //! ([`CompactionJob`]), or from the caller's state ([`SnapshotWriter`]),
 //! and the removal of the files they cover.
 
+use super::compactor::Captured;
 use super::files::{journal_name, list_ledger, snapshot_name};
 use super::recovery::for_each_effect;
 use super::ShardStore;
 use crate::error::{corrupt, io_err, Error, Result};
-use crate::journal;
+use crate::journal::{self, FrameInfo};
 use crate::names::sync_dir;
 use crate::snapshot;
 use gyro_charging::{Effect, Snapshot, Timestamp};
@@ -93,8 +94,8 @@ pub(super) fn remove_covered(
 /// then hand the result to [`ShardStore::finish_compaction`].
 #[derive(Debug)]
 pub struct CompactionJob {
-    /// The compactor's snapshot and the effects it applied for it.
-    captured: Option<(Snapshot, u64)>,
+    /// The compactor's snapshot at this job's boundary.
+    captured: Option<Captured>,
     dir: PathBuf,
     previous: Option<PathBuf>,
     journals: Vec<PathBuf>,
@@ -146,8 +147,8 @@ impl CompactionJob {
         mut apply: impl FnMut(&mut T, &Effect) -> std::result::Result<(), gyro_charging::Error>,
         snapshot: impl FnOnce(&T) -> Snapshot,
     ) -> Result<CompactionDone> {
-        if let Some((snap, effects)) = &self.captured {
-            return self.write(snap, *effects, true);
+        if let Some(c) = &self.captured {
+            return self.write(&c.snapshot, c.effects, true);
         }
         let prev = match &self.previous {
             Some(p) => Some(snapshot::read(p)?.1),
@@ -168,15 +169,9 @@ impl CompactionJob {
         }
         // Counters the effects do not carry: one past the closed journals'
         // last CDR and answer.
-        let (mut next_cdr, mut next_answer) = (0u64, 0u64);
-        for f in journals.iter().flat_map(|(_, frames)| frames) {
-            if f.cdrs > 0 {
-                next_cdr = next_cdr.max(f.first_cdr + f.cdrs as u64);
-            }
-            if f.answers > 0 {
-                next_answer = next_answer.max(f.first_answer + f.answers as u64);
-            }
-        }
+        let frames = || journals.iter().flat_map(|(_, frames)| frames);
+        let next_cdr = frames().map(FrameInfo::cdrs_end).max().unwrap_or(0);
+        let next_answer = frames().map(FrameInfo::answers_end).max().unwrap_or(0);
         let mut effects = 0;
         for_each_effect(&journals, |path, record, e| {
             effects += 1;
@@ -257,7 +252,7 @@ impl ShardStore {
                     // Not reached yet: ask again later.
                     let c = c.take(self.generation)?;
                     self.compactor_from = self.generation;
-                    Some((c.snapshot, c.effects))
+                    Some(c)
                 }
                 _ => None,
             };

@@ -53,6 +53,7 @@ pub(super) enum Feed {
 }
 
 /// A snapshot the compactor took at a generation boundary.
+#[derive(Debug)]
 pub(super) struct Captured {
     /// The generation it covers the journals below of.
     pub(super) generation: u64,

@@ -153,7 +153,7 @@ impl Disk {
             }
         }
         // And its effects to the compactor, in order.
-        if let Some(feed) = self.feed.as_ref().filter(|_| !b.is_empty()) {
+        if let Some(feed) = &self.feed {
             feed.send(Feed::Effects {
                 bytes: feed.shared.pool.copy_of(&b.effects),
                 n: b.n_effects,

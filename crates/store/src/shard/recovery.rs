@@ -148,7 +148,7 @@ pub(super) fn journal_cdr_lines(
     for (path, frames) in journals {
         let mut r: Option<FrameReader> = None;
         for fr in frames {
-            let end = fr.first_cdr + fr.cdrs as u64;
+            let end = fr.cdrs_end();
             if fr.cdrs == 0 || end <= next || fr.first_cdr >= to {
                 continue;
             }
@@ -230,7 +230,7 @@ fn scan_replay(
         report.torn_journal_bytes += torn;
         for f in &scan.frames {
             if f.cdrs > 0 {
-                let end = f.first_cdr.saturating_add(f.cdrs as u64);
+                let end = f.cdrs_end();
                 if report.journal_cdrs > 0 && f.first_cdr != *next_cdr {
                     return Err(corrupt(
                         p,
