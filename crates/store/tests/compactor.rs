@@ -12,13 +12,6 @@ use gyro_store::*;
 use std::io::{Seek, SeekFrom, Write};
 use std::path::Path;
 
-fn snapshot_every_record() -> StoreOptions {
-    StoreOptions {
-        snapshot_every_records: 1,
-        ..options()
-    }
-}
-
 /// A copy of `engine`, as the application gives the compactor.
 fn copy_of(engine: &Engine) -> Engine {
     let cfg = config();

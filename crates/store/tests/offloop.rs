@@ -71,10 +71,7 @@ fn answers_out_of_sequence_are_refused() {
 #[test]
 fn a_snapshot_is_built_off_the_loop_from_the_closed_journals() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = StoreOptions {
-        snapshot_every_records: 1,
-        ..options()
-    };
+    let opts = snapshot_every_record();
     let (mut store, mut engine, _) = open(dir.path(), opts.clone(), T0);
     store.snapshot(&engine.snapshot(), T0).unwrap();
     run(&mut engine, &mut store, &round(0), T0);
@@ -213,10 +210,7 @@ fn answers_do_not_wait_for_the_cdr_writer_or_its_rotations() {
 #[test]
 fn a_closed_journal_is_not_compacted_before_the_cdr_writer_made_its_cdrs_durable() {
     let dir = tempfile::tempdir().unwrap();
-    let opts = StoreOptions {
-        snapshot_every_records: 1,
-        ..options()
-    };
+    let opts = snapshot_every_record();
     let (mut store, mut engine, _) = open(dir.path(), opts, T0);
     store.snapshot(&engine.snapshot(), T0).unwrap();
     let hold = store.hold_cdr_writer();
@@ -260,10 +254,7 @@ fn a_snapshot_built_from_the_files_carries_the_cdr_and_answer_counters() {
     // Otherwise a restart with no CDR journaled since would number the
     // next CDRs again from the previous snapshot's counter.
     let dir = tempfile::tempdir().unwrap();
-    let opts = StoreOptions {
-        snapshot_every_records: 1,
-        ..options()
-    };
+    let opts = snapshot_every_record();
     let (mut store, mut engine, _) = open(dir.path(), opts.clone(), T0);
     store.snapshot(&engine.snapshot(), T0).unwrap();
     run(&mut engine, &mut store, &round(0), T0);

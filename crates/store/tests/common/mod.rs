@@ -24,6 +24,15 @@ pub fn options() -> StoreOptions {
     StoreOptions::default()
 }
 
+/// The default options with a snapshot due after every record, so that
+/// each commit that follows one closes the journal.
+pub fn snapshot_every_record() -> StoreOptions {
+    StoreOptions {
+        snapshot_every_records: 1,
+        ..options()
+    }
+}
+
 /// Opens the store of shard 0 and rebuilds its engine (from the
 /// configuration when there is no snapshot).
 pub fn open(
