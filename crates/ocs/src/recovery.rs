@@ -50,11 +50,11 @@ pub(crate) fn open_ledger(
     let (mut store, mut recovered) =
         ShardStore::open(dir, index, storage.options.clone(), now).map_err(config)?;
     let mut engine = match recovered.snapshot.take() {
-        Some(s) => Engine::restore(catalog, options, s),
+        Some(s) => Engine::restore(catalog.clone(), options.clone(), s),
         None => {
             let mut s = fresh()?.snapshot();
             s.next_cdr_sequence = recovered.next_cdr_sequence;
-            Engine::restore(catalog, options, s)
+            Engine::restore(catalog.clone(), options.clone(), s)
         }
     };
     recovered
@@ -83,11 +83,7 @@ pub(crate) fn open_ledger(
     }
     // Snapshots from a copy of the ledger kept current from memory, so
     // that none reads the journal back.
-    let copy = Engine::restore(
-        charging.catalog().map_err(config)?,
-        charging.engine.clone(),
-        engine.snapshot(),
-    );
+    let copy = Engine::restore(catalog, options, engine.snapshot());
     store
         .start_compactor(copy, |e, effect| e.apply(effect), Engine::snapshot)
         .map_err(config)?;
