@@ -188,7 +188,7 @@ fn ledger_repair_leaves_a_compressed_open_file_to_the_next_start() {
     let part_bytes = std::fs::read(&part).unwrap();
 
     // Damage a frame in the middle of shard 0's journal (frames: length,
-    // checksum, payload; zero bytes written ahead end them).
+    // checksum, payload; zero bytes after the last one end them).
     let journal = std::fs::read_dir(data.join("ledger").join("shard-0"))
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -120,7 +120,7 @@
 //! # Journal layout (version 2)
 //!
 //! ```text
-//! file    = magic:"GYJRNL02" frame* zero*   zero bytes written ahead (below)
+//! file    = magic:"GYJRNL02" frame* zero*   zero bytes after the last frame: the end (below)
 //! frame   = len:u32le crc:u32le payload          crc = CRC-32 (IEEE) of payload
 //! payload = header effects cdrs answers          len = 41 + the three section lengths
 //! header  = version:u8 (2)
@@ -136,11 +136,8 @@
 //!
 //! `first_cdr` and `first_answer` are 0 when their section is empty. Each
 //! commit appends one frame with one `writev` and (in synchronous mode) one
-//! `fdatasync`. In synchronous mode the journal keeps zero bytes written
-//! ahead of its last frame ([`StoreOptions::journal_write_ahead`], 1 MiB),
-//! so that a frame is written over blocks the file already has and its
-//! `fdatasync` writes only the data, not a new size and new blocks; they
-//! read as the end of the journal and are cut when it is closed. A crash
+//! `fdatasync`. Zero bytes after the last frame read as the end of the
+//! journal (earlier versions wrote them ahead of their frames). A crash
 //! can leave only the last frame incomplete ("torn"),
 //! recognised by its length or checksum and cut off on open; damage
 //! anywhere else is [`Error::Corrupt`] naming the file and byte offset,

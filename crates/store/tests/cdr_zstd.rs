@@ -16,8 +16,6 @@ use std::path::{Path, PathBuf};
 fn zstd_options() -> StoreOptions {
     StoreOptions {
         cdr_compression: CdrCompression::Zstd { level: 3 },
-        // Cutting the journal back to a commit is then a plain truncate.
-        journal_write_ahead: 0,
         ..options()
     }
 }
@@ -292,10 +290,7 @@ fn records_the_journal_never_made_durable_are_cut_from_inside_a_frame() {
 #[test]
 fn a_changed_compression_closes_the_open_file_of_the_other_kind() {
     let dir = tempfile::tempdir().unwrap();
-    let plain = StoreOptions {
-        journal_write_ahead: 0,
-        ..options()
-    };
+    let plain = options();
     let (mut store, mut engine, _) = open(dir.path(), plain.clone(), T0);
     run(&mut engine, &mut store, &round(0), T0);
     drop(store);

@@ -176,11 +176,6 @@ fn append_round(engine: &mut gyro_charging::Engine, store: &mut ShardStore, k: u
 fn a_full_disk_fails_the_commit_cleanly_and_a_retry_succeeds_once_space_is_freed() {
     let Some(fs) = Tmpfs::mount("1m") else { return };
     let data = fs.path.join("data");
-    // No zero bytes written ahead: the next commit needs new space.
-    let options = || StoreOptions {
-        journal_write_ahead: 0,
-        ..options()
-    };
     let (mut store, mut engine, _) = open(&data, options(), T0);
     store.snapshot(&engine.snapshot(), T0).unwrap();
     run(&mut engine, &mut store, &round(0), T0);
@@ -226,31 +221,6 @@ fn a_full_disk_fails_the_commit_cleanly_and_a_retry_succeeds_once_space_is_freed
     assert!(s.cdrs > 0);
     assert!(s.cdr_error.is_none());
     let after = engine.snapshot();
-    drop(store);
-    let (_s, engine2, _) = open(&data, options(), T0);
-    assert_eq!(engine2.snapshot(), after);
-    assert_gap_free(&all_cdrs(&data));
-}
-
-#[test]
-fn commits_go_on_into_the_space_the_journal_wrote_ahead_when_the_disk_fills() {
-    let Some(fs) = Tmpfs::mount("2m") else { return };
-    let data = fs.path.join("data");
-    let (mut store, mut engine, _) = open(&data, options(), T0);
-    store.snapshot(&engine.snapshot(), T0).unwrap();
-    run(&mut engine, &mut store, &round(0), T0);
-    let journal = store.journal_path().to_path_buf();
-    let size = std::fs::metadata(&journal).unwrap().len();
-
-    let filler = fill(&fs);
-
-    // The disk is full, the batch is made durable in the journal all the
-    // same, in place of zero bytes: the file does not grow.
-    append_round(&mut engine, &mut store, 1);
-    store.commit(T0).unwrap();
-    assert_eq!(std::fs::metadata(&journal).unwrap().len(), size);
-    let after = engine.snapshot();
-    std::fs::remove_file(&filler).unwrap();
     drop(store);
     let (_s, engine2, _) = open(&data, options(), T0);
     assert_eq!(engine2.snapshot(), after);

@@ -24,8 +24,6 @@ pub(super) struct Disk {
     pub(super) ledger_dir: PathBuf,
     pub(super) generation: u64,
     pub(super) journal: JournalWriter,
-    /// Zero bytes each journal keeps written ahead.
-    pub(super) write_ahead: u64,
     pub(super) durability: Durability,
     pub(super) outcome: Option<Outcome>,
     /// The CDR writer thread's queue.
@@ -173,10 +171,10 @@ impl Disk {
     pub(super) fn rotate_journal(&mut self) -> Result<()> {
         let g = self.generation + 1;
         let path = self.ledger_dir.join(journal_name(g));
-        let j = JournalWriter::create(&path)?.write_ahead(self.write_ahead);
+        let j = JournalWriter::create(&path)?;
         sync_dir(&self.ledger_dir)?;
         let file = j.handle()?;
-        self.journal = j; // the closed one is trimmed as it is dropped
+        self.journal = j;
         self.generation = g;
         let msg = Msg::JournalRotated {
             file,

@@ -41,12 +41,6 @@ pub struct StoreOptions {
     /// Whether CDR files are compressed (`.jsonl.zst`); with compression
     /// [`StoreOptions::cdr_max_bytes`] counts compressed bytes.
     pub cdr_compression: CdrCompression,
-    /// Zero bytes the journal keeps written ahead of its last frame in
-    /// synchronous mode while its syncs are small (under 48 KiB on
-    /// average), so that a frame's `fdatasync` writes only its data (no
-    /// block allocation, no new file size); 0 always appends to the end of
-    /// the file instead. On a full disk, commits go on into this space.
-    pub journal_write_ahead: u64,
 }
 
 impl Default for StoreOptions {
@@ -59,7 +53,6 @@ impl Default for StoreOptions {
             cdr_max_age: Duration::from_secs(300),
             cdr_format: CdrFormat::JsonLines,
             cdr_compression: CdrCompression::None,
-            journal_write_ahead: 1 << 20,
         }
     }
 }

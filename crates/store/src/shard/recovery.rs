@@ -365,8 +365,7 @@ impl ShardStore {
         let disk = Disk {
             ledger_dir: dir.clone(),
             generation,
-            journal: journal.write_ahead(options.journal_write_ahead),
-            write_ahead: options.journal_write_ahead,
+            journal,
             durability: options.durability,
             outcome: None,
             cdr_tx: cdr.tx.clone(),
