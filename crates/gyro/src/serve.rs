@@ -7,9 +7,11 @@ use std::process::ExitCode;
 use anyhow::Context;
 use gyro_charging::ChargingConfig;
 use gyro_ocs::{CreditControl, ShardTotals, Storage};
-use gyro_server::config::{CdrCompressionMode, CdrFileFormat, DurabilityMode, StorageSection};
+use gyro_server::config::{
+    CdrCompressionMode, CdrFileFormat, DurabilityMode, SnapshotSourceMode, StorageSection,
+};
 use gyro_server::{Config, ServerHandle};
-use gyro_store::{CdrCompression, CdrFormat, Durability, StoreOptions};
+use gyro_store::{CdrCompression, CdrFormat, Durability, SnapshotSource, StoreOptions};
 use tracing::{info, warn};
 
 /// Options of `gyro serve`.
@@ -119,6 +121,10 @@ fn storage(section: &StorageSection, data_dir: &Path) -> Storage {
             CdrCompressionMode::Zstd => CdrCompression::Zstd {
                 level: section.cdr_zstd_level,
             },
+        },
+        snapshot_source: match section.snapshot_source {
+            SnapshotSourceMode::Memory => SnapshotSource::Memory,
+            SnapshotSourceMode::Journal => SnapshotSource::Journal,
         },
         ..StoreOptions::default()
     };

@@ -7,7 +7,7 @@
 use gyro_charging::answer_log::{self, RecordKey};
 use gyro_charging::{ChargingConfig, Engine, Snapshot, Timestamp};
 use gyro_diameter::app::session_key;
-use gyro_store::{CompactionDone, CompactionJob, RecoveryReport, ShardStore};
+use gyro_store::{CompactionDone, CompactionJob, RecoveryReport, ShardStore, SnapshotSource};
 
 use crate::error::{Error, Result};
 use crate::storage::Storage;
@@ -81,12 +81,14 @@ pub(crate) fn open_ledger(
         // The configured accounts become the first durable state.
         store.snapshot(&engine.snapshot(), now).map_err(config)?;
     }
-    // Snapshots from a copy of the ledger kept current from memory, so
-    // that none reads the journal back.
-    let copy = Engine::restore(catalog, options, engine.snapshot());
-    store
-        .start_compactor(copy, |e, effect| e.apply(effect), Engine::snapshot)
-        .map_err(config)?;
+    if storage.options.snapshot_source == SnapshotSource::Memory {
+        // Snapshots from a copy of the ledger kept current from memory, so
+        // that none reads the journal back.
+        let copy = Engine::restore(catalog, options, engine.snapshot());
+        store
+            .start_compactor(copy, |e, effect| e.apply(effect), Engine::snapshot)
+            .map_err(config)?;
+    }
     Ok((
         Ledger {
             engine,

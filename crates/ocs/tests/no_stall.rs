@@ -11,6 +11,10 @@
 //! shared with other busy processes an `fsync` can take a second, and an
 //! answer waits for the commit job of its batch (which makes the batch
 //! durable, and closes a journal or a CDR file when one is due).
+//!
+//! Both ways of building snapshots are run: from the compactor's copy of
+//! the ledger (the default) and by replaying the closed journals
+//! (`SnapshotSource::Journal`).
 
 #[path = "../../server/tests/common.rs"]
 mod common;
@@ -27,7 +31,7 @@ use gyro_charging::{
 };
 use gyro_ocs::gy::encode_ccr;
 use gyro_ocs::{CreditControl, Storage, DEMO_CHARGING};
-use gyro_store::StoreOptions;
+use gyro_store::{SnapshotSource, StoreOptions};
 
 /// Accounts on the one shard, besides the demo's.
 const ACCOUNTS: u64 = 150_000;
@@ -74,14 +78,24 @@ fn event(n: u32) -> CcRequest {
     }
 }
 
-/// Whether a snapshot thread of this process is alive.
-fn snapshot_thread_alive() -> bool {
+/// The tests here watch this process's threads by name: one runs at a
+/// time.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// Whether a thread of this process whose name starts with `prefix` is
+/// alive.
+fn thread_alive(prefix: &str) -> bool {
     let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
         return false;
     };
     tasks.flatten().any(|t| {
-        std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with("gyro-snapshot"))
+        std::fs::read_to_string(t.path().join("comm")).is_ok_and(|c| c.starts_with(prefix))
     })
+}
+
+/// Whether a snapshot thread of this process is alive.
+fn snapshot_thread_alive() -> bool {
+    thread_alive("gyro-snapshot")
 }
 
 /// Watches for snapshot threads every millisecond or so until `stop`, and
@@ -138,8 +152,19 @@ fn cdr_files(dir: &Path) -> usize {
 }
 
 #[test]
-fn requests_are_answered_promptly_while_a_large_snapshot_is_built() {
-    let scratch = Scratch(memory_dir().join(format!("gyro-no-stall-{}", std::process::id())));
+fn requests_are_answered_promptly_while_a_large_snapshot_is_written_from_memory() {
+    answered_promptly_while_snapshots_are_built(SnapshotSource::Memory);
+}
+
+#[test]
+fn requests_are_answered_promptly_while_a_large_snapshot_is_replayed_from_the_journal() {
+    answered_promptly_while_snapshots_are_built(SnapshotSource::Journal);
+}
+
+fn answered_promptly_while_snapshots_are_built(source: SnapshotSource) {
+    let _alone = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let scratch =
+        Scratch(memory_dir().join(format!("gyro-no-stall-{}-{source:?}", std::process::id())));
     let dir = scratch.0.clone();
     let _ = std::fs::remove_dir_all(&dir);
     let options = StoreOptions {
@@ -148,6 +173,7 @@ fn requests_are_answered_promptly_while_a_large_snapshot_is_built() {
         // as it is done), a new CDR file every few commits.
         snapshot_every_records: 500,
         cdr_max_bytes: 16 << 10,
+        snapshot_source: source,
         ..StoreOptions::default()
     };
     let t = Instant::now();
@@ -161,6 +187,13 @@ fn requests_are_answered_promptly_while_a_large_snapshot_is_built() {
     .expect("application");
     let server = gyro_server::start(test_config(1), app).expect("server");
     println!("started in {:?} (first snapshot included)", t.elapsed());
+    // The compactor keeps its copy of the ledger only when snapshots are
+    // built from memory.
+    assert_eq!(
+        thread_alive("gyro-compact"),
+        source == SnapshotSource::Memory,
+        "compactor thread with snapshots from {source:?}"
+    );
     let mut client = Client::open(server.local_addrs()[0]);
     let cdr_files_before = cdr_files(&dir);
 
@@ -238,7 +271,7 @@ fn requests_are_answered_promptly_while_a_large_snapshot_is_built() {
         .count();
     let longest = spans.iter().map(|&(a, b)| b - a).max().unwrap_or_default();
     println!(
-        "{} requests in {:?}; {} snapshot(s), the longest seen for {longest:?}; \
+        "{source:?}: {} requests in {:?}; {} snapshot(s), the longest seen for {longest:?}; \
          {} round trips overlapped one (slowest {worst:?}), {answered_inside} answered \
          while one was alive; {rotations} CDR files more",
         trips.len(),

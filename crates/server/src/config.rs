@@ -58,6 +58,14 @@ pub struct StorageSection {
     /// A snapshot of a shard's ledger is taken after this many journaled
     /// records (keeps start-up time bounded).
     pub snapshot_every_records: u64,
+    /// What a shard's snapshots are built from: `"memory"` (default: a
+    /// thread per shard keeps a second copy of the ledger current from
+    /// every committed batch and writes it at each snapshot, no journal
+    /// read back, at the memory of that copy) or `"journal"` (each
+    /// snapshot replays the closed journals from the disk at idle
+    /// priority: no second copy, for ledgers too large to hold twice; a
+    /// shard saturated with requests defers its snapshots).
+    pub snapshot_source: SnapshotSourceMode,
     /// Group commit delay, microseconds: a batch of fewer than 64 answers
     /// that needs an fdatasync waits up to this long from its first answer
     /// for more to share the sync (at low rates one sync per request costs
@@ -91,6 +99,17 @@ pub enum CdrFileFormat {
     Csv,
 }
 
+/// `storage.snapshot_source`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SnapshotSourceMode {
+    /// A copy of the ledger kept in memory, the default.
+    #[default]
+    Memory,
+    /// The closed journals, replayed from the disk.
+    Journal,
+}
+
 /// `storage.cdr_compression`.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -110,6 +129,7 @@ impl Default for StorageSection {
             cdr_max_bytes: 64 << 20,
             cdr_max_age_secs: 300,
             snapshot_every_records: 8_000_000,
+            snapshot_source: SnapshotSourceMode::Memory,
             cdr_format: CdrFileFormat::Jsonl,
             cdr_compression: CdrCompressionMode::None,
             cdr_zstd_level: 1,

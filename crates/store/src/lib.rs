@@ -269,5 +269,5 @@ pub use names::{CdrCompression, CdrFormat};
 pub use shard::{
     cdr_dir, ledger_dir, u32_prefixed_len, AnswerRecordLen, CdrWriterHold, CommitJob, CommitStats,
     CompactionDone, CompactionJob, Durability, Recovered, RecoveryReport, ShardStore,
-    SnapshotWriter, StoreOptions, SyncHandle,
+    SnapshotSource, SnapshotWriter, StoreOptions, SyncHandle,
 };

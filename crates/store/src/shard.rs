@@ -37,7 +37,7 @@ pub use cdr_thread::CdrWriterHold;
 pub use commit::{CommitJob, CommitStats, SyncHandle};
 pub use compaction::{CompactionDone, CompactionJob, SnapshotWriter};
 pub use files::{cdr_dir, ledger_dir};
-pub use options::{Durability, StoreOptions};
+pub use options::{Durability, SnapshotSource, StoreOptions};
 pub use recovery::{Recovered, RecoveryReport};
 
 use crate::error::{Error, Result};

@@ -1,4 +1,5 @@
-//! The settings of a shard's store: [`StoreOptions`] and [`Durability`].
+//! The settings of a shard's store: [`StoreOptions`], [`Durability`] and
+//! [`SnapshotSource`].
 
 use crate::names::{CdrCompression, CdrFormat};
 use std::time::Duration;
@@ -18,6 +19,27 @@ pub enum Durability {
         /// Longest time a commit stays unsynced.
         interval: Duration,
     },
+}
+
+/// What a shard's snapshots are built from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SnapshotSource {
+    /// A compactor thread keeps a copy of the ledger current from every
+    /// committed batch, in memory
+    /// ([`ShardStore::start_compactor`](super::ShardStore::start_compactor)),
+    /// and each snapshot is that copy as the closed journals leave it: no
+    /// journal is read back, and snapshots keep their schedule at full
+    /// load. It costs a second copy of the ledger's memory (accounts and
+    /// open sessions) for as long as the shard runs, and the CPU to apply
+    /// every effect twice. The default.
+    #[default]
+    Memory,
+    /// Each snapshot replays the closed journals from the disk on the
+    /// snapshot thread, at idle priority: no second copy of the ledger,
+    /// but the journal is read back, and a shard saturated with requests
+    /// defers its snapshots (its journal grows) until it has idle time.
+    /// For ledgers too large to hold twice.
+    Journal,
 }
 
 /// Settings of a [`ShardStore`](super::ShardStore).
@@ -41,6 +63,11 @@ pub struct StoreOptions {
     /// Whether CDR files are compressed (`.jsonl.zst`); with compression
     /// [`StoreOptions::cdr_max_bytes`] counts compressed bytes.
     pub cdr_compression: CdrCompression,
+    /// What snapshots are built from. The store only records the choice:
+    /// the application starts the compactor
+    /// ([`ShardStore::start_compactor`](super::ShardStore::start_compactor))
+    /// when it is [`SnapshotSource::Memory`].
+    pub snapshot_source: SnapshotSource,
 }
 
 impl Default for StoreOptions {
@@ -53,6 +80,7 @@ impl Default for StoreOptions {
             cdr_max_age: Duration::from_secs(300),
             cdr_format: CdrFormat::JsonLines,
             cdr_compression: CdrCompression::None,
+            snapshot_source: SnapshotSource::Memory,
         }
     }
 }
