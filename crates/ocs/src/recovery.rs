@@ -52,7 +52,7 @@ pub(crate) fn open_ledger(
     let mut engine = match recovered.snapshot.take() {
         Some(s) => Engine::restore(catalog.clone(), options.clone(), s),
         None => {
-            let mut s = fresh()?.snapshot();
+            let mut s = fresh()?.into_snapshot();
             s.next_cdr_sequence = recovered.next_cdr_sequence;
             Engine::restore(catalog.clone(), options.clone(), s)
         }
@@ -79,7 +79,9 @@ pub(crate) fn open_ledger(
     let report = recovered.report;
     if report.snapshot_generation.is_none() {
         // The configured accounts become the first durable state.
-        store.snapshot(&engine.snapshot(), now).map_err(config)?;
+        engine
+            .with_snapshot(|s| store.snapshot(s, now))
+            .map_err(config)?;
     }
     if storage.options.snapshot_source == SnapshotSource::Memory {
         // Snapshots from a copy of the ledger kept current from memory, so
@@ -145,14 +147,17 @@ fn read_engine_once(
     index: usize,
     count: usize,
 ) -> std::result::Result<(Engine, RecoveryReport), Failure> {
-    let recovered = ShardStore::read_only(data_dir, index).map_err(Failure::Store)?;
+    let mut recovered = ShardStore::read_only(data_dir, index).map_err(Failure::Store)?;
     let catalog = charging.catalog().map_err(config).map_err(Failure::Other)?;
     let options = charging.engine.clone();
-    let snapshot = match recovered.snapshot.clone() {
+    let snapshot = match recovered.snapshot.take() {
         Some(s) => s,
         None => {
             let fresh = charging.build_shard(index, count);
-            let mut s = fresh.map_err(config).map_err(Failure::Other)?.snapshot();
+            let mut s = fresh
+                .map_err(config)
+                .map_err(Failure::Other)?
+                .into_snapshot();
             s.next_cdr_sequence = recovered.next_cdr_sequence;
             s
         }
@@ -195,7 +200,7 @@ pub(crate) fn compact(
         },
         |engine, effect| engine.apply(effect),
         |engine| {
-            let mut s = engine.snapshot();
+            let mut s = engine.into_snapshot();
             s.next_answer_seq = s.next_answer_seq.max(next_answer_seq);
             s
         },

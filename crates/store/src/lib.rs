@@ -66,7 +66,7 @@
 //!                 None => Engine::new(cat, opts),
 //!             },
 //!             |engine, effect| engine.apply(effect),
-//!             |engine| engine.snapshot(),
+//!             Engine::into_snapshot,
 //!         )
 //!     })
 //!     .join()

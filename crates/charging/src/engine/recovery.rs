@@ -21,7 +21,35 @@ impl Engine {
         e
     }
 
-    /// The state to persist.
+    /// The state to persist, taken out of the engine: no copy of the
+    /// ledger is made.
+    pub fn into_snapshot(self) -> Snapshot {
+        Snapshot {
+            ledger: self.ledger,
+            directory: self.directory,
+            next_cdr_sequence: self.next_cdr_sequence,
+            next_answer_seq: self.next_answer_seq,
+        }
+    }
+
+    /// Lends the state to persist to `f` without copying it: the ledger
+    /// and the directory move into the snapshot for the call and back.
+    /// (A copy of a large ledger is as large again and, freed, leaves the
+    /// heap fragmented.)
+    pub fn with_snapshot<R>(&mut self, f: impl FnOnce(&Snapshot) -> R) -> R {
+        let lent = Snapshot {
+            ledger: std::mem::take(&mut self.ledger),
+            directory: std::mem::take(&mut self.directory),
+            next_cdr_sequence: self.next_cdr_sequence,
+            next_answer_seq: self.next_answer_seq,
+        };
+        let r = f(&lent);
+        self.ledger = lent.ledger;
+        self.directory = lent.directory;
+        r
+    }
+
+    /// A copy of the state to persist.
     pub fn snapshot(&self) -> Snapshot {
         Snapshot {
             ledger: self.ledger.clone(),

@@ -136,8 +136,8 @@ impl CompactionJob {
     /// Builds and writes the new snapshot: the compactor's as it is, or
     /// else `restore` gets the previous snapshot (or `None`) and builds the
     /// caller's state, `apply` is called for every effect of the closed
-    /// journals in order, and `snapshot` derives the snapshot to write from
-    /// the state. Then older snapshots and the journals it covers (whose
+    /// journals in order, and `snapshot` turns the state into the snapshot
+    /// to write (taking it: no copy needed). Then older snapshots and the journals it covers (whose
     /// answers are all older than the horizon given to
     /// [`ShardStore::begin_compaction`]) are deleted. On error nothing is
     /// deleted.
@@ -145,7 +145,7 @@ impl CompactionJob {
         self,
         restore: impl FnOnce(Option<Snapshot>) -> T,
         mut apply: impl FnMut(&mut T, &Effect) -> std::result::Result<(), gyro_charging::Error>,
-        snapshot: impl FnOnce(&T) -> Snapshot,
+        snapshot: impl FnOnce(T) -> Snapshot,
     ) -> Result<CompactionDone> {
         if let Some(c) = &self.captured {
             return self.write(&c.snapshot, c.effects, true);
@@ -181,8 +181,7 @@ impl CompactionJob {
                 source,
             })
         })?;
-        let mut snap = snapshot(&state);
-        drop(state);
+        let mut snap = snapshot(state);
         snap.next_cdr_sequence = snap.next_cdr_sequence.max(next_cdr);
         snap.next_answer_seq = snap.next_answer_seq.max(next_answer);
         self.write(&snap, effects, false)

@@ -260,7 +260,7 @@ pub fn compact(store: &mut ShardStore, next_answer_seq: u64) -> CompactionDone {
             },
             |engine, e| engine.apply(e),
             |engine| {
-                let mut s = engine.snapshot();
+                let mut s = engine.into_snapshot();
                 s.next_answer_seq = s.next_answer_seq.max(next_answer_seq);
                 s
             },
