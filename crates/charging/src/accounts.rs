@@ -348,6 +348,29 @@ impl SubscriberDirectory {
             }
         }
     }
+    /// Maps an identity, given as another directory holds it (kind and
+    /// normalised data, [`SubscriberDirectory::iter`]), to `account`,
+    /// sharing that directory's copy of the data; fails if it already maps
+    /// elsewhere.
+    pub fn insert_shared(
+        &mut self,
+        kind: SubscriptionType,
+        data: &Arc<str>,
+        account: AccountId,
+    ) -> Result<()> {
+        let map = &mut self.by_kind[kind as usize];
+        match map.get(&**data) {
+            Some(a) if *a != account => Err(Error::DuplicateSubscriber(
+                SubscriptionId::new(kind, &**data).to_string(),
+            )),
+            Some(_) => Ok(()),
+            None => {
+                map.insert(Arc::clone(data), account);
+                Ok(())
+            }
+        }
+    }
+
     /// Removes the identities mapped to `account`; returns them.
     pub fn remove_account(&mut self, account: AccountId) -> Vec<SubscriptionId> {
         let mut removed = Vec::new();
@@ -448,6 +471,31 @@ mod tests {
         assert_eq!(shared.to_string(), asked[0].to_string());
         let copy = SharedSubscriptionId::from(&asked[0]);
         assert!(Arc::ptr_eq(&d.share(&copy).data, key));
+    }
+
+    #[test]
+    fn a_directory_built_from_another_shares_its_copies_and_refuses_a_second_account() {
+        let mut engine = SubscriberDirectory::new();
+        engine
+            .insert(&SubscriptionId::e164("+46700000001"), AccountId(1))
+            .unwrap();
+        let mut routing = SubscriberDirectory::new();
+        for (kind, data, account) in engine.iter() {
+            routing.insert_shared(kind, data, account).unwrap();
+            // Again, for the same account: nothing changes.
+            routing.insert_shared(kind, data, account).unwrap();
+        }
+        let (kind, data, _) = engine.iter().next().unwrap();
+        let asked = [SubscriptionId::e164("+46700000001")];
+        let (_, account, key) = routing.resolve_key(&asked).unwrap();
+        assert_eq!(account, AccountId(1));
+        assert!(Arc::ptr_eq(key, data));
+        let err = routing.insert_shared(kind, data, AccountId(2)).unwrap_err();
+        assert!(
+            matches!(&err, Error::DuplicateSubscriber(id) if id == "e164:46700000001"),
+            "{err}"
+        );
+        assert_eq!(routing.lookup(kind, "46700000001"), Some(AccountId(1)));
     }
 
     #[test]

@@ -223,8 +223,8 @@ fn routing(
     let mut max_id = 0;
     for engine in ledgers.iter().flatten().map(|l| &l.engine) {
         for (kind, data, account) in engine.directory().iter() {
-            let id = gyro_charging::SubscriptionId::new(kind, &**data);
-            if let Err(e) = fixed.insert(&id, account) {
+            // The engine's copy of each identity is shared, not copied.
+            if let Err(e) = fixed.insert_shared(kind, data, account) {
                 warn!(error = %e, "two shards map one subscriber; routing by the first");
             }
         }
