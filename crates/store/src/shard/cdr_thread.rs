@@ -23,7 +23,7 @@ use gyro_charging::{CdrView, Timestamp};
 use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{sync_channel, Receiver, SyncSender, TrySendError};
+use std::sync::mpsc::{sync_channel, Receiver, SendError, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
@@ -32,6 +32,8 @@ use std::thread::JoinHandle;
 pub(super) const QUEUE_BATCHES: usize = 2048;
 /// Least time between two ticks the loop side sends.
 const TICK_EVERY_MS: u64 = 50;
+/// While batches keep coming, the writer takes them this often.
+const DRAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Encodes CDR file lines from decoded records.
 pub(super) struct LineEncoder {
@@ -302,15 +304,25 @@ impl CdrThread {
     /// time-driven work due at `now`.
     pub(super) fn drain(&self, now: Timestamp) {
         let (reply, done) = sync_channel(1);
-        if self.tx.send(Msg::Drain(now, reply)).is_err() || done.recv().is_err() {
+        if self.send_now(Msg::Drain(now, reply)).is_err() || done.recv().is_err() {
             self.gone();
         }
+    }
+
+    /// Sends a message the writer handles at once, even in the pause it
+    /// takes between batches.
+    fn send_now(&self, msg: Msg) -> std::result::Result<(), SendError<Msg>> {
+        self.tx.send(msg)?;
+        if let Some(t) = &self.thread {
+            t.thread().unpark();
+        }
+        Ok(())
     }
 
     /// Sends a request and waits for its answer.
     pub(super) fn ask<T>(&self, msg: impl FnOnce(SyncSender<Result<T>>) -> Msg) -> Result<T> {
         let (reply, answer) = sync_channel(1);
-        if self.tx.send(msg(reply)).is_ok() {
+        if self.send_now(msg(reply)).is_ok() {
             if let Ok(r) = answer.recv() {
                 return r;
             }
@@ -321,7 +333,7 @@ impl CdrThread {
 
     pub(super) fn hold(&self) -> CdrWriterHold {
         let (release, held) = sync_channel(1);
-        let _ = self.tx.send(Msg::Hold(held));
+        let _ = self.send_now(Msg::Hold(held));
         CdrWriterHold { _release: release }
     }
 
@@ -332,7 +344,7 @@ impl CdrThread {
 
 impl Drop for CdrThread {
     fn drop(&mut self) {
-        let _ = self.tx.send(Msg::Stop);
+        let _ = self.send_now(Msg::Stop);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
@@ -372,73 +384,97 @@ impl Writer {
                 self.shared.ready_generation.fetch_max(g, Ordering::AcqRel);
             }
         }
-        for msg in rx {
-            match msg {
-                Msg::Batch {
-                    cdrs,
-                    n,
-                    first,
-                    now: t,
-                } => {
-                    now = now.max(t);
-                    self.batch(&cdrs, n, first, t);
-                    self.shared.pool.give_back(cdrs);
-                    self.housekeeping(now);
-                }
-                Msg::JournalRotated {
-                    file,
-                    path,
-                    generation,
-                } => {
-                    if let Err(e) = self.sync_journal() {
-                        self.shared.fail(e.to_string());
+        // Idle, it waits for the next message. While batches keep coming
+        // it takes what arrived every `DRAIN_PAUSE` instead of waking for
+        // each commit (a request that waits for its answer wakes it at
+        // once): a shard committing thousands of small batches a second
+        // wakes it a few hundred times.
+        'serve: while let Ok(first) = rx.recv() {
+            let mut busy = matches!(first, Msg::Batch { .. });
+            if !self.handle(first, &mut now) {
+                break;
+            }
+            while busy {
+                std::thread::park_timeout(DRAIN_PAUSE);
+                busy = false;
+                while let Ok(msg) = rx.try_recv() {
+                    busy |= matches!(msg, Msg::Batch { .. });
+                    if !self.handle(msg, &mut now) {
+                        break 'serve;
                     }
-                    self.journal = file;
-                    self.journal_released = 0;
-                    self.journal_path = path;
-                    self.ready_pending = Some(generation);
-                    self.housekeeping(now);
                 }
-                Msg::Tick(t) => {
-                    now = now.max(t);
-                    self.housekeeping(now);
-                }
-                Msg::Drain(t, reply) => {
-                    now = now.max(t);
-                    self.housekeeping(now);
-                    let _ = reply.send(());
-                }
-                Msg::Close(t, reply) => {
-                    now = now.max(t);
-                    let _ = reply.send(self.close(t));
-                }
-                Msg::SyncJournal {
-                    now: t,
-                    force,
-                    reply,
-                } => {
-                    now = now.max(t);
-                    let due = self.unsynced_since.is_some() && (force || self.sync_due(t));
-                    let r = if due {
-                        self.sync_journal().map(|()| true)
-                    } else {
-                        Ok(false)
-                    };
-                    if let Err(e) = &r {
-                        self.shared.fail(e.to_string());
-                    }
-                    let _ = reply.send(r);
-                }
-                Msg::Hold(held) => {
-                    let _ = held.recv();
-                }
-                Msg::Stop => break,
             }
         }
         // Whatever is queued is written (a compressed frame ended; not
         // closed: that is `close_cdr_file`); what fails is rewritten from
         // the journal.
         let _ = self.cdr.flush(now);
+    }
+
+    /// Does what one message asks; false for [`Msg::Stop`].
+    fn handle(&mut self, msg: Msg, now: &mut Timestamp) -> bool {
+        match msg {
+            Msg::Batch {
+                cdrs,
+                n,
+                first,
+                now: t,
+            } => {
+                *now = (*now).max(t);
+                self.batch(&cdrs, n, first, t);
+                self.shared.pool.give_back(cdrs);
+                self.housekeeping(*now);
+            }
+            Msg::JournalRotated {
+                file,
+                path,
+                generation,
+            } => {
+                if let Err(e) = self.sync_journal() {
+                    self.shared.fail(e.to_string());
+                }
+                self.journal = file;
+                self.journal_released = 0;
+                self.journal_path = path;
+                self.ready_pending = Some(generation);
+                self.housekeeping(*now);
+            }
+            Msg::Tick(t) => {
+                *now = (*now).max(t);
+                self.housekeeping(*now);
+            }
+            Msg::Drain(t, reply) => {
+                *now = (*now).max(t);
+                self.housekeeping(*now);
+                let _ = reply.send(());
+            }
+            Msg::Close(t, reply) => {
+                *now = (*now).max(t);
+                let _ = reply.send(self.close(t));
+            }
+            Msg::SyncJournal {
+                now: t,
+                force,
+                reply,
+            } => {
+                *now = (*now).max(t);
+                let due = self.unsynced_since.is_some() && (force || self.sync_due(t));
+                let r = if due {
+                    self.sync_journal().map(|()| true)
+                } else {
+                    Ok(false)
+                };
+                if let Err(e) = &r {
+                    self.shared.fail(e.to_string());
+                }
+                let _ = reply.send(r);
+            }
+            Msg::Hold(held) => {
+                let _ = held.recv();
+            }
+            Msg::Stop => return false,
+        }
+        true
     }
 
     fn batch(&mut self, cdrs: &[u8], n: u32, first: u64, now: Timestamp) {
