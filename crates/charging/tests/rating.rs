@@ -762,6 +762,13 @@ proptest! {
         let granted = a.mscc[0].granted.and_then(|g| g.total_octets).unwrap_or(0);
         // What was granted the balance pays at the dearer price.
         prop_assert!(granted.div_ceil(10_000) <= balance as u64);
+        if balance == 0 {
+            // Nothing to pay with: the CCR-Initial is refused, no session
+            // opens and there is no usage to split.
+            prop_assert_eq!(a.result_code, 4012);
+            prop_assert_eq!(e.account(AccountId(4)).unwrap().debited, 0);
+            return Ok(());
+        }
         let after = used * after_share / 100;
         let mut u = request("p", if more { RequestType::Update } else { RequestType::Termination }, 1, "", DATA);
         let mut m = mscc(Some(10), more, Some(octets(used)));
