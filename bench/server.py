@@ -17,6 +17,8 @@ server), and prints ONE Markdown table (or JSON with --json):
     bench/server.py --servers gyro-sync --connections 1 --duration 60s \\
         --config-extra storage.snapshot_every_records=200000 storage.cdr_max_bytes=8000000
     bench/server.py --servers gyro-sync gyro-none --allocations       # heap allocations
+    bench/server.py --servers gyro-sync --workers 1 --connections 1 \
+        --rate 5000 --threads           # where the CPU goes, thread by thread
     bench/server.py --servers gyro-sync --workers 1 --connections 50 \
         --scrape-metrics 1                  # the cost of scraping /metrics every second
     bench/server.py --servers gyro-sync --workers 1 --connections 50 \
@@ -49,7 +51,11 @@ counts journal, CDR and snapshot files, not sockets) divided by CCR-U
 answered (whole 4 KiB pages: a page synced again after each small group
 commit counts each time), and the growth of the data directory per CCR-U
 (the bytes the files hold, snapshots and rotations included, deleted files
-not); heap allocations per request in steady state with --allocations
+not); with --threads, the server's CPU per answer by thread (the
+threads of all workers counted together: worker, sync, cdr, compact, ...)
+and each one's context switches per answer, from /proc/<pid>/task (the
+JSON rows always carry it, as "threads_per_answer"); heap allocations per
+request in steady state with --allocations
 (from a short and a long run of a build with the count-allocations feature:
 the difference of the allocation counts over the difference of requests).
 
@@ -117,6 +123,63 @@ def cpu_seconds(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def thread_group(name):
+    """A thread's name without its trailing number: the threads of every
+    worker count together (gyro-worker-0 and gyro-worker-1 are
+    gyro-worker)."""
+    head, sep, tail = name.rpartition("-")
+    return head if sep and head and tail.isdigit() else name
+
+
+def thread_stats(pid):
+    """{thread group: (CPU seconds, context switches)} of the live threads
+    of `pid` (/proc/<pid>/task/*: user+sys time, voluntary and involuntary
+    switches: a thread that sleeps and wakes up switches twice)."""
+    out = {}
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return out
+    for tid in tids:
+        base = f"/proc/{pid}/task/{tid}"
+        try:
+            with open(f"{base}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"{base}/comm") as f:
+                name = thread_group(f.read().strip())
+            with open(f"{base}/status") as f:
+                switches = sum(int(l.split()[1]) for l in f if "ctxt_switches:" in l)
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+        cpu, n = out.get(name, (0.0, 0))
+        out[name] = (cpu + (int(fields[11]) + int(fields[12])) / TICK, n + switches)
+    return out
+
+
+def per_answer_by_thread(before, after, answered):
+    """{thread group: {"cpu_us": ..., "switches": ...}} per answer between
+    two `thread_stats`, busiest first (threads started in between count
+    from zero)."""
+    n = max(answered, 1)
+    rows = {}
+    for name, (cpu, sw) in after.items():
+        cpu0, sw0 = before.get(name, (0.0, 0))
+        rows[name] = {"cpu_us": (cpu - cpu0) * 1e6 / n, "switches": (sw - sw0) / n}
+    return dict(sorted(rows.items(), key=lambda kv: -kv[1]["cpu_us"]))
+
+
+def fmt_threads(by_thread):
+    """The --threads column: each thread group's CPU per answer (us) and
+    context switches per answer, busiest first, groups under 0.01 us left
+    out."""
+    parts = []
+    for name, v in by_thread.items():
+        if v["cpu_us"] >= 0.01:
+            short = name[len("gyro-"):] if name.startswith("gyro-") else name
+            parts.append(f"{short} {v['cpu_us']:.2f} ({v['switches']:.3f} sw)")
+    return ", ".join(parts) or "-"
 
 
 def write_bytes(pid):
@@ -395,12 +458,14 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
         admin = AdminLoad(admin_port, args.load_cpus, args.scrape_metrics if admin_ok else None,
                           args.top_ups if admin_ok else None)
         cpu0, io0, size0 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
+        threads0 = thread_stats(proc.pid)
         with admin:
             if server.get("protocol") == "nchf":
                 load_extra = ("--protocol", "nchf", *load_extra)
             report, load_cpu, wall = run_load(load_gyro, port, args, connections, count, rate,
                                               load_extra)
             cpu1, io1, size1 = cpu_seconds(proc.pid), write_bytes(proc.pid), dir_bytes(data)
+            threads1 = thread_stats(proc.pid)
         alive = proc.poll() is None
         proc.terminate()
         proc.wait(timeout=120)
@@ -443,6 +508,7 @@ def measure(args, server, binary, load_gyro, workers, connections, count=None, r
         "rate_target": rate, "offered_rate": offered, "answered": answered, "rate": report["rate"],
         "errors": report["errors"], "server_cpu_s": cpu1 - cpu0,
         "cpu_us_per_answer": (cpu1 - cpu0) * 1e6 / max(answered, 1),
+        "threads_per_answer": per_answer_by_thread(threads0, threads1, answered),
         "server_cpu_util": server_util, "load_cpu_util": load_util, "load_bound": load_bound,
         "load_busiest_thread": gen.get("busiest_thread"),
         "load_cpu_us_per_request": load_cpu * 1e6 / max(report["sent"], 1),
@@ -506,6 +572,8 @@ def print_table(args, rows):
              "max", "disk B/CCR-U (write_bytes)", "file B/CCR-U (data dir growth)"]
     if args.allocations:
         cols.append("allocs/request")
+    if args.threads:
+        cols.append("server threads: us/answer (switches/answer)")
     if args.scrape_metrics:
         cols.append("scrapes")
     if args.top_ups:
@@ -531,6 +599,8 @@ def print_table(args, rows):
             if args.allocations:
                 a = r.get("allocations_per_request")
                 cells.append(f"{a:.2f}" if a is not None else "-")
+            if args.threads:
+                cells.append(fmt_threads(r.get("threads_per_answer") or {}))
             if args.scrape_metrics:
                 cells.append(str(r["scrapes"]))
             if args.top_ups:
@@ -571,6 +641,9 @@ def main():
                          "count-allocations; NAME@PATH: PATH must be such a build)")
     ap.add_argument("--alloc-requests", type=int, default=200_000,
                     help="requests of the long allocation run (the short one has a tenth)")
+    ap.add_argument("--threads", action="store_true",
+                    help="add a column with the server's CPU per answer by thread (workers "
+                         "together) and their context switches per answer")
     ap.add_argument("--scrape-metrics", type=float, metavar="SECONDS",
                     help="fetch gyro's /metrics this often during each run")
     ap.add_argument("--top-ups", type=float, metavar="RATE",

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -61,6 +62,41 @@ class LoadBound(unittest.TestCase):
         self.assertFalse(compare.trusted(row(rate_target=1000, offered_rate=1000, p99=20_000),
                                          10_000))
         self.assertTrue(compare.trusted(row(rate_target=1000, offered_rate=1000), 10_000))
+
+
+class Threads(unittest.TestCase):
+    def test_the_threads_of_every_worker_count_together(self):
+        self.assertEqual(bench.thread_group("gyro-worker-12"), "gyro-worker")
+        self.assertEqual(bench.thread_group("gyro-sync-0"), "gyro-sync")
+        self.assertEqual(bench.thread_group("tokio-runtime-w"), "tokio-runtime-w")
+        self.assertEqual(bench.thread_group("gyro-trim"), "gyro-trim")
+        self.assertEqual(bench.thread_group("-7"), "-7")
+
+    def test_a_live_process_has_its_threads_read(self):
+        with open("/proc/self/comm") as f:
+            me = bench.thread_group(f.read().strip())
+        start = time.process_time()
+        while time.process_time() - start < 0.05:  # at least a few clock ticks of CPU
+            pass
+        stats = bench.thread_stats(os.getpid())
+        self.assertIn(me, stats)
+        cpu, switches = stats[me]
+        self.assertGreater(cpu, 0.0)
+        self.assertGreaterEqual(switches, 0)
+        self.assertEqual(bench.thread_stats(2 ** 31), {})
+
+    def test_per_answer_figures_are_busiest_first_and_new_threads_count_from_zero(self):
+        before = {"gyro-worker": (1.0, 100), "gyro-sync": (0.5, 40), "gyro-trim": (0.1, 3)}
+        after = {"gyro-worker": (1.4, 300), "gyro-sync": (0.8, 1040), "gyro-trim": (0.1, 4),
+                 "gyro-compact": (0.05, 20)}
+        rows = bench.per_answer_by_thread(before, after, 100_000)
+        self.assertEqual(list(rows), ["gyro-worker", "gyro-sync", "gyro-compact", "gyro-trim"])
+        self.assertAlmostEqual(rows["gyro-worker"]["cpu_us"], 4.0)
+        self.assertAlmostEqual(rows["gyro-sync"]["switches"], 0.01)
+        self.assertAlmostEqual(rows["gyro-compact"]["cpu_us"], 0.5)
+        self.assertEqual(bench.fmt_threads(rows),
+                         "worker 4.00 (0.002 sw), sync 3.00 (0.010 sw), compact 0.50 (0.000 sw)")
+        self.assertEqual(bench.fmt_threads({}), "-")
 
 
 @unittest.skipUnless(gyro_binary(), "no gyro binary built")
