@@ -151,7 +151,7 @@ fn a_redis_master_killed_under_serve_load_loses_nothing_acknowledged_with_replic
         );
         let a = Node::with(&root, "node-a", &cluster.nodes, &opts.namespace, &extra);
         let b = Node::with(&root, "node-b", &cluster.nodes, &opts.namespace, &extra);
-        let (node_a, node_b) = (a.start(), b.start());
+        let (node_a, node_b) = (a.start_within(5), b.start_within(5));
         let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
 
         // The master of the gateway's account's slot is the victim.

@@ -17,7 +17,7 @@ use gyro_store::redis::{Books, RedisLedger};
 use serde_json::Value;
 
 use crate::support::server::Server;
-use crate::support::{free_port, serve};
+use crate::support::{free_port, try_serve};
 
 /// Tcc: a silent session's reservations go after this long.
 pub const TCC_SECS: u64 = 5;
@@ -127,6 +127,14 @@ impl Node {
     }
 
     pub fn start(&self) -> Server {
+        self.start_within(1)
+    }
+
+    /// [`Node::start`], tried up to `attempts` times: with `replicas_ack =
+    /// 1` a node refuses to start (it exits) when no replica acknowledges
+    /// its accounts in time, which a fresh cluster's replicas on a busy
+    /// machine may not.
+    pub fn start_within(&self, attempts: u32) -> Server {
         let (config, charging) = (
             self.config.to_string_lossy().into_owned(),
             self.dir
@@ -134,11 +142,19 @@ impl Node {
                 .to_string_lossy()
                 .into_owned(),
         );
-        let child = serve(
-            self.diameter,
-            &self.data(),
-            &["-c", &config, "--charging", &charging],
-        );
+        let args = ["-c", config.as_str(), "--charging", charging.as_str()];
+        let mut tried = 1;
+        let child = loop {
+            match try_serve(self.diameter, &self.data(), &args) {
+                Ok(child) => break child,
+                Err(e) if tried < attempts => {
+                    eprintln!("gyro serve did not start ({e}): again");
+                    tried += 1;
+                    std::thread::sleep(std::time::Duration::from_secs(1));
+                }
+                Err(e) => panic!("gyro serve did not start: {e}"),
+            }
+        };
         let server = Server::adopt(child, self.diameter, &self.data(), Some(self.admin_port));
         server.wait_ready();
         server

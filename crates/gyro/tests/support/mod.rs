@@ -204,7 +204,18 @@ pub fn free_port() -> u16 {
 /// Starts `gyro serve` with two workers on `addr` and `data_dir` (plus
 /// `extra` arguments) and waits until it accepts connections.
 pub fn serve(addr: std::net::SocketAddr, data_dir: &Path, extra: &[&str]) -> std::process::Child {
-    let child = Command::new(env!("CARGO_BIN_EXE_gyro"))
+    try_serve(addr, data_dir, extra).unwrap_or_else(|e| panic!("gyro serve did not start: {e}"))
+}
+
+/// [`serve`], or why it did not start: it exited first (its message is on
+/// the test's standard error), or it did not accept connections within
+/// 30 s (then it is killed).
+pub fn try_serve(
+    addr: std::net::SocketAddr,
+    data_dir: &Path,
+    extra: &[&str],
+) -> Result<std::process::Child, String> {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_gyro"))
         .args(["serve", "--workers", "2", "--listen"])
         .arg(addr.to_string())
         .arg("--data-dir")
@@ -216,13 +227,17 @@ pub fn serve(addr: std::net::SocketAddr, data_dir: &Path, extra: &[&str]) -> std
         .expect("start gyro serve");
     let t = std::time::Instant::now();
     while std::net::TcpStream::connect(addr).is_err() {
-        assert!(
-            t.elapsed() < std::time::Duration::from_secs(30),
-            "gyro serve did not start"
-        );
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!("it exited ({status})"));
+        }
+        if t.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err("no connection accepted in 30 s".into());
+        }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    child
+    Ok(child)
 }
 
 /// A data CCR on rating group 10 for `msisdn`, sent by `origin_host`
