@@ -22,6 +22,7 @@
 
 mod answers;
 mod batch;
+mod bursts;
 mod cdr_thread;
 mod commit;
 mod compaction;

@@ -12,6 +12,7 @@
 //! What it did and its errors are collected in [`Shared`] and handed to the
 //! caller with the next [`CommitStats`](super::CommitStats).
 
+use super::bursts;
 use super::pool::BufferPool;
 use super::Durability;
 use crate::cdr_file::CdrWriter;
@@ -32,8 +33,6 @@ use std::thread::JoinHandle;
 pub(super) const QUEUE_BATCHES: usize = 2048;
 /// Least time between two ticks the loop side sends.
 const TICK_EVERY_MS: u64 = 50;
-/// While batches keep coming, the writer takes them this often.
-const DRAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// Encodes CDR file lines from decoded records.
 pub(super) struct LineEncoder {
@@ -384,27 +383,14 @@ impl Writer {
                 self.shared.ready_generation.fetch_max(g, Ordering::AcqRel);
             }
         }
-        // Idle, it waits for the next message. While batches keep coming
-        // it takes what arrived every `DRAIN_PAUSE` instead of waking for
-        // each commit (a request that waits for its answer wakes it at
-        // once): a shard committing thousands of small batches a second
-        // wakes it a few hundred times.
-        'serve: while let Ok(first) = rx.recv() {
-            let mut busy = matches!(first, Msg::Batch { .. });
-            if !self.handle(first, &mut now) {
-                break;
-            }
-            while busy {
-                std::thread::park_timeout(DRAIN_PAUSE);
-                busy = false;
-                while let Ok(msg) = rx.try_recv() {
-                    busy |= matches!(msg, Msg::Batch { .. });
-                    if !self.handle(msg, &mut now) {
-                        break 'serve;
-                    }
-                }
-            }
-        }
+        // Idle, it waits for the next message; while batches keep coming
+        // it takes them in bursts (requests that wait for their answer
+        // unpark it at once: `CdrThread::send_now`).
+        bursts::serve(
+            &rx,
+            |msg| matches!(msg, Msg::Batch { .. }),
+            |msg| self.handle(msg, &mut now),
+        );
         // Whatever is queued is written (a compressed frame ended; not
         // closed: that is `close_cdr_file`); what fails is rewritten from
         // the journal.

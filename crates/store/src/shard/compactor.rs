@@ -15,9 +15,10 @@
 //!
 //! The queue is bounded ([`QUEUE_BATCHES`]): a compactor behind the
 //! journal holds the commit job back rather than growing memory. While
-//! commits keep coming it drains the queue every [`DRAIN_PAUSE`] instead of
-//! being woken by each one.
+//! commits keep coming it takes its queue in bursts ([`super::bursts`])
+//! instead of being woken by each one.
 
+use super::bursts;
 use super::pool::BufferPool;
 use super::ShardStore;
 use crate::error::{Error, Result};
@@ -31,9 +32,6 @@ use std::thread::JoinHandle;
 /// Batches the compactor may be behind the journal before a commit job
 /// waits for it.
 const QUEUE_BATCHES: usize = 1024;
-/// How long the compactor lets batches gather between two drains of its
-/// queue while commits keep coming.
-const DRAIN_PAUSE: std::time::Duration = std::time::Duration::from_millis(5);
 
 /// What the commit job tells the compactor, in journal order.
 pub(super) enum Feed {
@@ -208,24 +206,14 @@ fn spawn<T: Send + 'static>(
                     }
                 }
             };
-            // Idle, it waits for the next message; busy, it takes what
-            // arrived every `DRAIN_PAUSE`, so that a shard committing
-            // thousands of small batches a second wakes it a few hundred
-            // times, not once per commit.
-            while let Ok(first) = rx.recv() {
-                handle(first);
-                loop {
-                    std::thread::sleep(DRAIN_PAUSE);
-                    let mut took = false;
-                    while let Ok(feed) = rx.try_recv() {
-                        handle(feed);
-                        took = true;
-                    }
-                    if !took {
-                        break;
-                    }
-                }
-            }
+            bursts::serve(
+                &rx,
+                |_| true,
+                |feed| {
+                    handle(feed);
+                    true
+                },
+            );
         })
         .map_err(|e| Error::Io {
             op: "start the compactor thread",
