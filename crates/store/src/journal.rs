@@ -194,11 +194,7 @@ pub(crate) fn decode_effects(
     let mut n = 0u64;
     while !d.is_empty() {
         let at = d.position();
-        let decoded = match cache.as_deref_mut() {
-            Some(c) => d.effect_cached(c),
-            None => d.effect(),
-        };
-        match decoded {
+        match d.effect_sharing(cache.as_deref_mut()) {
             Ok(e) => {
                 n += 1;
                 if let Err(e) = each(e) {

@@ -896,13 +896,6 @@ impl<'a> Decoder<'a> {
         self.effect_sharing(None)
     }
 
-    /// [`Decoder::effect`], taking repeated strings (service contexts,
-    /// subscriber identities) from `cache` instead of allocating them
-    /// again.
-    pub(crate) fn effect_cached(&mut self, cache: &mut StringCache) -> Result<Effect, DecodeError> {
-        self.effect_sharing(Some(cache))
-    }
-
     /// A string, shared through `cache` (under `tag`) when there is one.
     fn cached_str(
         &mut self,
@@ -916,7 +909,10 @@ impl<'a> Decoder<'a> {
         })
     }
 
-    fn effect_sharing(
+    /// [`Decoder::effect`]; with a `cache`, repeated strings (service
+    /// contexts, subscriber identities) are taken from it instead of
+    /// allocated again.
+    pub(crate) fn effect_sharing(
         &mut self,
         mut cache: Option<&mut StringCache>,
     ) -> Result<Effect, DecodeError> {
@@ -1624,8 +1620,8 @@ pub(crate) mod tests {
         let mut cache = StringCache::default();
         let mut d = Decoder::new(&buf);
         let (first, second) = (
-            d.effect_cached(&mut cache).unwrap(),
-            d.effect_cached(&mut cache).unwrap(),
+            d.effect_sharing(Some(&mut cache)).unwrap(),
+            d.effect_sharing(Some(&mut cache)).unwrap(),
         );
         let (
             Effect::SessionOpened {
@@ -1669,7 +1665,7 @@ pub(crate) mod tests {
             for _ in 0..2 {
                 let mut d = Decoder::new(&buf);
                 for e in &effects {
-                    prop_assert_eq!(&d.effect_cached(&mut cache).unwrap(), e);
+                    prop_assert_eq!(&d.effect_sharing(Some(&mut cache)).unwrap(), e);
                 }
                 prop_assert!(d.is_empty());
             }

@@ -137,10 +137,10 @@ impl CompactionJob {
     /// else `restore` gets the previous snapshot (or `None`) and builds the
     /// caller's state, `apply` is called for every effect of the closed
     /// journals in order, and `snapshot` turns the state into the snapshot
-    /// to write (taking it: no copy needed). Then older snapshots and the journals it covers (whose
-    /// answers are all older than the horizon given to
-    /// [`ShardStore::begin_compaction`]) are deleted. On error nothing is
-    /// deleted.
+    /// to write (taking it: no copy needed). Then older snapshots and the
+    /// journals it covers (whose answers are all older than the horizon
+    /// given to [`ShardStore::begin_compaction`]) are deleted. On error
+    /// nothing is deleted.
     pub fn run<T>(
         self,
         restore: impl FnOnce(Option<Snapshot>) -> T,
