@@ -337,17 +337,11 @@ impl SubscriberDirectory {
     }
     /// Maps `id` to `account`; fails if `id` already maps elsewhere.
     pub fn insert(&mut self, id: &SubscriptionId, account: AccountId) -> Result<()> {
-        let map = &mut self.by_kind[id.kind as usize];
         let key = normalise(id.kind, &id.data);
-        match map.get(key) {
-            Some(a) if *a != account => Err(Error::DuplicateSubscriber(id.to_string())),
-            Some(_) => Ok(()),
-            None => {
-                map.insert(Arc::from(key), account);
-                Ok(())
-            }
-        }
+        self.map_key(id.kind, key, account, || Arc::from(key))
+            .map_err(|()| Error::DuplicateSubscriber(id.to_string()))
     }
+
     /// Maps an identity, given as another directory holds it (kind and
     /// normalised data, [`SubscriberDirectory::iter`]), to `account`,
     /// sharing that directory's copy of the data; fails if it already maps
@@ -358,14 +352,27 @@ impl SubscriberDirectory {
         data: &Arc<str>,
         account: AccountId,
     ) -> Result<()> {
+        self.map_key(kind, data, account, || Arc::clone(data))
+            .map_err(|()| {
+                Error::DuplicateSubscriber(SubscriptionId::new(kind, &**data).to_string())
+            })
+    }
+
+    /// Maps the normalised `key` to `account` (its stored copy made by
+    /// `stored` only when it is new); `Err` if it maps to another account.
+    fn map_key(
+        &mut self,
+        kind: SubscriptionType,
+        key: &str,
+        account: AccountId,
+        stored: impl FnOnce() -> Arc<str>,
+    ) -> std::result::Result<(), ()> {
         let map = &mut self.by_kind[kind as usize];
-        match map.get(&**data) {
-            Some(a) if *a != account => Err(Error::DuplicateSubscriber(
-                SubscriptionId::new(kind, &**data).to_string(),
-            )),
+        match map.get(key) {
+            Some(a) if *a != account => Err(()),
             Some(_) => Ok(()),
             None => {
-                map.insert(Arc::clone(data), account);
+                map.insert(stored(), account);
                 Ok(())
             }
         }
