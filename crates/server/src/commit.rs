@@ -23,7 +23,7 @@ use gyro_diameter::app::{Flush, Shard, SyncJob};
 use gyro_diameter::codes::cmd;
 use gyro_diameter::header::frame_length;
 use gyro_diameter::Message;
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{mpsc, Notify};
 
 use crate::telemetry::Telemetry;
 
@@ -55,7 +55,7 @@ pub(crate) struct GroupCommit {
     pending_answers: Cell<usize>,
     /// Whether the last batch needed a durability job.
     last_synced: Cell<bool>,
-    /// Whether the last batch was small ([`QUIET_BELOW_ANSWERS`]): a low
+    /// Whether the last batch was small ([`DELAY_BELOW_ANSWERS`]): a low
     /// rate, where the next one waits out its delay with the thread
     /// asleep (see [`GroupCommit::gather`]).
     quiet: Cell<bool>,
@@ -74,12 +74,9 @@ pub(crate) struct GroupCommit {
 
 /// A batch with at least this many answers is committed at once; a smaller
 /// one waits up to the configured delay for more (when it needs a sync).
+/// A batch smaller than this also marks a low rate: the next small batch
+/// spends its wait, and its sync, with the event loop's thread asleep.
 const DELAY_BELOW_ANSWERS: usize = 64;
-
-/// A batch with fewer answers than this marks a low rate (below about 16
-/// answers a millisecond at the default delay): the next small batch
-/// waits out its delay with the event loop's thread asleep.
-const QUIET_BELOW_ANSWERS: usize = 16;
 
 impl GroupCommit {
     /// A queue whose durability jobs run on a new thread named
@@ -169,7 +166,7 @@ impl GroupCommit {
     /// delay no longer wake the thread one by one: a thread wake-up costs
     /// far more than handling a request (at 5,000 requests a second on
     /// one connection this took about a quarter off the event loop's CPU
-    /// per answer). The sleep is bounded by the delay (1 ms by default)
+    /// per answer). The sleep is bounded by the delay (2 ms by default)
     /// and happens only while a batch is waiting for its sync anyway;
     /// timers and other connections of the loop wait at most that long.
     async fn gather(&self) {
@@ -225,11 +222,28 @@ impl GroupCommit {
             && self.replies.borrow().is_empty()
     }
 
+    /// Runs `job` on the sync thread and waits for its result.
+    ///
+    /// A small batch (a low rate, [`DELAY_BELOW_ANSWERS`]) waits with the
+    /// event loop's thread asleep, up to the commit delay, before it goes
+    /// back to the sockets: requests that arrive during the sync are then
+    /// read together once it is done, instead of each waking the thread
+    /// (at a low rate a thread wake-up costs far more than a request).
+    /// A sync that takes longer than the delay is awaited as usual, with
+    /// the loop serving its sockets and timers: the loop never waits on
+    /// the disk longer than the delay.
     async fn sync(&self, job: SyncJob) -> std::io::Result<()> {
         let gone = || std::io::Error::other("sync thread gone");
         let (done, result) = oneshot::channel();
         if self.syncer.send((job, done)).is_err() {
             return Err(gone());
+        }
+        if self.quiet.get() && !self.delay.is_zero() {
+            match result.recv_timeout(self.delay) {
+                Ok(r) => return r,
+                Err(oneshot::RecvTimeoutError::Disconnected) => return Err(gone()),
+                Err(oneshot::RecvTimeoutError::Timeout) => {}
+            }
         }
         result.await.unwrap_or_else(|_| Err(gone()))
     }
@@ -247,7 +261,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
         commit.pending_since.set(None);
         commit
             .quiet
-            .set(commit.pending_answers.replace(0) < QUIET_BELOW_ANSWERS);
+            .set(commit.pending_answers.replace(0) < DELAY_BELOW_ANSWERS);
         commit.committing.set(true);
         let flush = shard.borrow_mut().flush();
         commit
@@ -321,4 +335,88 @@ fn rewrite(bytes: &[u8], mut shard_answer: impl FnMut(&Message<'_>, &mut BytesMu
         }
     }
     out.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::overload::QueueDepth;
+
+    fn commit(delay: Duration) -> GroupCommit {
+        let queues: Arc<[QueueDepth]> = Arc::from(vec![QueueDepth::default()]);
+        let telemetry = Arc::new(Telemetry::new(Instant::now(), queues));
+        GroupCommit::new(0, delay, telemetry).unwrap()
+    }
+
+    /// Runs `job` as a low-rate batch's sync on a single-threaded loop
+    /// that also runs a task ticking every millisecond; returns the sync's
+    /// result, how long it took, and the ticks seen meanwhile.
+    fn sync_beside_a_ticker(delay: Duration, job: SyncJob) -> (std::io::Result<()>, Duration, u32) {
+        let commit = commit(delay);
+        commit.quiet.set(true);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        let ticks = std::rc::Rc::new(Cell::new(0u32));
+        let seen = ticks.clone();
+        local.spawn_local(async move {
+            loop {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                seen.set(seen.get() + 1);
+            }
+        });
+        local.block_on(&rt, async {
+            // The ticker starts before the sync.
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let before = ticks.get();
+            let start = Instant::now();
+            let r = commit.sync(job).await;
+            (r, start.elapsed(), ticks.get() - before)
+        })
+    }
+
+    #[test]
+    fn a_quick_sync_of_a_low_rate_batch_is_waited_for_asleep() {
+        let (r, took, ticks) = sync_beside_a_ticker(
+            Duration::from_millis(200),
+            Box::new(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                Ok(())
+            }),
+        );
+        assert!(r.is_ok());
+        assert!(took >= Duration::from_millis(20), "{took:?}");
+        // The thread slept through it: the loop's other task did not run.
+        assert_eq!(ticks, 0);
+    }
+
+    #[test]
+    fn a_sync_longer_than_the_delay_leaves_the_loop_running() {
+        let (r, took, ticks) = sync_beside_a_ticker(
+            Duration::from_millis(2),
+            Box::new(|| {
+                std::thread::sleep(Duration::from_millis(300));
+                Err(std::io::Error::other("disk gone"))
+            }),
+        );
+        assert_eq!(r.unwrap_err().to_string(), "disk gone");
+        assert!(took >= Duration::from_millis(300), "{took:?}");
+        // Blocked for the whole sync, the ticker would have seen one tick
+        // at most; served, it ticks about every millisecond.
+        assert!(
+            ticks >= 50,
+            "the loop ran {ticks} ticks during a 300 ms sync"
+        );
+    }
+
+    #[test]
+    fn a_sync_thread_that_is_gone_is_an_error_not_a_hang() {
+        let (r, _, _) = sync_beside_a_ticker(
+            Duration::from_millis(2),
+            Box::new(|| panic!("the sync thread dies")),
+        );
+        assert!(r.is_err());
+    }
 }

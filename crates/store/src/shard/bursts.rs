@@ -10,7 +10,7 @@ use std::sync::mpsc::Receiver;
 use std::time::Duration;
 
 /// How long messages gather between two takes while commits keep coming.
-pub(super) const PAUSE: Duration = Duration::from_millis(5);
+pub(super) const PAUSE: Duration = Duration::from_millis(20);
 
 /// Serves `rx` until every sender is gone or `handle` returns false. After
 /// a message that `keeps_busy` says comes from a commit, the thread parks
