@@ -166,7 +166,7 @@ impl GroupCommit {
     /// delay no longer wake the thread one by one: a thread wake-up costs
     /// far more than handling a request (at 5,000 requests a second on
     /// one connection this took about a quarter off the event loop's CPU
-    /// per answer). The sleep is bounded by the delay (2 ms by default)
+    /// per answer). The sleep is bounded by the delay (1 ms by default)
     /// and happens only while a batch is waiting for its sync anyway;
     /// timers and other connections of the loop wait at most that long.
     async fn gather(&self) {
