@@ -213,7 +213,7 @@ fn retransmit_sample(
     seed: u64,
 ) -> usize {
     // Counted after the start: recovery may complete what a crash cut.
-    let cdrs = cdr_lines(data);
+    let cdrs = support::settled(|| cdr_lines(data));
     let mut order: Vec<usize> = (0..answered.len()).collect();
     let n = order.len().min(RETRANSMISSIONS);
     for i in 0..n {
@@ -225,10 +225,10 @@ fn retransmit_sample(
         .map(|&i| Acknowledged::from_record(&answered[i]))
         .collect();
     retransmit(addr, &sample, seed);
-    // A debit's CDR is on disk before its answer leaves: a retransmission
-    // charged again would show here.
+    // A retransmission charged again would show here, once the CDR writer
+    // has written what was committed.
     assert_eq!(
-        cdr_lines(data),
+        support::settled(|| cdr_lines(data)),
         cdrs,
         "retransmissions wrote CDRs (seed {seed})"
     );

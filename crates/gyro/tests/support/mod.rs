@@ -274,3 +274,21 @@ pub fn data_ccr(
         ..CcRequest::default()
     }
 }
+
+/// What `read` returns once it has stopped changing: the same value three
+/// times in a row, 100 ms apart (at most 10 s). For what a running server
+/// writes a little after its answers, such as the CDR lines of committed
+/// charges: the CDR writer takes its queue every 20 ms while commits keep
+/// coming, so a count taken right after an answer may not include it yet.
+pub fn settled<T: PartialEq>(mut read: impl FnMut() -> T) -> T {
+    let give_up = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut last = read();
+    let mut same = 1;
+    while same < 3 && std::time::Instant::now() < give_up {
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let now = read();
+        same = if now == last { same + 1 } else { 1 };
+        last = now;
+    }
+    last
+}
