@@ -55,9 +55,10 @@ pub(crate) struct GroupCommit {
     pending_answers: Cell<usize>,
     /// Whether the last batch needed a durability job.
     last_synced: Cell<bool>,
-    /// Whether the last batch was small ([`QUIET_BELOW_ANSWERS`]): a low
-    /// rate, where the next one waits out its delay with the thread
-    /// asleep (see [`GroupCommit::gather`]).
+    /// Whether the last batch taken was small ([`QUIET_BELOW_ANSWERS`]): a
+    /// low rate, where that batch's sync and the next batch's delay are
+    /// waited for with the thread asleep (see [`GroupCommit::sync`] and
+    /// [`GroupCommit::gather`]).
     quiet: Cell<bool>,
     /// How long a small batch that needs a durability job waits for more.
     delay: Duration,
