@@ -13,14 +13,14 @@ use serde_json::{json, Value};
 /// Where the admin API is and how to reach it.
 #[derive(Debug, Clone, clap::Args)]
 pub struct Connection {
-    /// The server's configuration file: its [admin] section gives the
+    /// The server's configuration file: its `[admin]` section gives the
     /// address and the token file.
     #[arg(long, short = 'c', value_name = "FILE", global = true)]
     pub config: Option<PathBuf>,
-    /// The admin API's base URL; replaces [admin] listen.
+    /// The admin API's base URL; replaces `[admin] listen`.
     #[arg(long, value_name = "URL", global = true)]
     pub admin: Option<String>,
-    /// File holding the bearer token; replaces [admin] token_file.
+    /// File holding the bearer token; replaces `[admin] token_file`.
     #[arg(long, value_name = "FILE", global = true)]
     pub token_file: Option<PathBuf>,
     /// Print the API's JSON instead of text.

@@ -5,9 +5,9 @@
 //!   loop, optionally pinned to a CPU. No thread per connection, no pipeline.
 //! * Every worker listens on every address with `SO_REUSEPORT`, so the
 //!   kernel spreads connections over workers.
-//! * Each worker owns one shard of the application state ([`ShardApp`]):
+//! * Each worker owns one shard of the application state ([`Shard`]):
 //!   plain data, no locks. A request goes to the shard that owns its state
-//!   ([`AppFactory::route`]): handled inline when that is the local shard,
+//!   ([`Application::route`]): handled inline when that is the local shard,
 //!   otherwise handed to the owning worker as a refcounted frame, in one
 //!   batch per read. One busy connection therefore still uses every core.
 //! * Answers are written back in batches, in completion order.

@@ -5,7 +5,7 @@
 //! * Every open connection registers here with its peer's identity and a
 //!   channel its task reads requests from.
 //! * Every application request that carries a Session-Id notes the
-//!   connection it came on ([`Registry::note`]): the session's owner is the
+//!   connection it came on (`Registry::note`): the session's owner is the
 //!   connection that last sent a request for it. The pin is dropped when
 //!   the session ends.
 //! * [`Outbound::request`] hands the request to the owning connection's

@@ -18,7 +18,7 @@
 //! restricted in time before one that is not; on a tie the first listed.
 //!
 //! Rating runs for every unit of every request, so the engine remembers
-//! ([`RatingMemo`]) the rates that may apply to each (plan, context,
+//! (`RatingMemo`) the rates that may apply to each (plan, context,
 //! rating key, destination, zone) it has seen, sorted by specificity, and
 //! the segment of the plan's week the current time is in: choosing a rate
 //! is then a hash of the context, a short scan and a bit test per
@@ -303,7 +303,7 @@ impl Plan {
     }
 
     /// The rate for `key` under `ctx` at `loc` at instant `at`, and when
-    /// the price changes next (no remembering: see [`RatingMemo`]).
+    /// the price changes next (no remembering: see `RatingMemo`).
     pub fn rate_at(
         &self,
         ctx: &str,
