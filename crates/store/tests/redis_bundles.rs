@@ -17,24 +17,6 @@ use gyro_store::redis::{
 use redis_support::*;
 use std::collections::HashMap;
 
-/// xorshift64* (the seed is printed on failure).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
 /// 3 money per 1,000 units, in increments of 100, rounded `rounding`.
 fn pricing(rounding: Rounding) -> Pricing {
     Pricing {
@@ -55,16 +37,16 @@ fn covering(rg_: u32, rounding: Rounding) -> BundleUse {
     }
 }
 
-fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Step {
-    let session = format!("sess-{}", rng.below(3));
-    let g = 10 * (1 + rng.below(2) as u32);
+fn random_step(rng: &mut fastrand::Rng, n: u64, account: AccountId, now: Timestamp) -> Step {
+    let session = format!("sess-{}", rng.u64(..3));
+    let g = 10 * (1 + rng.u64(..2) as u32);
     let key = rg(g);
-    let rounding = [Rounding::Up, Rounding::Down, Rounding::Nearest][rng.below(3) as usize];
+    let rounding = [Rounding::Up, Rounding::Down, Rounding::Nearest][rng.u64(..3) as usize];
     let p = pricing(rounding);
     let request = format!("{session};{n}");
-    match rng.below(100) {
+    match rng.u64(..100) {
         0..=34 => {
-            let units = 100 * (1 + rng.below(40));
+            let units = 100 * (1 + rng.u64(..40));
             Step::Reserve(Reserve {
                 account,
                 request,
@@ -73,19 +55,19 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
                 money: p.cost(units),
                 units,
                 min_money: p.cost(100),
-                expires: now.plus_secs(rng.below(4)),
+                expires: now.plus_secs(rng.u64(..4)),
                 bundles: Some(covering(g, rounding)),
             })
         }
         35..=69 => {
-            let used = rng.below(5000);
-            let event = rng.chance(15);
+            let used = rng.u64(..5000);
+            let event = rng.u64(..100) < 15;
             Step::Debit(Debit {
                 account,
                 request,
                 reservation: (!event).then(|| (session.clone(), key)),
                 amount: p.cost(used),
-                release: rng.chance(60),
+                release: rng.u64(..100) < 60,
                 whole: event,
                 cdr: cdr(&session, n as u32, key),
                 bundles: Some((used, covering(g, rounding))),
@@ -100,7 +82,7 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
         80..=86 => Step::TopUp(TopUp {
             account,
             request,
-            amount: 1 + rng.below(20) as i64,
+            amount: 1 + rng.u64(..20) as i64,
         }),
         87..=92 => Step::End(EndSession {
             account,
@@ -177,7 +159,7 @@ async fn random_bundle_steps_with_retries_keep_money_and_units() {
         let ledger = RedisLedger::connect(options(&nodes, "bundle-prop", "node-a"))
             .await
             .unwrap();
-        let mut rng = Rng(seed);
+        let mut rng = fastrand::Rng::with_seed(seed);
         let accounts: Vec<AccountId> = (1..=4).map(acct).collect();
         for (i, &a) in accounts.iter().enumerate() {
             let limit = if i == 0 { 10 } else { 0 };
@@ -198,13 +180,13 @@ async fn random_bundle_steps_with_retries_keep_money_and_units() {
         for round in 0..40 {
             now = Timestamp(now.0 + 1000);
             let mut batch: Vec<(Step, Option<Answer>)> = Vec::new();
-            for _ in 0..1 + rng.below(8) {
-                if !sent.is_empty() && rng.chance(20) {
-                    let (step, first) = sent[rng.below(sent.len() as u64) as usize].clone();
+            for _ in 0..1 + rng.u64(..8) {
+                if !sent.is_empty() && rng.u64(..100) < 20 {
+                    let (step, first) = sent[rng.u64(..sent.len() as u64) as usize].clone();
                     batch.push((step, Some(first)));
                 } else {
                     n += 1;
-                    let a = accounts[rng.below(accounts.len() as u64) as usize];
+                    let a = accounts[rng.u64(..accounts.len() as u64) as usize];
                     batch.push((random_step(&mut rng, n, a, now), None));
                 }
             }

@@ -13,25 +13,6 @@ use redis_support::*;
 use std::collections::HashMap;
 use std::time::Duration;
 
-/// xorshift64*: a small deterministic generator (the seed is printed on
-/// failure).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.below(100) < percent
-    }
-}
-
 #[derive(Clone, Debug, Default)]
 struct Res {
     money: i64,
@@ -241,13 +222,13 @@ impl Model {
     }
 }
 
-fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Step {
-    let session = format!("sess-{}", rng.below(3));
-    let key = rg(10 * (1 + rng.below(2) as u32));
+fn random_step(rng: &mut fastrand::Rng, n: u64, account: AccountId, now: Timestamp) -> Step {
+    let session = format!("sess-{}", rng.u64(..3));
+    let key = rg(10 * (1 + rng.u64(..2) as u32));
     let request = format!("{session};{n}");
-    match rng.below(100) {
+    match rng.u64(..100) {
         0..=34 => {
-            let money = 1 + rng.below(200) as i64;
+            let money = 1 + rng.u64(..200) as i64;
             Step::Reserve(Reserve {
                 account,
                 request,
@@ -255,21 +236,21 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
                 key,
                 money,
                 units: money as u64 * 1000,
-                min_money: if rng.chance(30) { money } else { 1 },
-                expires: now.plus_secs(rng.below(4)),
+                min_money: if rng.u64(..100) < 30 { money } else { 1 },
+                expires: now.plus_secs(rng.u64(..4)),
                 bundles: None,
             })
         }
         35..=64 => Step::Debit(Debit {
             account,
             request,
-            reservation: if rng.chance(85) {
+            reservation: if rng.u64(..100) < 85 {
                 Some((session.clone(), key))
             } else {
                 None
             },
-            amount: rng.below(250) as i64,
-            release: rng.chance(40),
+            amount: rng.u64(..250) as i64,
+            release: rng.u64(..100) < 40,
             whole: false,
             cdr: cdr(&session, n as u32, key),
             bundles: None,
@@ -283,13 +264,13 @@ fn random_step(rng: &mut Rng, n: u64, account: AccountId, now: Timestamp) -> Ste
         75..=82 => Step::Refund(Refund {
             account,
             request,
-            amount: 1 + rng.below(60) as i64,
+            amount: 1 + rng.u64(..60) as i64,
             cdr: cdr(&session, n as u32, key),
         }),
         83..=89 => Step::TopUp(TopUp {
             account,
             request,
-            amount: 1 + rng.below(400) as i64,
+            amount: 1 + rng.u64(..400) as i64,
         }),
         90..=92 => Step::End(EndSession {
             account,
@@ -373,7 +354,7 @@ async fn random_steps_with_retries_keep_the_books_and_never_charge_twice() {
         let ledger = RedisLedger::connect(options(&nodes, "prop", "node-a"))
             .await
             .unwrap();
-        let mut rng = Rng(seed);
+        let mut rng = fastrand::Rng::with_seed(seed);
         let accounts: Vec<AccountId> = (1..=6).map(acct).collect();
         let mut models = HashMap::new();
         for (i, &a) in accounts.iter().enumerate() {
@@ -397,9 +378,9 @@ async fn random_steps_with_retries_keep_the_books_and_never_charge_twice() {
         for _ in 0..40 {
             now = Timestamp(now.0 + 1000);
             let mut batch: Vec<(Step, Option<Answer>)> = Vec::new();
-            for _ in 0..1 + rng.below(8) {
-                if !sent.is_empty() && rng.chance(20) {
-                    let (step, answer) = sent[rng.below(sent.len() as u64) as usize].clone();
+            for _ in 0..1 + rng.u64(..8) {
+                if !sent.is_empty() && rng.u64(..100) < 20 {
+                    let (step, answer) = sent[rng.u64(..sent.len() as u64) as usize].clone();
                     batch.push((
                         step,
                         Some(Answer {
@@ -409,7 +390,7 @@ async fn random_steps_with_retries_keep_the_books_and_never_charge_twice() {
                     ));
                 } else {
                     n += 1;
-                    let a = accounts[rng.below(accounts.len() as u64) as usize];
+                    let a = accounts[rng.u64(..accounts.len() as u64) as usize];
                     let step = random_step(&mut rng, n, a, now);
                     let seq = seqs.entry(ledger.keys().account_slot(a)).or_default();
                     let model = models.get_mut(&a).expect("model");
@@ -418,7 +399,7 @@ async fn random_steps_with_retries_keep_the_books_and_never_charge_twice() {
                 }
             }
             // A fresh step sent twice in one batch: the second is a replay.
-            if rng.chance(25) {
+            if rng.u64(..100) < 25 {
                 if let Some((step, Some(a))) = batch
                     .iter()
                     .find(|(_, a)| a.as_ref().is_some_and(|a| !a.replayed))
@@ -533,13 +514,13 @@ async fn two_nodes_charging_the_same_accounts_keep_the_books() {
         let accounts = accounts.clone();
         tasks.push(tokio::spawn(async move {
             let ledger = RedisLedger::connect(opts).await.unwrap();
-            let mut rng = Rng(seed);
+            let mut rng = fastrand::Rng::with_seed(seed);
             // Per account: money charged and debits made, by fresh answers.
             let mut charged: HashMap<AccountId, (i64, usize)> = HashMap::new();
             for round in 0..30u32 {
                 let sessions: Vec<(AccountId, String)> = (0..4)
                     .map(|k| {
-                        let a = accounts[rng.below(accounts.len() as u64) as usize];
+                        let a = accounts[rng.u64(..accounts.len() as u64) as usize];
                         (a, format!("{node}-{round}-{k}"))
                     })
                     .collect();
@@ -551,7 +532,7 @@ async fn two_nodes_charging_the_same_accounts_keep_the_books() {
                             request: format!("{s};0"),
                             session: s.clone(),
                             key: rg(10),
-                            money: 50 + rng.below(100) as i64,
+                            money: 50 + rng.u64(..100) as i64,
                             units: 1000,
                             min_money: 1,
                             expires: NOW.plus_secs(60),
@@ -569,7 +550,7 @@ async fn two_nodes_charging_the_same_accounts_keep_the_books() {
                             account: *a,
                             request: format!("{s};1"),
                             reservation: Some((s.clone(), rg(10))),
-                            amount: rng.below(180) as i64,
+                            amount: rng.u64(..180) as i64,
                             release: true,
                             whole: false,
                             cdr: cdr(s, 1, rg(10)),
@@ -579,7 +560,11 @@ async fn two_nodes_charging_the_same_accounts_keep_the_books() {
                     .collect();
                 let first = ledger.run(&debits, NOW).await;
                 // Retry some of them (as after a timeout): same answers.
-                let retry: Vec<Step> = debits.iter().filter(|_| rng.chance(30)).cloned().collect();
+                let retry: Vec<Step> = debits
+                    .iter()
+                    .filter(|_| rng.u64(..100) < 30)
+                    .cloned()
+                    .collect();
                 let again = ledger.run(&retry, NOW).await;
                 for (step, a) in retry.iter().zip(again) {
                     let a = a.unwrap();
