@@ -48,6 +48,9 @@
 //! * an Enumerated value not listed for a vendor-specific AVP (3GPP adds
 //!   values release by release). Strict: 5004. Unlisted values of IETF
 //!   AVPs (CC-Request-Type 7) are 5004 in both modes.
+//! * a request for another node: a Destination-Host other than this
+//!   server's Origin-Host, or a Destination-Realm other than its realm.
+//!   Strict: 3002 and 3003 ([`check_destination`]).
 //!
 //! Not checked here because they are not grammar questions: the meaning of
 //! values (Requested-Action in a session CCR, MSI = 0 with MSCC present,
@@ -319,6 +322,47 @@ pub fn validate_request<'a>(
     let v = Validator { dict, buf, opts };
     v.check(msg.avps(), &command.request, Parents::default(), true)?;
     Ok(msg)
+}
+
+/// Strict mode: whether a request that passed [`validate_request`] is
+/// addressed to this node (`host`, `realm`), as RFC 6733 section 6.1
+/// routes requests. A node that relays nothing cannot deliver one meant
+/// for another: a Destination-Host other than `host` is
+/// DIAMETER_UNABLE_TO_DELIVER (3002), a Destination-Realm other than
+/// `realm` DIAMETER_REALM_NOT_SERVED (3003), each with the AVP as
+/// Failed-AVP; names are compared without regard to case (DiameterIdentity).
+/// Lenient mode accepts both, as most servers do: test clients and
+/// gateways often send a default or a group realm.
+#[allow(clippy::result_large_err)] // returned once per bad message; boxing would allocate
+pub fn check_destination<'a>(
+    msg: &Message<'a>,
+    host: &str,
+    realm: &str,
+    opts: &Options,
+) -> Result<(), Problem<'a>> {
+    if !opts.strict_mode() {
+        return Ok(());
+    }
+    let not = |a: &Avp<'a>, ours: &str| !a.data().eq_ignore_ascii_case(ours.as_bytes());
+    for a in msg.avps() {
+        let Ok(a) = a else { break };
+        let is = |id: AvpId| (a.code(), a.vendor_id()) == (id.code, id.vendor);
+        let (code, message) = if is(codes::avp::DESTINATION_HOST) && not(&a, host) {
+            (
+                result::UNABLE_TO_DELIVER,
+                "Destination-Host is not this server",
+            )
+        } else if is(codes::avp::DESTINATION_REALM) && not(&a, realm) {
+            (
+                result::REALM_NOT_SERVED,
+                "Destination-Realm is not served here",
+            )
+        } else {
+            continue;
+        };
+        return Err(Problem::avp(code, message, a, Parents::default()));
+    }
+    Ok(())
 }
 
 /// Validates an answer (one whole message in `buf`): R bit clear, T bit

@@ -33,6 +33,18 @@ fn session_id(i: u32) -> String {
 /// The CCR of session `i`: Initial with its Subscription-Id, Update and
 /// Terminate without, each reporting `USED` octets on rating group 10.
 fn ccr(i: u32, kind: RequestType, number: u32, host: &str, retransmit: bool) -> Vec<u8> {
+    ccr_to(i, kind, number, host, retransmit, "gyro.test")
+}
+
+/// [`ccr`] with its Destination-Realm `realm`.
+fn ccr_to(
+    i: u32,
+    kind: RequestType,
+    number: u32,
+    host: &str,
+    retransmit: bool,
+    realm: &str,
+) -> Vec<u8> {
     let used = (kind != RequestType::Initial).then(|| ServiceUnits {
         total_octets: Some(USED),
         ..ServiceUnits::default()
@@ -60,7 +72,7 @@ fn ccr(i: u32, kind: RequestType, number: u32, host: &str, retransmit: bool) -> 
         ..CcRequest::default()
     };
     let mut b = BytesMut::new();
-    encode_ccr(&mut b, &req, (i << 4) | number, "routing.test", "gyro.test").expect("encode");
+    encode_ccr(&mut b, &req, (i << 4) | number, "routing.test", realm).expect("encode");
     b.to_vec()
 }
 
@@ -266,4 +278,32 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
         }
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Strict validation (`[validation] mode = "strict"`), over a real socket:
+/// gyro relays nothing, so a CCR for another realm is answered 3003
+/// DIAMETER_REALM_NOT_SERVED (E bit, Failed-AVP its Destination-Realm)
+/// and changes nothing; its own realm, in any letter case, is served.
+#[test]
+fn in_strict_mode_a_request_for_another_realm_is_refused_with_3003() {
+    let dir = scratch("routing-strict");
+    let server = Server::in_dir(&dir, "[validation]\nmode = \"strict\"\n", &[]);
+    let mut c = connect(server.diameter, "pgw.strict.test");
+    let to =
+        |i: u32, realm: &str| ccr_to(i, RequestType::Initial, 0, "pgw.strict.test", false, realm);
+    c.send(&to(1, "other.example.org"));
+    let a = c.recv().expect("an answer");
+    assert_eq!(result_code(&a), Some(3003));
+    let m = Message::parse(&a).unwrap();
+    assert_ne!(m.header().flags & gyro_diameter::header::flags::ERROR, 0);
+    let failed = m.find(avp::FAILED_AVP).expect("Failed-AVP");
+    assert_eq!(
+        failed.child(avp::DESTINATION_REALM).unwrap().data(),
+        b"other.example.org"
+    );
+    // Nothing was opened for it.
+    c.send(&ccr(1, RequestType::Update, 1, "pgw.strict.test", false));
+    assert_eq!(result_code(&c.recv().expect("an answer")), Some(5002));
+    c.send(&to(2, "GYRO.test"));
+    assert_eq!(result_code(&c.recv().expect("an answer")), Some(2001));
 }

@@ -55,7 +55,7 @@ use crate::error::Error;
 use crate::header::{flags, frame_length, HEADER_LEN};
 use crate::message::Message;
 use crate::peer::{self, CloseReason, Peer, PeerConfig, Role, State};
-use crate::validate::{encode_error_answer, validate_request, Options, Problem};
+use crate::validate::{check_destination, encode_error_answer, validate_request, Options, Problem};
 
 mod busy;
 #[cfg(test)]
@@ -747,8 +747,14 @@ impl Connection {
             let (hop_by_hop, command_code) = (msg.header().hop_by_hop, msg.command_code());
             return self.answer(frame, hop_by_hop, command_code);
         }
-        match validate_request(self.config.dictionary, &frame, &self.config.validation) {
-            Ok(_) => Some(Event::Request(frame)),
+        let p = &self.config.peer;
+        let opts = &self.config.validation;
+        let checked = match validate_request(self.config.dictionary, &frame, opts) {
+            Ok(msg) => check_destination(&msg, &p.origin_host, &p.origin_realm, opts),
+            Err(problem) => Err(problem),
+        };
+        match checked {
+            Ok(()) => Some(Event::Request(frame)),
             Err(problem) => {
                 let result_code = problem.result_code;
                 self.reject(&frame, &problem);

@@ -782,3 +782,90 @@ fn nothing_is_shed_before_the_capabilities_exchange() {
     assert_eq!(p.server.state(), State::Open);
     assert_eq!(p.server.shed_pending(), 0);
 }
+
+/// A CCR-Initial addressed to `host` (when given) in `realm`.
+fn ccr_to(hbh: u32, host: Option<&str>, realm: &str) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let mut e = Encoder::request(
+        &mut b,
+        cmd::CREDIT_CONTROL,
+        app::CREDIT_CONTROL,
+        true,
+        hbh,
+        hbh,
+    );
+    e.str(avp::SESSION_ID, "client.example.net;1;2")
+        .str(avp::ORIGIN_HOST, "client.example.net")
+        .str(avp::ORIGIN_REALM, "example.net")
+        .str(avp::DESTINATION_REALM, realm);
+    if let Some(host) = host {
+        e.str(avp::DESTINATION_HOST, host);
+    }
+    e.u32(avp::AUTH_APPLICATION_ID, 4)
+        .str(avp::SERVICE_CONTEXT_ID, "32251@3gpp.org")
+        .i32(avp::CC_REQUEST_TYPE, 1)
+        .u32(avp::CC_REQUEST_NUMBER, 0);
+    e.finish().unwrap();
+    b.to_vec()
+}
+
+#[test]
+fn strict_mode_refuses_requests_for_another_host_or_realm_and_lenient_mode_takes_them() {
+    let mut strict = (*config("server.example.net")).clone();
+    strict.validation = Options::strict();
+    let mut p = Pair::new();
+    p.server = Connection::accept(Arc::new(strict), 0, 9);
+    p.drive();
+    p.client_events.clear();
+    p.server_events.clear();
+    // Ours, whatever the case: handed to the application.
+    p.client
+        .send(&ccr_to(1, Some("Server.Example.NET"), "EXAMPLE.net"));
+    p.client.send(&ccr_to(2, None, "example.net"));
+    // Another realm, another host.
+    p.client.send(&ccr_to(3, None, "other.example.org"));
+    p.client
+        .send(&ccr_to(4, Some("ocs2.example.net"), "example.net"));
+    p.drive();
+    let requests = p
+        .server_events
+        .iter()
+        .filter(|e| matches!(e, Event::Request(_)))
+        .count();
+    assert_eq!(requests, 2, "{:?}", p.server_events);
+    assert!(p
+        .server_events
+        .contains(&Event::Rejected { result_code: 3003 }));
+    assert!(p
+        .server_events
+        .contains(&Event::Rejected { result_code: 3002 }));
+    let a = answers(&p.client_events);
+    assert_eq!(a.len(), 4);
+    for (hbh, code, failed) in [
+        (3, 3003, (avp::DESTINATION_REALM, &b"other.example.org"[..])),
+        (4, 3002, (avp::DESTINATION_HOST, &b"ocs2.example.net"[..])),
+    ] {
+        let f = a
+            .iter()
+            .find(|f| Message::parse(f).unwrap().header().hop_by_hop == hbh)
+            .unwrap();
+        let m = Message::parse(f).unwrap();
+        assert_eq!(result_code(f), Some(code));
+        // 3xxx: the E bit, RFC 6733 section 7.1.3.
+        assert_ne!(m.header().flags & crate::header::flags::ERROR, 0);
+        let failed_avp = m.find(avp::FAILED_AVP).expect("Failed-AVP");
+        assert_eq!(failed_avp.child(failed.0).unwrap().data(), failed.1);
+    }
+
+    // Lenient (the default): the same requests reach the application.
+    let mut p = Pair::open();
+    p.client.send(&ccr_to(3, None, "other.example.org"));
+    p.client
+        .send(&ccr_to(4, Some("ocs2.example.net"), "example.net"));
+    p.drive();
+    let codes: Vec<_> = answers(&p.client_events)
+        .iter()
+        .map(|f| result_code(f))
+        .collect();
+    assert_eq!(codes, [Some(2001), Some(2001)]);
+}
