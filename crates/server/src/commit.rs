@@ -47,8 +47,12 @@ pub(crate) struct GroupCommit {
     /// Output waiting for the next group commit, in order.
     pending: RefCell<Vec<Pending>>,
     wake: Notify,
-    /// True while a group commit is between flush and release.
-    committing: Cell<bool>,
+    /// Since when a group commit has been between flush and release
+    /// (`None` while none is).
+    committing_since: Cell<Option<Instant>>,
+    /// When the last batch with answers was released, and how long its
+    /// oldest answer had been in the server by then (ns).
+    last_release: Cell<Option<(Instant, u64)>>,
     /// When the oldest output now pending was queued.
     pending_since: Cell<Option<Instant>>,
     /// Answers now pending.
@@ -109,7 +113,8 @@ impl GroupCommit {
         Ok(GroupCommit {
             pending: RefCell::new(Vec::new()),
             wake: Notify::new(),
-            committing: Cell::new(false),
+            committing_since: Cell::new(None),
+            last_release: Cell::new(None),
             pending_since: Cell::new(None),
             pending_answers: Cell::new(0),
             last_synced: Cell::new(false),
@@ -225,9 +230,28 @@ impl GroupCommit {
         self.wake.notify_one();
     }
 
+    /// How long the oldest output not released yet has waited (in the
+    /// group commit in progress, or queued for the next; zero while there
+    /// is none), and, for the last batch released with answers, how long
+    /// ago that was and how long its oldest answer had spent in the
+    /// server: what tells whether this loop's answers are late
+    /// (`overload::Admission::answers_late`).
+    pub(crate) fn lateness(&self) -> (Duration, Option<(Duration, Duration)>) {
+        let oldest = match (self.committing_since.get(), self.pending_since.get()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let age = oldest.map_or(Duration::ZERO, |since| since.elapsed());
+        let last = self
+            .last_release
+            .get()
+            .map(|(at, sojourn_ns)| (at.elapsed(), Duration::from_nanos(sojourn_ns)));
+        (age, last)
+    }
+
     /// Whether nothing is queued or being committed.
     pub(crate) fn is_idle(&self) -> bool {
-        !self.committing.get()
+        self.committing_since.get().is_none()
             && self.pending.borrow().is_empty()
             && self.replies.borrow().is_empty()
     }
@@ -272,7 +296,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
         commit
             .quiet
             .set(commit.pending_answers.replace(0) < QUIET_BELOW_ANSWERS);
-        commit.committing.set(true);
+        commit.committing_since.set(Some(Instant::now()));
         let flush = shard.borrow_mut().flush();
         commit
             .last_synced
@@ -296,10 +320,12 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
         let telemetry = &commit.telemetry.workers[commit.worker];
         let now_ns = commit.telemetry.now_ns();
         let mut released = 0;
+        let mut oldest_ns = now_ns;
         for (tx, out, read_ns) in batch {
             let answers = out.answers as u64;
             if answers > 0 {
                 released += answers;
+                oldest_ns = oldest_ns.min(read_ns);
                 let latency = now_ns.saturating_sub(read_ns);
                 telemetry.answer_latency.record_n(latency, answers);
             }
@@ -319,8 +345,13 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
             let _ = tx.send(out);
         }
         telemetry.awaiting_commit.fetch_sub(released, Relaxed);
+        if released > 0 {
+            commit
+                .last_release
+                .set(Some((Instant::now(), now_ns - oldest_ns)));
+        }
         replies.into_iter().for_each(|reply| reply(durable));
-        commit.committing.set(false);
+        commit.committing_since.set(None);
     }
 }
 

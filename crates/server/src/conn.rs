@@ -135,6 +135,13 @@ struct Conn<F: Application> {
 /// too long.
 const LIGHT_SHARE: usize = 16;
 
+/// While its event loop's answers are late (`Worker::answers_late`), a
+/// connection has at most this many requests unanswered: what it reads
+/// beyond them is shed. Its other limits see only what it has read, and
+/// a read holds a few hundred requests: a connection light when its read
+/// began would have them all served, late.
+const LIGHT_WHILE_LATE: usize = 8;
+
 /// Serves one accepted connection until it closes; `_slot` is its place
 /// among the server's connections, given back when it ends. `remote` is
 /// the peer's address; `certificate` the identity of its verified TLS
@@ -215,6 +222,7 @@ pub(crate) async fn serve<F: Application, S: Transport>(
             || late.is_some_and(|t| c.arrivals.arrived_by(t) > c.conn.received())
             || c.arrivals.behind(now, shared.admission.backlog_ms())
             || now < worker.shedding_until.get()
+            || worker.answers_late()
         {
             2 * max_inflight
         } else {
@@ -345,9 +353,10 @@ impl<F: Application> Conn<F> {
             self.behind_until = now + backlog;
             self.worker.shedding_until.set(now + backlog);
         }
+        let late = self.worker.answers_late();
         let heavy = self.arrivals.backlogged() || self.unanswered() > window / LIGHT_SHARE;
-        let until = if now < self.behind_until || (heavy && now < self.worker.shedding_until.get())
-        {
+        let shedding = late || now < self.worker.shedding_until.get();
+        let until = if now < self.behind_until || (heavy && shedding) {
             u64::MAX
         } else {
             admission
@@ -359,11 +368,11 @@ impl<F: Application> Conn<F> {
         let (mut waited, mut beyond) = (0, false);
         let closed = loop {
             if !beyond
-                && admission.beyond_window(
+                && (admission.beyond_window(
                     self.unanswered() + self.conn.shed_pending(),
                     window,
                     lag,
-                )
+                ) || late && self.unanswered() >= LIGHT_WHILE_LATE)
             {
                 waited = self.conn.shed_pending();
                 beyond = true;

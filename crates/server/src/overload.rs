@@ -34,7 +34,13 @@
 //!   that cannot be drained means the loop has no time to spare, so the
 //!   loop refuses every request until a quarter of the bound has passed
 //!   with none behind. Refusing is cheap enough that the loop then
-//!   catches up, and serves again.
+//!   catches up, and serves again;
+//! * its event loop has no CPU to spare and its answers are late
+//!   ([`Admission::answers_late`]: timers late, and output held for a
+//!   quarter of the wait bound): its connection is heavy (bytes left in
+//!   its socket, or more than a light share of its window unanswered), or
+//!   already has a few requests unanswered. A light peer keeps being
+//!   served.
 //!
 //! The refusals by waiting time (of requests read on their shard's own
 //! event loop), by being behind and past the window need no routing: the
@@ -331,6 +337,41 @@ impl Admission {
         lag_ms.saturating_mul(4) >= self.max_wait_ms
     }
 
+    /// Whether an event loop's answers are late because it has no CPU to
+    /// spare: its timers fire late by an eighth of the wait bound
+    /// (`lag_ms`), and its oldest output not released yet has waited
+    /// `oldest_ms` (queued for a group commit or in one), or the last batch
+    /// it released (`since_ms` ago) held an answer that had spent
+    /// `sojourn_ms` in the server, either a quarter of the bound or more (a
+    /// released batch counts for a quarter of the bound after its release).
+    ///
+    /// Then the loop's heavy connections are shed and every other keeps at
+    /// most a few requests unanswered (see `conn.rs`): what it admitted now
+    /// would leave late too. Without this, a starved loop reads what its
+    /// clients send at once, so no request has waited long when it is
+    /// processed, and answers each late, after the loop's slow turns and
+    /// group commits: the clients' windows fill with requests waiting for
+    /// those answers, and what they cannot send waits on their side, where
+    /// no bound sees it (at three times the capacity of a server held to a
+    /// tenth of a CPU, a p99 of seconds, and fewer answers a second than
+    /// the server could give). A slow disk alone (timers on time) is not
+    /// a reason: the requests admitted meanwhile are answered when it
+    /// recovers, and refusing them would not make it faster.
+    pub(crate) fn answers_late(
+        &self,
+        lag_ms: u64,
+        oldest_ms: u64,
+        last: Option<(u64, u64)>,
+    ) -> bool {
+        let quarter = self.max_wait_ms / 4;
+        if lag_ms.saturating_mul(8) < self.max_wait_ms {
+            return false;
+        }
+        oldest_ms >= quarter
+            || last
+                .is_some_and(|(since_ms, sojourn_ms)| since_ms < quarter && sojourn_ms >= quarter)
+    }
+
     /// Whether a request of a connection with `unanswered` requests in
     /// flight, past a window of `window`, is answered 3004 now.
     pub(crate) fn beyond_window(&self, unanswered: usize, window: usize, lag_ms: u64) -> bool {
@@ -351,6 +392,23 @@ mod tests {
         // A loop late by a quarter of the wait bound sheds past the window.
         assert!(a.beyond_window(1024, 1024, a.max_wait_ms.div_ceil(4)));
         assert!(!a.beyond_window(1023, 1024, a.max_wait_ms));
+    }
+
+    #[test]
+    fn answers_are_late_when_a_lagging_loop_holds_output_for_a_quarter_of_the_bound() {
+        let a = LIMITS; // 50 ms: a quarter is 12 ms, an eighth 6.25 ms
+        let lag = 7;
+        assert!(!a.answers_late(lag, 0, None));
+        assert!(!a.answers_late(lag, 11, None));
+        assert!(a.answers_late(lag, 12, None));
+        // A slow batch counts for a quarter of the bound after its release.
+        assert!(!a.answers_late(lag, 0, Some((0, 11))));
+        assert!(a.answers_late(lag, 0, Some((0, 12))));
+        assert!(a.answers_late(lag, 0, Some((11, 500))));
+        assert!(!a.answers_late(lag, 0, Some((12, 500))));
+        // Timers on time: a slow disk, not a starved loop.
+        assert!(!a.answers_late(6, 500, Some((0, 500))));
+        assert!(a.answers_late(7, 500, None));
     }
 
     const LIMITS: Admission = Admission {

@@ -113,4 +113,17 @@ impl<F: Application> Worker<F> {
     pub fn stats(&self) -> &WorkerStats {
         &self.shared.stats[self.index]
     }
+
+    /// Whether this event loop's answers are late for want of CPU
+    /// (`overload::Admission::answers_late`): its connections are held to
+    /// a few requests unanswered meanwhile, the heavy ones shed.
+    pub fn answers_late(&self) -> bool {
+        let (age, last) = self.commit.lateness();
+        let ms = |d: std::time::Duration| d.as_millis() as u64;
+        self.shared.admission.answers_late(
+            self.lag_ms.get(),
+            ms(age),
+            last.map(|(since, sojourn)| (ms(since), ms(sojourn))),
+        )
+    }
 }
