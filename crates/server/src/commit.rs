@@ -2,7 +2,9 @@
 //! durable.
 //!
 //! Every answer an event loop produces (local or for another loop's
-//! connection) is queued here with the connection it goes to. Once per
+//! connection) is queued here with the connection it goes to (only
+//! base-protocol answers of a connection with nothing unanswered, a CEA or
+//! the DWA of an idle peer, go straight to its writer: see `conn.rs`). Once per
 //! event-loop turn with something queued, the shard writes what the turn
 //! changed ([`Shard::flush`]); the job that makes it durable runs on this
 //! event loop's sync thread while the loop goes on handling requests; then

@@ -608,8 +608,9 @@ impl<F: Application> Conn<F> {
         }
     }
 
-    /// Hands locally built output to the writer and forwarded requests to
-    /// their workers, one batch per worker.
+    /// Hands locally built output to the writer (through the group commit
+    /// where it must wait for one) and forwarded requests to their
+    /// workers.
     fn flush(&mut self) {
         if let Some((bytes, answers)) = self.conn.poll_shed() {
             // Counted with the application's answers, by request kind.
@@ -632,14 +633,31 @@ impl<F: Application> Conn<F> {
         }
         if let Some(bytes) = self.conn.poll_transmit() {
             let answers = std::mem::take(&mut self.local_answers);
-            self.inflight.set(self.inflight.get() + answers);
-            // Through the worker's group commit: nothing leaves before the
-            // batch it belongs to is durable, and a connection's output keeps
-            // its order (a DPA never overtakes the answers before it).
-            self.worker
-                .commit
-                .release_after_commit(&self.tx, Outgoing { bytes, answers });
+            if answers == 0 && self.unanswered() == 0 {
+                // Base protocol only (a CEA, a DWA, a DPA) on a connection
+                // with nothing unanswered, in a group commit or on its way
+                // to the writer: nothing to make durable and nothing to
+                // keep order with, so it does not wait for the commit (a
+                // DWA on an idle connection would otherwise wait out a
+                // slow disk's sync of other connections' answers).
+                let _ = self.tx.send(Outgoing { bytes, answers });
+            } else {
+                self.inflight.set(self.inflight.get() + answers);
+                // Through the worker's group commit: nothing leaves before
+                // the batch it belongs to is durable, and a connection's
+                // output keeps its order (a DPA never overtakes the answers
+                // before it).
+                self.worker
+                    .commit
+                    .release_after_commit(&self.tx, Outgoing { bytes, answers });
+            }
         }
+        self.hand_over();
+    }
+
+    /// Hands the requests read for other workers' shards over, one batch
+    /// per worker.
+    fn hand_over(&mut self) {
         let shared = &self.worker.shared;
         for (i, batch) in self.batches.iter_mut().enumerate() {
             if !batch.is_empty() {

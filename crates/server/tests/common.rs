@@ -31,6 +31,8 @@ pub enum Durability {
     Slow(std::sync::Arc<std::sync::atomic::AtomicU64>),
     /// Every batch fails to become durable.
     Failing,
+    /// Every batch needs a sync job that takes this long (a slow disk).
+    Stalled(std::time::Duration),
 }
 
 impl Shard for EchoShard {
@@ -76,6 +78,13 @@ impl Shard for EchoShard {
         match &self.durability {
             Durability::None => gyro_server::Flush::Done,
             Durability::Failing => gyro_server::Flush::Failed,
+            Durability::Stalled(d) => {
+                let d = *d;
+                gyro_server::Flush::Sync(Box::new(move || {
+                    std::thread::sleep(d);
+                    Ok(())
+                }))
+            }
             Durability::Slow(n) => {
                 let n = n.clone();
                 gyro_server::Flush::Sync(Box::new(move || {

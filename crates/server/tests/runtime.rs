@@ -472,3 +472,32 @@ fn a_batch_that_cannot_be_made_durable_is_answered_too_busy() {
     server.shutdown();
     server.join();
 }
+
+#[test]
+fn base_protocol_answers_on_an_idle_connection_do_not_wait_for_a_slow_sync() {
+    // One worker whose every group commit takes 1.5 s (a stalled disk).
+    let stall = Duration::from_millis(1500);
+    let server = gyro_server::start(test_config(1), Echo(Durability::Stalled(stall))).unwrap();
+    let addr = server.local_addrs()[0];
+    let mut busy = Client::open(addr);
+    let ccr = busy.ccr("c;1;1", "46700000001", 1, 0);
+    let sent = Instant::now();
+    busy.send(&ccr);
+    std::thread::sleep(Duration::from_millis(100));
+    // Meanwhile another peer connects and exchanges watchdogs: its CEA and
+    // DWA do not wait for the sync of the other connection's answer.
+    let t = Instant::now();
+    let mut idle = Client::open(addr);
+    idle.send_peer_request(None);
+    assert_eq!(result_code(&idle.recv().unwrap()), Some(2001), "DWA");
+    let waited = t.elapsed();
+    assert!(
+        waited < Duration::from_millis(1000),
+        "CEA and DWA took {waited:?} behind a {stall:?} sync"
+    );
+    // The CCA still leaves only once its batch is durable.
+    assert_eq!(result_code(&busy.recv().unwrap()), Some(2001));
+    assert!(sent.elapsed() >= stall, "CCA before its sync");
+    server.shutdown();
+    server.join();
+}
