@@ -114,6 +114,12 @@ fn answer_ok(out: &mut BytesMut, req: &Message<'_>) {
 }
 
 fn ccr(hbh: u32, with_number: bool) -> Vec<u8> {
+    ccr_to(hbh, with_number, None, "example.net")
+}
+
+/// A CCR-Initial addressed to `host` (when given) in `realm`, with its
+/// CC-Request-Number when `with_number`.
+fn ccr_to(hbh: u32, with_number: bool, host: Option<&str>, realm: &str) -> Vec<u8> {
     let mut b = BytesMut::new();
     let mut e = Encoder::request(
         &mut b,
@@ -126,8 +132,11 @@ fn ccr(hbh: u32, with_number: bool) -> Vec<u8> {
     e.str(avp::SESSION_ID, "client.example.net;1;1")
         .str(avp::ORIGIN_HOST, "client.example.net")
         .str(avp::ORIGIN_REALM, "example.net")
-        .str(avp::DESTINATION_REALM, "example.net")
-        .u32(avp::AUTH_APPLICATION_ID, 4)
+        .str(avp::DESTINATION_REALM, realm);
+    if let Some(host) = host {
+        e.str(avp::DESTINATION_HOST, host);
+    }
+    e.u32(avp::AUTH_APPLICATION_ID, 4)
         .str(avp::SERVICE_CONTEXT_ID, "32251@3gpp.org")
         .i32(avp::CC_REQUEST_TYPE, 1);
     if with_number {
@@ -783,32 +792,6 @@ fn nothing_is_shed_before_the_capabilities_exchange() {
     assert_eq!(p.server.shed_pending(), 0);
 }
 
-/// A CCR-Initial addressed to `host` (when given) in `realm`.
-fn ccr_to(hbh: u32, host: Option<&str>, realm: &str) -> Vec<u8> {
-    let mut b = BytesMut::new();
-    let mut e = Encoder::request(
-        &mut b,
-        cmd::CREDIT_CONTROL,
-        app::CREDIT_CONTROL,
-        true,
-        hbh,
-        hbh,
-    );
-    e.str(avp::SESSION_ID, "client.example.net;1;2")
-        .str(avp::ORIGIN_HOST, "client.example.net")
-        .str(avp::ORIGIN_REALM, "example.net")
-        .str(avp::DESTINATION_REALM, realm);
-    if let Some(host) = host {
-        e.str(avp::DESTINATION_HOST, host);
-    }
-    e.u32(avp::AUTH_APPLICATION_ID, 4)
-        .str(avp::SERVICE_CONTEXT_ID, "32251@3gpp.org")
-        .i32(avp::CC_REQUEST_TYPE, 1)
-        .u32(avp::CC_REQUEST_NUMBER, 0);
-    e.finish().unwrap();
-    b.to_vec()
-}
-
 #[test]
 fn strict_mode_refuses_requests_for_another_host_or_realm_and_lenient_mode_takes_them() {
     let mut strict = (*config("server.example.net")).clone();
@@ -820,12 +803,12 @@ fn strict_mode_refuses_requests_for_another_host_or_realm_and_lenient_mode_takes
     p.server_events.clear();
     // Ours, whatever the case: handed to the application.
     p.client
-        .send(&ccr_to(1, Some("Server.Example.NET"), "EXAMPLE.net"));
-    p.client.send(&ccr_to(2, None, "example.net"));
+        .send(&ccr_to(1, true, Some("Server.Example.NET"), "EXAMPLE.net"));
+    p.client.send(&ccr_to(2, true, None, "example.net"));
     // Another realm, another host.
-    p.client.send(&ccr_to(3, None, "other.example.org"));
+    p.client.send(&ccr_to(3, true, None, "other.example.org"));
     p.client
-        .send(&ccr_to(4, Some("ocs2.example.net"), "example.net"));
+        .send(&ccr_to(4, true, Some("ocs2.example.net"), "example.net"));
     p.drive();
     let requests = p
         .server_events
@@ -859,9 +842,9 @@ fn strict_mode_refuses_requests_for_another_host_or_realm_and_lenient_mode_takes
 
     // Lenient (the default): the same requests reach the application.
     let mut p = Pair::open();
-    p.client.send(&ccr_to(3, None, "other.example.org"));
+    p.client.send(&ccr_to(3, true, None, "other.example.org"));
     p.client
-        .send(&ccr_to(4, Some("ocs2.example.net"), "example.net"));
+        .send(&ccr_to(4, true, Some("ocs2.example.net"), "example.net"));
     p.drive();
     let codes: Vec<_> = answers(&p.client_events)
         .iter()
