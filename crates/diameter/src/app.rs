@@ -124,6 +124,17 @@ pub trait Shard {
     /// [`session_key`]s) so the runtime can release their pins.
     fn tick(&mut self, _now_ms: u64, _ended: &mut Vec<u64>) {}
 
+    /// The peer `host` restarted and lost its state (RFC 6733 section
+    /// 8.16: it opened a connection with a higher Origin-State-Id than
+    /// before) at `restarted_ms` (Unix time, ms): the sessions it opened
+    /// before then will never be continued. A shard may end them at once
+    /// instead of waiting for their supervision timers, reporting them at
+    /// its next [`Shard::tick`] like the sessions it closes by itself.
+    /// Called on every shard, on its own event loop, with the Unix time
+    /// `now_ms`; what it changes joins its next group commit. The default
+    /// does nothing.
+    fn peer_restarted(&mut self, _host: &str, _restarted_ms: u64, _now_ms: u64) {}
+
     /// Group commit: called once per event-loop turn in which requests were
     /// handled, before any of their answers leaves. Write what the batch
     /// changed and return how to make it durable. The default keeps nothing.

@@ -273,6 +273,8 @@ pub struct Peer {
     state: State,
     remote_host: Option<String>,
     remote_realm: Option<String>,
+    /// The Origin-State-Id of the peer's CER, when it sent a non-zero one.
+    remote_state: Option<u32>,
     /// Next Hop-by-Hop Identifier for requests we send.
     next_hbh: u32,
     /// Next End-to-End Identifier for requests we send.
@@ -303,6 +305,7 @@ impl Peer {
             state: State::Handshake,
             remote_host: None,
             remote_realm: None,
+            remote_state: None,
             next_hbh: (first >> 32) as u32,
             next_e2e: e2e,
             pending: None,
@@ -343,6 +346,13 @@ impl Peer {
     /// The peer's Origin-Realm, once known.
     pub fn remote_realm(&self) -> Option<&str> {
         self.remote_realm.as_deref()
+    }
+
+    /// The Origin-State-Id of the peer's CER: `None` when it sent none or
+    /// 0, which means no inference about its sessions may be drawn from it
+    /// (RFC 6733 section 8.16).
+    pub fn remote_origin_state_id(&self) -> Option<u32> {
+        self.remote_state
     }
 
     /// True while application requests may be sent to this peer: the
@@ -508,6 +518,10 @@ impl Peer {
         let realm = msg.find(avp::ORIGIN_REALM).and_then(|a| a.identity().ok());
         self.remote_host = host.map(str::to_string);
         self.remote_realm = realm.map(str::to_string);
+        self.remote_state = msg
+            .find(avp::ORIGIN_STATE_ID)
+            .and_then(|a| a.u32().ok())
+            .filter(|&s| s != 0);
         let (code, why) = cer_result(config, self.certificate.as_ref(), msg);
         let error_bit = (3000..4000).contains(&code);
         let mut e = Encoder::answer(out, msg, error_bit);

@@ -307,3 +307,105 @@ fn in_strict_mode_a_request_for_another_realm_is_refused_with_3003() {
     c.send(&to(2, "GYRO.test"));
     assert_eq!(result_code(&c.recv().expect("an answer")), Some(2001));
 }
+
+/// A gateway that restarted (it connects again announcing a higher
+/// Origin-State-Id, RFC 6733 section 8.16) has the sessions it opened
+/// before released at once, on every shard: their reservations go back,
+/// each gets its session-end CDR, and a late update of one is 5002. A
+/// second link of the same instance (the same Origin-State-Id) releases
+/// nothing, nor do the sessions the gateway opens after its restart end.
+#[test]
+fn a_restarted_gateway_has_the_sessions_it_opened_before_released_at_once() {
+    let dir = scratch("routing-restart");
+    let data = dir.join("data");
+    let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
+    let server = Server::start_on(addr, &data, &[]);
+    let host = "pgw.routing.test";
+    let link = |state: u32| {
+        let mut c = Client::connect(addr);
+        let cea = c.cer_with_state(host, &[4], Some(state));
+        assert_eq!(result_code(&cea), Some(2001));
+        c
+    };
+    let before: Vec<u32> = (0..20).collect();
+    let mut first = link(1_700_000_000);
+    let opened = exchange(
+        &mut first,
+        &before
+            .iter()
+            .map(|&i| ccr(i, RequestType::Initial, 0, host, false))
+            .collect::<Vec<_>>(),
+    );
+    all_2001(&opened, "CCR-I before the restart");
+    // Another link of the same instance: its sessions go on.
+    let mut second = link(1_700_000_000);
+    let updated = exchange(
+        &mut second,
+        &before[..10]
+            .iter()
+            .map(|&i| ccr(i, RequestType::Update, 1, host, false))
+            .collect::<Vec<_>>(),
+    );
+    all_2001(&updated, "CCR-U on a second link");
+    assert!(ledger(&data, &[])["reserved"].as_i64().unwrap() > 0);
+    drop((first, second));
+
+    // The gateway restarts.
+    let mut again = link(1_700_000_060);
+    let after: Vec<u32> = (100..110).collect();
+    let fresh = exchange(
+        &mut again,
+        &after
+            .iter()
+            .map(|&i| ccr(i, RequestType::Initial, 0, host, false))
+            .collect::<Vec<_>>(),
+    );
+    all_2001(&fresh, "CCR-I after the restart");
+    let released = support::settled(|| {
+        let l = ledger(&data, &[]);
+        (l["reserved"].as_i64().unwrap(), l["open_sessions"].clone())
+    });
+    eprintln!("after the restart: {released:?}");
+    // What is still reserved is the new sessions' only: update them with
+    // no more quota asked, then the earlier sessions are 5002.
+    let late = exchange(
+        &mut again,
+        &[
+            ccr(0, RequestType::Update, 2, host, false),
+            ccr(15, RequestType::Update, 1, host, false),
+        ],
+    );
+    for (sid, a) in &late {
+        assert_eq!(result_code(a), Some(5002), "{sid}: released by the restart");
+    }
+    let kept = exchange(
+        &mut again,
+        &after
+            .iter()
+            .map(|&i| ccr(i, RequestType::Termination, 1, host, false))
+            .collect::<Vec<_>>(),
+    );
+    all_2001(&kept, "the sessions opened after the restart go on");
+    let books = support::settled(|| ledger(&data, &[])["reserved"].as_i64().unwrap());
+    assert_eq!(books, 0, "nothing reserved once the new sessions ended");
+    server.stop();
+    let ledger = ledger(&data, &[]);
+    assert_eq!(ledger["violations"], 0);
+
+    // One session-end CDR for each session released, cause rejected, 5002.
+    let mut ends = HashSet::new();
+    for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
+        for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
+            for line in text.lines() {
+                let c: serde_json::Value = serde_json::from_str(line).unwrap();
+                if c["record_type"] == "session-end" && c["result_code"] == 5002 {
+                    assert_eq!(c["closing_cause"], "rejected", "{c}");
+                    ends.insert(c["session_id"].as_str().unwrap().to_string());
+                }
+            }
+        }
+    }
+    let want: HashSet<String> = before.iter().map(|&i| session_id(i)).collect();
+    assert_eq!(ends, want, "a session-end CDR for each session released");
+}

@@ -463,6 +463,37 @@ impl Shard for CreditShard {
         self.too_busy_answer(answer, out);
     }
 
+    /// Ends the sessions the restarted peer opened before its restart:
+    /// their reservations go back to their accounts, each gets its
+    /// session-end CDR (closing cause rejected, 5002: the client no longer
+    /// knows it), in the shard's next group commit.
+    fn peer_restarted(&mut self, host: &str, restarted_ms: u64, now_ms: u64) {
+        let Some((engine, output)) = self.engine_and_output() else {
+            return;
+        };
+        output.clear();
+        let ended = engine.release_sessions_of_peer(
+            host,
+            Timestamp(restarted_ms),
+            Timestamp(now_ms),
+            output,
+        );
+        if ended.is_empty() {
+            return;
+        }
+        info!(
+            shard = self.index,
+            peer = host,
+            sessions = ended.len(),
+            "sessions of a restarted peer released"
+        );
+        for sid in &ended {
+            self.ended.push(session_key(sid.as_bytes()));
+            self.waiting.forget(sid);
+        }
+        self.record_output();
+    }
+
     fn tick(&mut self, now_ms: u64, ended: &mut Vec<u64>) {
         ended.append(&mut self.ended);
         let Some(ledger) = &mut self.ledger else {

@@ -183,6 +183,11 @@ pub struct PeersSection {
     /// How long a request the server sends (RAR, ASR) waits for its
     /// answer before it is given up, in seconds. Default 5.
     pub answer_timeout_secs: f64,
+    /// Whether a peer that connects again with a higher Origin-State-Id
+    /// than before (it restarted and lost its state, RFC 6733 section
+    /// 8.16) has the sessions it opened before released at once, instead
+    /// of at their supervision timers. Default true.
+    pub release_sessions_on_restart: bool,
     /// `[[peers.identity]]`: the TLS client certificate each named peer
     /// must present. Without an entry, a verified client certificate must
     /// carry the CER's Origin-Host among its DNS names.
@@ -414,6 +419,7 @@ impl Default for PeersSection {
             watchdog_jitter_secs: 2.0,
             handshake_timeout_secs: 10.0,
             answer_timeout_secs: 5.0,
+            release_sessions_on_restart: true,
             identity: Vec::new(),
         }
     }

@@ -484,6 +484,7 @@ impl<F: Application> Conn<F> {
             Ok(slot) => {
                 self.peer_slot = Some(slot);
                 self.outbound = Some(shared.outbound.open(origin_host, origin_realm));
+                self.note_restart(origin_host);
             }
             Err(limit) => {
                 let text = format!("too many connections from this peer (at most {limit})");
@@ -496,6 +497,38 @@ impl<F: Application> Conn<F> {
                     }
                 }
             }
+        }
+    }
+
+    /// A peer that opened with a higher Origin-State-Id than it last did
+    /// restarted and lost its state (RFC 6733 section 8.16): every shard
+    /// is told, so that the sessions it opened before now are ended
+    /// ([`Shard::peer_restarted`]).
+    fn note_restart(&self, origin_host: &str) {
+        let shared = &self.worker.shared;
+        let Some(state) = self.conn.peer().remote_origin_state_id() else {
+            return;
+        };
+        if !shared.peer_states.restarted(origin_host, state)
+            || !shared.config.peers.release_sessions_on_restart
+        {
+            return;
+        }
+        let at = shared.unix_ms();
+        info!(
+            peer = origin_host,
+            origin_state_id = state,
+            "peer restarted (a higher Origin-State-Id): the sessions it opened before are released"
+        );
+        for shard in 0..shared.operations.shards() {
+            let host = origin_host.to_string();
+            let _ = shared.operations.send(
+                shard,
+                Box::new(move |s: &mut F::Shard, now| {
+                    s.peer_restarted(&host, at, now);
+                    Box::new(|_| {})
+                }),
+            );
         }
     }
 

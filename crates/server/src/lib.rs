@@ -41,6 +41,7 @@ pub mod outbound;
 mod overload;
 mod peers;
 pub mod rate_limit;
+mod restarts;
 pub mod telemetry;
 pub mod tls;
 mod warnings;
@@ -291,6 +292,8 @@ pub fn start_controlled<F: Application>(
         directory: directory::Directory::new(),
         clock,
         control: control_inboxes,
+        operations: control.clone(),
+        peer_states: restarts::PeerStates::default(),
         admission,
         queues,
         limits,

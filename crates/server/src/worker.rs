@@ -45,6 +45,11 @@ pub(crate) struct Shared<F: Application> {
     pub directory: Directory,
     pub clock: Instant,
     pub control: crate::control::Inboxes<F::Shard>,
+    /// The sending side of `control`: the runtime's own operations on
+    /// every shard (a peer's restart).
+    pub operations: crate::control::Control<F::Shard>,
+    /// The last Origin-State-Id of each peer.
+    pub peer_states: crate::restarts::PeerStates,
     /// Overload limits of every shard.
     pub admission: Admission,
     /// Each shard's queue of requests handed over and not yet taken.

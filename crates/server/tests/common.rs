@@ -182,6 +182,11 @@ impl Client {
     }
 
     pub fn cer(&mut self, host: &str, apps: &[u32]) -> Vec<u8> {
+        self.cer_with_state(host, apps, None)
+    }
+
+    /// [`Client::cer`] announcing Origin-State-Id `state`, when given.
+    pub fn cer_with_state(&mut self, host: &str, apps: &[u32], state: Option<u32>) -> Vec<u8> {
         let (h, e2e) = self.ids();
         let mut b = BytesMut::new();
         let mut e = Encoder::request(
@@ -200,6 +205,9 @@ impl Client {
             )
             .u32(avp::VENDOR_ID, 0)
             .str(avp::PRODUCT_NAME, "test client");
+        if let Some(state) = state {
+            e.u32(avp::ORIGIN_STATE_ID, state);
+        }
         for &a in apps {
             e.u32(avp::AUTH_APPLICATION_ID, a);
         }

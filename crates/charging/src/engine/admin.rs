@@ -263,6 +263,36 @@ impl Engine {
         true
     }
 
+    /// Closes every open session of the peer `host` opened before
+    /// `restarted`, as [`Engine::release_session`] does: the peer restarted
+    /// and lost its state (RFC 6733 section 8.16), so it will never
+    /// continue them. A session is the peer's when its Session-Id begins
+    /// with the peer's identity and a `;` (RFC 6733 section 8.8, compared
+    /// without regard to case). Returns the Session-Ids closed.
+    pub fn release_sessions_of_peer(
+        &mut self,
+        host: &str,
+        restarted: Timestamp,
+        now: Timestamp,
+        out: &mut Output,
+    ) -> Vec<Arc<str>> {
+        let of_peer = |sid: &str| {
+            sid.len() > host.len()
+                && sid.as_bytes()[host.len()] == b';'
+                && sid.as_bytes()[..host.len()].eq_ignore_ascii_case(host.as_bytes())
+        };
+        let mut ended: Vec<Arc<str>> = self
+            .ledger
+            .sessions
+            .values()
+            .filter(|s| s.opened_at < restarted && of_peer(&s.session_id))
+            .map(|s| s.session_id.clone())
+            .collect();
+        ended.sort();
+        ended.retain(|sid| self.release_session(sid, now, out));
+        ended
+    }
+
     /// What `q` would cost the account `account` under its plan, without
     /// charging anything ([`Catalog::quote`]).
     pub fn quote(&self, account: AccountId, q: &crate::QuoteRequest) -> Result<crate::Quote> {
