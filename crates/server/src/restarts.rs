@@ -12,6 +12,11 @@
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// Peers remembered at most: past it a peer not seen yet is not
+/// remembered (no inference is drawn about it), so peers announcing ever
+/// new Origin-Hosts cannot grow the table without end.
+const MAX_PEERS: usize = 65_536;
+
 /// The last Origin-State-Id of each peer.
 #[derive(Debug, Default)]
 pub(crate) struct PeerStates {
@@ -31,7 +36,9 @@ impl PeerStates {
             }
             Some(_) => false,
             None => {
-                last.insert(host.to_ascii_lowercase(), state);
+                if last.len() < MAX_PEERS {
+                    last.insert(host.to_ascii_lowercase(), state);
+                }
                 false
             }
         }
@@ -57,5 +64,19 @@ mod tests {
         // Peers are apart.
         assert!(!p.restarted("pgw2.example.net", 500));
         assert!(p.restarted("Pgw1.Example.Net", 102));
+    }
+
+    #[test]
+    fn the_table_is_bounded_and_keeps_the_peers_it_has() {
+        let p = PeerStates::default();
+        for i in 0..MAX_PEERS {
+            p.restarted(&format!("pgw{i}.example.net"), 1);
+        }
+        // A new peer past the bound is not remembered...
+        p.restarted("late.example.net", 1);
+        assert!(!p.restarted("late.example.net", 2));
+        // ...and those remembered still are.
+        assert!(p.restarted("pgw7.example.net", 2));
+        assert_eq!(p.last.lock().unwrap().len(), MAX_PEERS);
     }
 }
