@@ -353,6 +353,9 @@ impl<F: Application> Conn<F> {
             self.behind_until = now + backlog;
             self.worker.shedding_until.set(now + backlog);
         }
+        // A loop short of CPU whose answers are late sheds its heavy
+        // connections too, and holds every other to a few requests
+        // unanswered (below): what it admitted would leave late as well.
         let late = self.worker.answers_late();
         let heavy = self.arrivals.backlogged() || self.unanswered() > window / LIGHT_SHARE;
         let shedding = late || now < self.worker.shedding_until.get();
