@@ -97,7 +97,11 @@ pub struct LoadArgs {
     pub origin_host: String,
 
     /// Announce `--origin-host` unchanged on every connection (for a server
-    /// that admits only configured peers by name).
+    /// that admits only configured peers by name). Each run announces its
+    /// start time as Origin-State-Id, so to gyro a later run with the same
+    /// identity is the same gateway restarted: the sessions an earlier run
+    /// left open (their Session-Ids begin with `--origin-host`) are
+    /// released, and two such runs at once release each other's.
     #[arg(long)]
     pub same_origin_host: bool,
 
