@@ -509,12 +509,13 @@ impl<F: Application> Conn<F> {
     /// ([`Shard::peer_restarted`]).
     fn note_restart(&self, origin_host: &str) {
         let shared = &self.worker.shared;
+        if !shared.config.peers.release_sessions_on_restart {
+            return;
+        }
         let Some(state) = self.conn.peer().remote_origin_state_id() else {
             return;
         };
-        if !shared.peer_states.restarted(origin_host, state)
-            || !shared.config.peers.release_sessions_on_restart
-        {
+        if !shared.peer_states.restarted(origin_host, state) {
             return;
         }
         let at = shared.unix_ms();
