@@ -76,6 +76,34 @@ fn ccr_to(
     b.to_vec()
 }
 
+/// The CCRs of kind `kind`, number `number`, of the sessions `ids` (see
+/// [`ccr`]).
+fn batch(
+    ids: &[u32],
+    kind: RequestType,
+    number: u32,
+    host: &str,
+    retransmit: bool,
+) -> Vec<Vec<u8>> {
+    ids.iter()
+        .map(|&i| ccr(i, kind, number, host, retransmit))
+        .collect()
+}
+
+/// Every CDR the server wrote under `data` (JSON Lines, every shard).
+fn cdrs(data: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut all = Vec::new();
+    for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
+        for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
+            let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
+            for line in text.lines() {
+                all.push(serde_json::from_str(line).unwrap());
+            }
+        }
+    }
+    all
+}
+
 /// Sends every request in one write and returns the answers by Session-Id
 /// (each answer with its header's hop-by-hop identifier zeroed, so a
 /// retransmission's answer compares byte for byte).
@@ -131,11 +159,6 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
     let data = dir.join("data");
     let first_half: Vec<u32> = (0..SESSIONS / 2).collect();
     let second_half: Vec<u32> = (SESSIONS / 2..SESSIONS).collect();
-    let batch = |ids: &[u32], kind, number, host: &str, retransmit| -> Vec<Vec<u8>> {
-        ids.iter()
-            .map(|&i| ccr(i, kind, number, host, retransmit))
-            .collect()
-    };
     let all: Vec<u32> = (0..SESSIONS).collect();
 
     let addr = SocketAddr::from(([127, 0, 0, 1], free_port()));
@@ -252,22 +275,16 @@ fn sessions_are_charged_from_any_connection_across_a_restart() {
     // Every reported usage charged: one usage CDR per session for its
     // update and one for its terminate, none twice.
     let mut seen = HashSet::new();
-    for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
-        for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
-            let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
-            for line in text.lines() {
-                let c: serde_json::Value = serde_json::from_str(line).unwrap();
-                if c["record_type"] != "usage" {
-                    continue;
-                }
-                let key = (
-                    c["session_id"].as_str().unwrap().to_string(),
-                    c["request_number"].as_u64().unwrap(),
-                );
-                assert_eq!(c["total_octets"].as_u64(), Some(USED), "{key:?}");
-                assert!(seen.insert(key.clone()), "usage {key:?} charged twice");
-            }
+    for c in cdrs(&data) {
+        if c["record_type"] != "usage" {
+            continue;
         }
+        let key = (
+            c["session_id"].as_str().unwrap().to_string(),
+            c["request_number"].as_u64().unwrap(),
+        );
+        assert_eq!(c["total_octets"].as_u64(), Some(USED), "{key:?}");
+        assert!(seen.insert(key.clone()), "usage {key:?} charged twice");
     }
     for i in 0..SESSIONS {
         for n in [1, 2] {
@@ -331,20 +348,14 @@ fn a_restarted_gateway_has_the_sessions_it_opened_before_released_at_once() {
     let mut first = link(1_700_000_000);
     let opened = exchange(
         &mut first,
-        &before
-            .iter()
-            .map(|&i| ccr(i, RequestType::Initial, 0, host, false))
-            .collect::<Vec<_>>(),
+        &batch(&before, RequestType::Initial, 0, host, false),
     );
     all_2001(&opened, "CCR-I before the restart");
     // Another link of the same instance: its sessions go on.
     let mut second = link(1_700_000_000);
     let updated = exchange(
         &mut second,
-        &before[..10]
-            .iter()
-            .map(|&i| ccr(i, RequestType::Update, 1, host, false))
-            .collect::<Vec<_>>(),
+        &batch(&before[..10], RequestType::Update, 1, host, false),
     );
     all_2001(&updated, "CCR-U on a second link");
     assert!(ledger(&data, &[])["reserved"].as_i64().unwrap() > 0);
@@ -355,10 +366,7 @@ fn a_restarted_gateway_has_the_sessions_it_opened_before_released_at_once() {
     let after: Vec<u32> = (100..110).collect();
     let fresh = exchange(
         &mut again,
-        &after
-            .iter()
-            .map(|&i| ccr(i, RequestType::Initial, 0, host, false))
-            .collect::<Vec<_>>(),
+        &batch(&after, RequestType::Initial, 0, host, false),
     );
     all_2001(&fresh, "CCR-I after the restart");
     let released = support::settled(|| {
@@ -380,10 +388,7 @@ fn a_restarted_gateway_has_the_sessions_it_opened_before_released_at_once() {
     }
     let kept = exchange(
         &mut again,
-        &after
-            .iter()
-            .map(|&i| ccr(i, RequestType::Termination, 1, host, false))
-            .collect::<Vec<_>>(),
+        &batch(&after, RequestType::Termination, 1, host, false),
     );
     all_2001(&kept, "the sessions opened after the restart go on");
     let books = support::settled(|| ledger(&data, &[])["reserved"].as_i64().unwrap());
@@ -394,16 +399,10 @@ fn a_restarted_gateway_has_the_sessions_it_opened_before_released_at_once() {
 
     // One session-end CDR for each session released, cause rejected, 5002.
     let mut ends = HashSet::new();
-    for shard in std::fs::read_dir(data.join("cdr")).unwrap() {
-        for file in std::fs::read_dir(shard.unwrap().path()).unwrap() {
-            let text = std::fs::read_to_string(file.unwrap().path()).unwrap();
-            for line in text.lines() {
-                let c: serde_json::Value = serde_json::from_str(line).unwrap();
-                if c["record_type"] == "session-end" && c["result_code"] == 5002 {
-                    assert_eq!(c["closing_cause"], "rejected", "{c}");
-                    ends.insert(c["session_id"].as_str().unwrap().to_string());
-                }
-            }
+    for c in cdrs(&data) {
+        if c["record_type"] == "session-end" && c["result_code"] == 5002 {
+            assert_eq!(c["closing_cause"], "rejected", "{c}");
+            ends.insert(c["session_id"].as_str().unwrap().to_string());
         }
     }
     let want: HashSet<String> = before.iter().map(|&i| session_id(i)).collect();
