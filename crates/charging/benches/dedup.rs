@@ -215,6 +215,20 @@ fn steady(c: &mut Criterion) {
     c.bench_function("dedup expire+insert (1M live)", |b| {
         b.iter(|| step(&mut ix, &mut reqs, &mut seq))
     });
+    // What the engine does for every new request: expire, look it up (a
+    // miss), answer it and index the answer.
+    c.bench_function("dedup new request: expire+lookup+insert (1M live)", |b| {
+        b.iter(|| {
+            let now = Timestamp(seq / per_ms);
+            let req = reqs.get(seq);
+            let keys = ix.keys(req);
+            ix.prefetch(keys);
+            ix.expire(now);
+            assert!(ix.lookup_keys(keys).is_none());
+            ix.insert_keys(seq, keys, now);
+            seq += 1;
+        })
+    });
     let mut probe = 0u64;
     c.bench_function("dedup lookup hit (1M live)", |b| {
         b.iter(|| {

@@ -136,6 +136,14 @@ fn fold(h: u64) -> u64 {
     (h ^ h >> HASH_BITS) & HASH_MASK
 }
 
+/// The hashes of a request's two duplicate keys ([`AnswerIndex::keys`]):
+/// computed once per request, for its lookup and for indexing its answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Keys {
+    number: u64,
+    e2e: u64,
+}
+
 /// Which duplicate rule (and hash of a slot) a table is keyed by.
 #[derive(Clone, Copy, Debug)]
 enum Rule {
@@ -245,7 +253,7 @@ impl AnswerIndex {
     }
 
     /// The hashes of a request's two duplicate keys.
-    pub fn keys(&self, req: &CcRequest) -> (u64, u64) {
+    pub fn keys(&self, req: &CcRequest) -> Keys {
         self.keys_of(
             &req.session_id,
             req.request_number,
@@ -260,7 +268,7 @@ impl AnswerIndex {
         request_number: u32,
         origin_host: &str,
         end_to_end: u32,
-    ) -> (u64, u64) {
+    ) -> Keys {
         // The Session-Id, the longest part of both keys, is hashed once.
         let sid = self.hasher.hash_one(session_id.as_bytes());
         let mut h = self.hasher.build_hasher();
@@ -282,7 +290,22 @@ impl AnswerIndex {
         }
         h.write_u32(end_to_end);
         h.write_u64(sid);
-        (number, fold(h.finish()))
+        Keys {
+            number,
+            e2e: fold(h.finish()),
+        }
+    }
+
+    /// Asks the CPU to fetch the buckets a lookup or an insert of `keys`
+    /// reads first, so that their cache misses overlap each other and
+    /// whatever the caller does before the lookup.
+    pub fn prefetch(&self, keys: Keys) {
+        self.numbers.prefetch(keys.number);
+        self.e2es.prefetch(keys.e2e);
+        if let Some(r) = &self.resize {
+            r.numbers.prefetch(keys.number);
+            r.e2es.prefetch(keys.e2e);
+        }
     }
 
     /// Whether an answer given at `at` (milliseconds) is past its time to
@@ -302,11 +325,16 @@ impl AnswerIndex {
         if self.live == 0 {
             return None;
         }
-        let (number, e2e) = self.keys(req);
-        self.lookup_hashed(number, e2e)
+        self.lookup_keys(self.keys(req))
     }
 
-    fn lookup_hashed(&self, number: u64, e2e: u64) -> Option<u64> {
+    /// [`AnswerIndex::lookup`] by the request's [`Keys`].
+    pub fn lookup_keys(&self, keys: Keys) -> Option<u64> {
+        if self.live == 0 {
+            return None;
+        }
+        self.prefetch(keys);
+        let Keys { number, e2e } = keys;
         // A candidate that matches by both hashes is the answer; an older
         // answer whose hash a newer one took in one table is still in the
         // other.
@@ -373,6 +401,15 @@ impl AnswerIndex {
             budget -= cost;
             self.pop_tail();
         }
+        // The answer to go next (most often in a later call): fetch its
+        // buckets now, so that removing it does not wait for memory.
+        if !self.ring.is_empty() {
+            let s = *self.ring.get(self.ring.tail());
+            if !s.is_vacant() {
+                self.numbers.prefetch(s.number_hash());
+                self.e2es.prefetch(s.e2e_hash());
+            }
+        }
     }
 
     fn pop_tail(&mut self) {
@@ -413,8 +450,12 @@ impl AnswerIndex {
 
     /// Indexes the answer to `req`, numbered `seq`, given at `at`.
     pub fn insert(&mut self, seq: u64, req: &CcRequest, at: Timestamp) {
-        let (number, e2e) = self.keys(req);
-        self.insert_hashed(seq, number, e2e, at);
+        self.insert_keys(seq, self.keys(req), at);
+    }
+
+    /// [`AnswerIndex::insert`] by the request's [`Keys`].
+    pub fn insert_keys(&mut self, seq: u64, keys: Keys, at: Timestamp) {
+        self.insert_hashed(seq, keys.number, keys.e2e, at);
     }
 
     /// Indexes a journaled answer (replay).
@@ -427,8 +468,8 @@ impl AnswerIndex {
         end_to_end: u32,
         at: Timestamp,
     ) {
-        let (number, e2e) = self.keys_of(session_id, request_number, origin_host, end_to_end);
-        self.insert_hashed(seq, number, e2e, at);
+        let keys = self.keys_of(session_id, request_number, origin_host, end_to_end);
+        self.insert_keys(seq, keys, at);
     }
 
     fn insert_hashed(&mut self, seq: u64, number: u64, e2e: u64, at: Timestamp) {

@@ -150,7 +150,7 @@ fn both_hashes_keep_48_bits() {
     let ix = AnswerIndex::new(300, 100);
     let (mut any, mut all) = (0u64, u64::MAX);
     for i in 0..1000 {
-        let (n, e) = ix.keys_of(&format!("s{i}"), i, "pgw", i);
+        let Keys { number: n, e2e: e } = ix.keys_of(&format!("s{i}"), i, "pgw", i);
         any |= n | e;
         all &= n & e;
     }
@@ -168,7 +168,7 @@ fn a_candidate_matching_both_hashes_wins() {
     ix.insert_hashed(0, 10, 20, Timestamp(0));
     ix.insert_hashed(1, 10, 21, Timestamp(0));
     ix.insert_hashed(2, 11, 21, Timestamp(0));
-    let lookup = |n, e| ix.lookup_hashed(n, e);
+    let lookup = |number, e2e| ix.lookup_keys(Keys { number, e2e });
     assert_eq!(lookup(10, 20), Some(0));
     assert_eq!(lookup(10, 21), Some(1));
     assert_eq!(lookup(11, 21), Some(2));

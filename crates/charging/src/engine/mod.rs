@@ -28,7 +28,7 @@ use crate::accounts::{
 use crate::answer::{CcAnswer, FailedAvp, MsccAnswer};
 use crate::answer_log::{self, AnswerLog, RecordKey};
 use crate::cdr::{Cdr, CdrBuffer, ClosingCause, RecordType};
-use crate::dedup::AnswerIndex;
+use crate::dedup::{AnswerIndex, Keys};
 use crate::effects::{Effect, Ledger};
 use crate::error::{Error, Result};
 use crate::rating::{Choice, ContextHint, Location, RatingError, RatingMemo};
@@ -349,11 +349,15 @@ impl Engine {
         answer: &mut CcAnswer,
         out: &mut Output,
     ) -> Handled {
+        // The index's buckets for this request are fetched while expiry
+        // runs; the request's keys serve its lookup and its answer.
+        let keys = self.dedup.keys(req);
+        self.dedup.prefetch(keys);
         self.dedup.expire(now);
-        if let Some(seq) = self.dedup.lookup(req) {
+        if let Some(seq) = self.dedup.lookup_keys(keys) {
             return Handled::Duplicate(AnswerRef { seq });
         }
-        self.handle_fresh(req, now, answer, out);
+        self.answer_fresh(req, keys, now, answer, out);
         Handled::Answered
     }
 
@@ -369,6 +373,20 @@ impl Engine {
         out: &mut Output,
     ) {
         self.dedup.expire(now);
+        let keys = self.dedup.keys(req);
+        self.answer_fresh(req, keys, now, answer, out);
+    }
+
+    /// [`Engine::handle_fresh`] for a request whose duplicate keys are
+    /// known, with the index already expired to `now`.
+    fn answer_fresh(
+        &mut self,
+        req: &CcRequest,
+        keys: Keys,
+        now: Timestamp,
+        answer: &mut CcAnswer,
+        out: &mut Output,
+    ) {
         answer.reset(req.request_type, req.request_number);
         let mut cx = self.cx(now, answer, out);
         cx.request = Some(req);
@@ -380,7 +398,7 @@ impl Engine {
         }
         let seq = self.next_answer_seq;
         self.next_answer_seq += 1;
-        self.dedup.insert(seq, req, now);
+        self.dedup.insert_keys(seq, keys, now);
         out.answers.push(seq, req, answer, now);
     }
 
