@@ -33,6 +33,7 @@ use crate::error::Result;
 use crate::header::flags;
 use crate::message::Message;
 use crate::types::{identity_eq, Address};
+use crate::validate::{encode_error_answer_with, Problem};
 
 /// Disconnect-Cause values (RFC 6733 section 5.4.3).
 pub mod disconnect_cause {
@@ -429,10 +430,7 @@ impl Peer {
         now: u64,
         out: &mut BytesMut,
     ) -> Result<Event> {
-        if self.state == State::Open {
-            self.expiries = 0;
-            self.arm_watchdog(config, now);
-        }
+        self.heard(config, now);
         let code = msg.command_code();
         let is_request = msg.is_request();
         match (self.state, code, is_request) {
@@ -481,10 +479,11 @@ impl Peer {
             }
             (_, cmd::CAPABILITIES_EXCHANGE, true) => {
                 // CER on an open connection is not allowed (RFC 6733 5.6.4
-                // deprecates re-negotiation): refuse it, keep the connection.
+                // deprecates re-negotiation): refuse it in a whole CEA,
+                // keep the connection.
                 let mut e = Encoder::answer(out, msg, false);
                 e.u32(avp::RESULT_CODE, result::UNABLE_TO_COMPLY);
-                write_identity(&mut e, config);
+                write_capabilities(&mut e, config);
                 e.str(
                     avp::ERROR_MESSAGE,
                     "capabilities already exchanged on this connection",
@@ -495,6 +494,43 @@ impl Peer {
             (_, cmd::CAPABILITIES_EXCHANGE, false) => Ok(Event::Unexpected),
             (State::Open | State::Closing, _, _) => Ok(Event::Application),
         }
+    }
+
+    /// A message arrived from the peer: on an open connection the
+    /// watchdog starts over (RFC 3539 section 3.4.1: any traffic resets
+    /// Tw). [`Peer::handle`] does this itself; the caller does it for a
+    /// message it answers without handing it here (one that failed
+    /// validation).
+    pub fn heard(&mut self, config: &PeerConfig, now: u64) {
+        if self.state == State::Open {
+            self.expiries = 0;
+            self.arm_watchdog(config, now);
+        }
+    }
+
+    /// Refuses the CER `request` that failed validation with `problem`
+    /// (RFC 6733 section 7): a 3xxx in the generic error answer (E bit
+    /// set), any other code in a CEA that carries this node's
+    /// capabilities as the CEA grammar requires, with the problem's
+    /// Error-Message and Failed-AVP. Either way the connection closes: no
+    /// capabilities were exchanged.
+    pub fn refuse_cer(
+        &mut self,
+        config: &PeerConfig,
+        request: &[u8],
+        problem: &Problem<'_>,
+        out: &mut BytesMut,
+    ) -> Result<Event> {
+        let (host, realm) = (&config.origin_host, &config.origin_realm);
+        if problem.is_protocol_error() {
+            encode_error_answer_with(out, request, problem, host, realm, |_| {})?;
+        } else {
+            encode_error_answer_with(out, request, problem, host, realm, |e| {
+                write_capabilities_after_identity(e, config)
+            })?;
+        }
+        self.state = State::Closed;
+        Ok(Event::Close(CloseReason::Rejected(problem.result_code)))
     }
 
     fn take_pending(&mut self, code: u32, msg: &Message<'_>) -> Event {
@@ -668,6 +704,11 @@ fn write_identity(e: &mut Encoder<'_>, config: &PeerConfig) {
 /// Firmware-Revision: the body of a CER and of a CEA after its Result-Code.
 fn write_capabilities(e: &mut Encoder<'_>, config: &PeerConfig) {
     write_identity(e, config);
+    write_capabilities_after_identity(e, config);
+}
+
+/// [`write_capabilities`] after Origin-Host and Origin-Realm.
+fn write_capabilities_after_identity(e: &mut Encoder<'_>, config: &PeerConfig) {
     for ip in &config.host_ip_addresses {
         e.address(avp::HOST_IP_ADDRESS, &Address::from(*ip));
     }

@@ -324,6 +324,26 @@ pub fn validate_request<'a>(
     Ok(msg)
 }
 
+/// Whether this node serves the Application-Id in the header of the
+/// request `buf`: the base protocol's (0) and those in `served` (the ones
+/// its CEA advertises). Any other is DIAMETER_APPLICATION_UNSUPPORTED
+/// (3007, RFC 6733 section 7.1.3), checked before the command and its
+/// AVPs as a header question: a node answers so for an application it
+/// does not run even when its dictionary knows the command (Accounting,
+/// 3). A buffer without a readable header passes: framing has judged it.
+#[allow(clippy::result_large_err)] // returned once per bad message; boxing would allocate
+pub fn check_application<'a>(buf: &[u8], served: &[u32]) -> Result<(), Problem<'a>> {
+    match Header::parse(buf) {
+        Ok(h) if h.application_id != app::COMMON && !served.contains(&h.application_id) => {
+            Err(Problem::new(
+                result::APPLICATION_UNSUPPORTED,
+                "application not served by this node",
+            ))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Strict mode: whether a request that passed [`validate_request`] is
 /// addressed to this node (`host`, `realm`), as RFC 6733 section 6.1
 /// routes requests. A node that relays nothing cannot deliver one meant
@@ -823,9 +843,11 @@ fn check_value(ty: AvpType, data: &[u8]) -> Result<Option<i64>> {
 /// Code, Application-Id, Hop-by-Hop and End-to-End identifiers; R and T
 /// cleared, P copied, E set for 3xxx and clear otherwise; the request's
 /// Session-Id first (when it can be read); Origin-Host, Origin-Realm,
-/// Result-Code; for a non-3xxx error on a CCR the request's
-/// Auth-Application-Id, CC-Request-Type and CC-Request-Number (so the
-/// answer follows the CCA grammar); Error-Message (M clear); Failed-AVP
+/// Result-Code; for an error on a CCR the request's Auth-Application-Id,
+/// CC-Request-Type and CC-Request-Number (a non-3xxx answer follows the
+/// CCA grammar, which requires them; a 3xxx answer follows the generic
+/// error grammar, whose `*[AVP]` allows them, and a client matches the
+/// answer to its request by them either way); Error-Message (M clear); Failed-AVP
 /// (nested in copies of the enclosing groups' headers); and the request's
 /// Proxy-Info AVPs in order.
 ///
@@ -838,6 +860,20 @@ pub fn encode_error_answer(
     problem: &Problem<'_>,
     origin_host: &str,
     origin_realm: &str,
+) -> Result<usize> {
+    encode_error_answer_with(buf, request, problem, origin_host, origin_realm, |_| {})
+}
+
+/// [`encode_error_answer`] with more AVPs, written by `more` after the
+/// Result-Code: what the command's own answer grammar requires beyond the
+/// generic one (a CEA's capabilities).
+pub fn encode_error_answer_with(
+    buf: &mut BytesMut,
+    request: &[u8],
+    problem: &Problem<'_>,
+    origin_host: &str,
+    origin_realm: &str,
+    more: impl FnOnce(&mut Encoder<'_>),
 ) -> Result<usize> {
     let h = Header::parse(request)?;
     let e_bit = problem.is_protocol_error();
@@ -858,7 +894,8 @@ pub fn encode_error_answer(
     e.str(codes::avp::ORIGIN_HOST, origin_host);
     e.str(codes::avp::ORIGIN_REALM, origin_realm);
     e.u32(codes::avp::RESULT_CODE, problem.result_code);
-    if !e_bit && h.command_code == cmd::CREDIT_CONTROL && h.application_id == app::CREDIT_CONTROL {
+    more(&mut e);
+    if h.command_code == cmd::CREDIT_CONTROL && h.application_id == app::CREDIT_CONTROL {
         for id in [
             codes::avp::AUTH_APPLICATION_ID,
             codes::avp::CC_REQUEST_TYPE,

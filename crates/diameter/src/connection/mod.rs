@@ -49,13 +49,15 @@ use std::sync::Arc;
 use bytes::{Bytes, BytesMut};
 use rustc_hash::FxHashMap;
 
-use crate::codes;
+use crate::codes::{self, cmd};
 use crate::dict::Dictionary;
 use crate::error::Error;
 use crate::header::{flags, frame_length, HEADER_LEN};
 use crate::message::Message;
 use crate::peer::{self, CloseReason, Peer, PeerConfig, Role, State};
-use crate::validate::{check_destination, encode_error_answer, validate_request, Options, Problem};
+use crate::validate::{
+    check_application, check_destination, encode_error_answer, validate_request, Options, Problem,
+};
 
 mod busy;
 #[cfg(test)]
@@ -721,6 +723,10 @@ impl Connection {
         };
         let at = self.tx.len();
         self.cea_at = None;
+        if let Some(problem) = self.base_problem(&frame, &msg) {
+            self.refuse_base(&frame, &msg, &problem);
+            return None;
+        }
         match self
             .peer
             .handle(&self.config.peer, &msg, self.now, &mut self.tx)
@@ -749,8 +755,12 @@ impl Connection {
         }
         let p = &self.config.peer;
         let opts = &self.config.validation;
-        let checked = match validate_request(self.config.dictionary, &frame, opts) {
-            Ok(msg) => check_destination(&msg, &p.origin_host, &p.origin_realm, opts),
+        // Header (the application), then the message, then where it goes.
+        let checked = match check_application(&frame, &p.auth_applications) {
+            Ok(()) => match validate_request(self.config.dictionary, &frame, opts) {
+                Ok(msg) => check_destination(&msg, &p.origin_host, &p.origin_realm, opts),
+                Err(problem) => Err(problem),
+            },
             Err(problem) => Err(problem),
         };
         match checked {
@@ -761,6 +771,49 @@ impl Connection {
                 Some(Event::Rejected { result_code })
             }
         }
+    }
+
+    /// What is wrong with a base protocol request (CER, DWR, DPR) by its
+    /// definition in the dictionary: its header bits and Application-Id,
+    /// its AVPs' flags, lengths and values, its grammar (RFC 6733 sections
+    /// 5.3.1, 5.4.1, 5.5.1 and 7). `None` for a valid one and for any
+    /// other message, and for a first message other than a CER (which
+    /// closes the connection unanswered).
+    fn base_problem<'a>(&self, frame: &'a [u8], msg: &Message<'_>) -> Option<Problem<'a>> {
+        let code = msg.command_code();
+        let base = matches!(
+            code,
+            cmd::CAPABILITIES_EXCHANGE | cmd::DEVICE_WATCHDOG | cmd::DISCONNECT_PEER
+        );
+        if !msg.is_request() || !base {
+            return None;
+        }
+        if self.peer.state() == State::Handshake && code != cmd::CAPABILITIES_EXCHANGE {
+            return None;
+        }
+        validate_request(self.config.dictionary, frame, &self.config.validation).err()
+    }
+
+    /// Answers a base protocol request that failed validation: a CER
+    /// during the handshake is refused and the connection closes; a DWR,
+    /// DPR or later CER gets the error answer and changes nothing (a DPR
+    /// refused does not start the disconnection).
+    fn refuse_base(&mut self, frame: &[u8], msg: &Message<'_>, problem: &Problem<'_>) {
+        let p = &self.config.peer;
+        if self.peer.state() == State::Handshake {
+            let mark = self.tx.len();
+            match self.peer.refuse_cer(p, frame, problem, &mut self.tx) {
+                Ok(peer::Event::Close(reason)) => self.shut(Close::Peer(reason)),
+                _ => {
+                    self.tx.truncate(mark);
+                    self.shut(Close::Encoding);
+                }
+            }
+            return;
+        }
+        debug_assert!(msg.is_request());
+        self.peer.heard(p, self.now);
+        self.reject(frame, problem);
     }
 
     /// An application answer: handed out when it matches an outstanding

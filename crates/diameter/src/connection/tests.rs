@@ -2,7 +2,7 @@
 //! in memory with a simulated clock.
 
 use super::*;
-use crate::codes::{app, avp, cmd, result};
+use crate::codes::{app, avp, cmd, result, AvpId};
 use crate::peer::disconnect_cause;
 use crate::Encoder;
 
@@ -851,4 +851,269 @@ fn strict_mode_refuses_requests_for_another_host_or_realm_and_lenient_mode_takes
         .map(|f| result_code(f))
         .collect();
     assert_eq!(codes, [Some(2001), Some(2001)]);
+}
+
+/// A CER from `client.example.net` with header `flags` (R and whatever
+/// else), the AVPs RFC 6733 section 5.3.1 requires, Auth-Application-Id 4
+/// and what `more` adds.
+fn cer_with(flags: u8, more: impl FnOnce(&mut Encoder<'_>)) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let mut e = Encoder::new(&mut b, flags, cmd::CAPABILITIES_EXCHANGE, 0, 1, 1);
+    e.str(avp::ORIGIN_HOST, "client.example.net")
+        .str(avp::ORIGIN_REALM, "example.net")
+        .address(
+            avp::HOST_IP_ADDRESS,
+            &crate::types::Address::from(std::net::IpAddr::from([127, 0, 0, 1])),
+        )
+        .u32(avp::VENDOR_ID, 0)
+        .str(avp::PRODUCT_NAME, "test")
+        .u32(avp::AUTH_APPLICATION_ID, app::CREDIT_CONTROL);
+    more(&mut e);
+    e.finish().unwrap();
+    b.to_vec()
+}
+
+/// A base request (`cmd`, header `flags` and `app_id`) from
+/// `client.example.net` with what `body` writes after its Origin-Host.
+fn base_request(
+    command: u32,
+    flags: u8,
+    app_id: u32,
+    body: impl FnOnce(&mut Encoder<'_>),
+) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    let mut e = Encoder::new(&mut b, flags, command, app_id, 9, 9);
+    e.str(avp::ORIGIN_HOST, "client.example.net");
+    body(&mut e);
+    e.finish().unwrap();
+    b.to_vec()
+}
+
+/// An AVP of code 99999 with the M bit: unknown to every dictionary.
+const UNKNOWN_M: AvpId = AvpId {
+    code: 99_999,
+    vendor: 0,
+    flags: crate::avp::flags::MANDATORY,
+};
+
+/// What a fresh server transmits after reading `bytes`, and its events.
+fn server_reads(server: &mut Connection, bytes: &[u8]) -> (Vec<Vec<u8>>, Vec<Event>) {
+    server.handle_data(bytes, 0);
+    let mut out = Vec::new();
+    let mut events = Vec::new();
+    loop {
+        let mut moved = false;
+        while let Some(ev) = server.poll_event() {
+            events.push(ev);
+            moved = true;
+        }
+        while let Some(b) = server.poll_transmit() {
+            out.extend(messages(&b));
+            moved = true;
+        }
+        if !moved {
+            return (out, events);
+        }
+    }
+}
+
+/// A server that has accepted a valid CER.
+fn open_server() -> Connection {
+    let mut s = Connection::accept(config("server.example.net"), 0, 9);
+    let (out, events) = server_reads(&mut s, &cer_with(flags::REQUEST, |_| {}));
+    assert_eq!(result_code(&out[0]), Some(2001));
+    assert!(matches!(events[..], [Event::Opened { .. }]));
+    s
+}
+
+#[test]
+fn a_cer_that_breaks_its_definition_is_refused_with_the_prescribed_answer_and_closes() {
+    let vsai = |e: &mut Encoder<'_>, vendor: bool, auth: bool, acct: bool| {
+        let g = e.begin_group(avp::VENDOR_SPECIFIC_APPLICATION_ID);
+        if vendor {
+            e.u32(avp::VENDOR_ID, 10415);
+        }
+        if auth {
+            e.u32(avp::AUTH_APPLICATION_ID, 4);
+        }
+        if acct {
+            e.u32(avp::ACCT_APPLICATION_ID, 3);
+        }
+        e.end_group(g);
+    };
+    let r = flags::REQUEST;
+    let cases: Vec<(&str, Vec<u8>, u32)> = vec![
+        (
+            "unknown AVP with M",
+            cer_with(r, |e| {
+                e.u32(UNKNOWN_M, 1);
+            }),
+            5001,
+        ),
+        (
+            "second Origin-Host",
+            cer_with(r, |e| {
+                e.str(avp::ORIGIN_HOST, "other.example.net");
+            }),
+            5009,
+        ),
+        (
+            "VSAI without an application",
+            cer_with(r, |e| vsai(e, true, false, false)),
+            5005,
+        ),
+        (
+            "VSAI with both applications",
+            cer_with(r, |e| vsai(e, true, true, true)),
+            5009,
+        ),
+        (
+            "VSAI without Vendor-Id",
+            cer_with(r, |e| vsai(e, false, true, false)),
+            5005,
+        ),
+        ("E bit", cer_with(r | flags::ERROR, |_| {}), 3008),
+        ("P bit", cer_with(r | flags::PROXIABLE, |_| {}), 3008),
+    ];
+    for (what, cer, code) in cases {
+        let mut s = Connection::accept(config("server.example.net"), 0, 9);
+        let (out, events) = server_reads(&mut s, &cer);
+        assert_eq!(out.len(), 1, "{what}: one answer");
+        let a = Message::parse(&out[0]).unwrap();
+        let e_bit = a.header().flags & flags::ERROR != 0;
+        assert_eq!(result_code(&out[0]), Some(code), "{what}");
+        assert_eq!(
+            events,
+            [Event::Closed(Close::Peer(CloseReason::Rejected(code)))],
+            "{what}"
+        );
+        assert_eq!(a.command_code(), cmd::CAPABILITIES_EXCHANGE, "{what}");
+        assert_eq!((a.header().hop_by_hop, a.header().end_to_end), (1, 1));
+        if code < 4000 {
+            // The generic error answer, E set.
+            assert!(e_bit, "{what}: E bit");
+        } else {
+            // The CEA grammar: E clear, the capabilities, Failed-AVP.
+            assert!(!e_bit, "{what}: E bit");
+            for id in [
+                avp::ORIGIN_HOST,
+                avp::ORIGIN_REALM,
+                avp::HOST_IP_ADDRESS,
+                avp::VENDOR_ID,
+                avp::PRODUCT_NAME,
+                avp::FAILED_AVP,
+            ] {
+                assert!(a.find(id).is_some(), "{what}: {id:?} missing");
+            }
+        }
+    }
+}
+
+#[test]
+fn a_bad_dwr_or_dpr_is_answered_with_its_error_and_the_connection_goes_on() {
+    let r = flags::REQUEST;
+    let realm = |e: &mut Encoder<'_>| {
+        e.str(avp::ORIGIN_REALM, "example.net");
+    };
+    let cases: Vec<(&str, Vec<u8>, u32)> = vec![
+        (
+            "DWR with the P bit",
+            base_request(cmd::DEVICE_WATCHDOG, r | flags::PROXIABLE, 0, realm),
+            3008,
+        ),
+        (
+            "DWR with the E bit",
+            base_request(cmd::DEVICE_WATCHDOG, r | flags::ERROR, 0, realm),
+            3008,
+        ),
+        (
+            "DWR under Application-Id 4",
+            base_request(cmd::DEVICE_WATCHDOG, r, app::CREDIT_CONTROL, realm),
+            3007,
+        ),
+        (
+            "DWR without Origin-Realm",
+            base_request(cmd::DEVICE_WATCHDOG, r, 0, |_| {}),
+            5005,
+        ),
+        (
+            "DWR with an unknown AVP with M",
+            base_request(cmd::DEVICE_WATCHDOG, r, 0, |e| {
+                realm(e);
+                e.u32(UNKNOWN_M, 1);
+            }),
+            5001,
+        ),
+        (
+            "DWR with two Origin-Realm",
+            base_request(cmd::DEVICE_WATCHDOG, r, 0, |e| {
+                realm(e);
+                realm(e);
+            }),
+            5009,
+        ),
+        (
+            "DPR without Disconnect-Cause",
+            base_request(cmd::DISCONNECT_PEER, r, 0, realm),
+            5005,
+        ),
+        (
+            "DPR with Disconnect-Cause 9",
+            base_request(cmd::DISCONNECT_PEER, r, 0, |e| {
+                realm(e);
+                e.i32(avp::DISCONNECT_CAUSE, 9);
+            }),
+            5004,
+        ),
+    ];
+    let dwr = base_request(cmd::DEVICE_WATCHDOG, r, 0, realm);
+    for (what, request, code) in cases {
+        let mut s = open_server();
+        let (out, events) = server_reads(&mut s, &request);
+        assert_eq!(out.len(), 1, "{what}: one answer");
+        assert_eq!(result_code(&out[0]), Some(code), "{what}");
+        let a = Message::parse(&out[0]).unwrap();
+        assert_eq!(a.header().flags & flags::ERROR != 0, code < 4000, "{what}");
+        assert!(events.is_empty(), "{what}: {events:?}");
+        assert_eq!(s.state(), State::Open, "{what}");
+        // The connection goes on: a valid DWR is answered 2001.
+        let (out, _) = server_reads(&mut s, &dwr);
+        assert_eq!(result_code(&out[0]), Some(2001), "{what}: then a DWR");
+    }
+}
+
+#[test]
+fn a_cer_on_an_open_connection_gets_a_whole_cea_with_5012() {
+    let mut s = open_server();
+    let (out, events) = server_reads(&mut s, &cer_with(flags::REQUEST, |_| {}));
+    assert!(events.is_empty());
+    assert_eq!(result_code(&out[0]), Some(5012));
+    let a = Message::parse(&out[0]).unwrap();
+    for id in [
+        avp::HOST_IP_ADDRESS,
+        avp::VENDOR_ID,
+        avp::PRODUCT_NAME,
+        avp::AUTH_APPLICATION_ID,
+    ] {
+        assert!(a.find(id).is_some(), "{id:?} missing");
+    }
+    assert_eq!(s.state(), State::Open);
+}
+
+#[test]
+fn a_request_of_an_application_not_served_is_3007_before_its_avps_are_checked() {
+    let mut s = open_server();
+    // An Accounting-Request (271, application 3) missing every AVP its
+    // grammar requires: the application comes first.
+    let acr = base_request(
+        cmd::ACCOUNTING,
+        flags::REQUEST | flags::PROXIABLE,
+        3,
+        |_| {},
+    );
+    let (out, events) = server_reads(&mut s, &acr);
+    assert_eq!(result_code(&out[0]), Some(3007));
+    assert_eq!(events, [Event::Rejected { result_code: 3007 }]);
+    let a = Message::parse(&out[0]).unwrap();
+    assert_ne!(a.header().flags & flags::ERROR, 0);
 }
