@@ -60,6 +60,22 @@ pub(crate) trait Transport: Sized + 'static {
     /// Bytes of the stream waiting in the socket to be read, when the
     /// transport can tell (0 when it cannot).
     fn waiting(read: &Self::Read) -> usize;
+    /// The TCP socket's descriptor (see [`reset_on_close`]).
+    fn socket(&self) -> std::os::fd::RawFd;
+    /// Drops the write half without ending the stream (no FIN): the
+    /// socket closes when the read half is gone too.
+    fn drop_write(write: Self::Write);
+}
+
+/// Makes the close of TCP socket `fd` send a reset (SO_LINGER with a zero
+/// time): RFC 6733 section 2.1 closes a stream that cannot be parsed any
+/// more "using a RESET call (send a TCP RST bit)", graceful closure being
+/// compromised. What was written before still goes out first. Must be
+/// called while the connection's halves hold the socket open.
+fn reset_on_close(fd: std::os::fd::RawFd) {
+    // SAFETY: the caller's halves keep `fd` open for this call.
+    let fd = unsafe { std::os::fd::BorrowedFd::borrow_raw(fd) };
+    let _ = socket2::SockRef::from(&fd).set_linger(Some(Duration::ZERO));
 }
 
 impl Transport for TcpStream {
@@ -70,6 +86,12 @@ impl Transport for TcpStream {
     }
     fn waiting(read: &OwnedReadHalf) -> usize {
         socket_waiting(read.as_ref())
+    }
+    fn socket(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(self)
+    }
+    fn drop_write(write: OwnedWriteHalf) {
+        write.forget();
     }
 }
 
@@ -100,6 +122,13 @@ impl Transport for tokio_rustls::server::TlsStream<TcpStream> {
     /// alone date the stream.
     fn waiting(_: &Self::Read) -> usize {
         0
+    }
+    fn socket(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(self.get_ref().0)
+    }
+    /// Dropping a half of `tokio::io::split` sends nothing.
+    fn drop_write(write: Self::Write) {
+        drop(write);
     }
 }
 
@@ -159,11 +188,19 @@ pub(crate) async fn serve<F: Application, S: Transport>(
     let stats = &shared.stats[worker.index];
     WorkerStats::bump(&stats.connections, 1);
     WorkerStats::bump(&stats.open_connections, 1);
+    let socket = stream.socket();
     let (mut rd, wr) = stream.into_halves();
     let (tx, rx) = mpsc::unbounded_channel::<Outgoing>();
     let inflight = Rc::new(Cell::new(0usize));
     let written = Rc::new(Notify::new());
-    let writer = tokio::task::spawn_local(write_loop(wr, rx, inflight.clone(), written.clone()));
+    let reset = Rc::new(Cell::new(false));
+    let writer = tokio::task::spawn_local(write_loop::<S>(
+        wr,
+        rx,
+        inflight.clone(),
+        written.clone(),
+        reset.clone(),
+    ));
 
     let now = shared.now_ms();
     let seed = now ^ (worker.index as u64).rotate_left(32) ^ remote.map_or(0, |a| a.port() as u64);
@@ -272,6 +309,10 @@ pub(crate) async fn serve<F: Application, S: Transport>(
     let abort = reason.is_some_and(|r| r.is_abort());
     if abort {
         WorkerStats::bump(&stats.aborted_connections, 1);
+    }
+    if matches!(reason, Some(Close::InvalidLength(_))) {
+        reset_on_close(socket);
+        reset.set(true);
     }
     match reason {
         Some(Close::Peer(CloseReason::Rejected(_))) if c.peer_refused => {}
@@ -726,12 +767,15 @@ async fn next_job(outbound: &mut Option<Registration>) -> Option<OutboundJob> {
 /// Writes answers as they arrive, many per write when they queue up: in
 /// one `writev` of the queued buffers where the transport has one (plain
 /// TCP), else copied into one buffer first (TLS, whose records would
-/// otherwise be one per buffer).
-async fn write_loop<W: AsyncWrite + Unpin>(
-    mut wr: W,
+/// otherwise be one per buffer). Ends the stream once every sender is
+/// gone: with a FIN, or, when `reset` was set meanwhile, with none (the
+/// socket's close then resets it, see [`reset_on_close`]).
+async fn write_loop<S: Transport>(
+    mut wr: S::Write,
     mut rx: mpsc::UnboundedReceiver<Outgoing>,
     inflight: Rc<Cell<usize>>,
     written: Rc<Notify>,
+    reset: Rc<Cell<bool>>,
 ) {
     let vectored = wr.is_write_vectored();
     let mut queued: Vec<Bytes> = Vec::new();
@@ -766,7 +810,11 @@ async fn write_loop<W: AsyncWrite + Unpin>(
             break;
         }
     }
-    let _ = wr.shutdown().await;
+    if reset.get() {
+        S::drop_write(wr);
+    } else {
+        let _ = wr.shutdown().await;
+    }
 }
 
 /// Writes all of `bufs`, in order, with vectored writes (at most

@@ -206,6 +206,26 @@ fn oversized_message_closes_only_that_connection() {
 }
 
 #[test]
+fn a_stream_that_cannot_be_framed_is_reset() {
+    let server = gyro_server::start(test_config(1), Echo::default()).unwrap();
+    let mut c = Client::open(server.local_addrs()[0]);
+    // A header whose Message Length (22) is not a multiple of 4: RFC 6733
+    // section 2.1 closes such a stream with a TCP reset, not a FIN.
+    c.send(&[
+        1, 0, 0, 22, 0x80, 0, 1, 0x10, 0, 0, 0, 4, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0,
+    ]);
+    let mut byte = [0u8; 1];
+    let r = std::io::Read::read(&mut c.stream, &mut byte);
+    assert_eq!(
+        r.map_err(|e| e.kind()),
+        Err(std::io::ErrorKind::ConnectionReset),
+        "the close must be a reset"
+    );
+    server.shutdown();
+    server.join();
+}
+
+#[test]
 fn incomplete_message_times_out() {
     let mut cfg = test_config(1);
     cfg.limits.message_timeout_ms = 300;
