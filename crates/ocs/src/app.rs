@@ -13,7 +13,7 @@ use tracing::{error, warn};
 
 use crate::clock::unix_now;
 use crate::error::{Error, Result};
-use crate::gy::LocalIdentity;
+use crate::gy::{subscription_extension, LocalIdentity};
 use crate::recovery::{open_ledger, Ledger};
 use crate::shard::CreditShard;
 use crate::storage::{ShardTotals, Storage};
@@ -23,6 +23,8 @@ use crate::subscribers::Subscribers;
 const INITIAL_REQUEST: u32 = 1;
 const UPDATE_REQUEST: u32 = 2;
 const TERMINATION_REQUEST: u32 = 3;
+/// Subscription-Id-Extension (RFC 8506 section 8.58).
+const SUBSCRIPTION_ID_EXTENSION: u32 = 659;
 
 /// The credit-control application: one engine per shard, its ledger made
 /// durable by the shard's store.
@@ -182,15 +184,22 @@ impl Application for CreditControl {
                 };
                 // Validation lets one CC-Request-Type through, at most.
                 need_type = false;
-            } else if code == avp::SUBSCRIPTION_ID.code && need_account {
-                let kind = a
-                    .child(avp::SUBSCRIPTION_ID_TYPE)
-                    .and_then(|t| t.u32().ok())
-                    .and_then(SubscriptionType::from_code);
-                let data = a
-                    .child(avp::SUBSCRIPTION_ID_DATA)
-                    .and_then(|d| d.utf8().ok());
-                if let (Some(kind), Some(data)) = (kind, data) {
+            } else if need_account
+                && (code == avp::SUBSCRIPTION_ID.code || code == SUBSCRIPTION_ID_EXTENSION)
+            {
+                let identity = if code == SUBSCRIPTION_ID_EXTENSION {
+                    subscription_extension(&a)
+                } else {
+                    let kind = a
+                        .child(avp::SUBSCRIPTION_ID_TYPE)
+                        .and_then(|t| t.u32().ok())
+                        .and_then(SubscriptionType::from_code);
+                    let data = a
+                        .child(avp::SUBSCRIPTION_ID_DATA)
+                        .and_then(|d| d.utf8().ok());
+                    kind.zip(data)
+                };
+                if let Some((kind, data)) = identity {
                     if let Some(account) = self.subscribers.lookup(kind, data) {
                         route.shard = Some(account.shard(count));
                         need_account = false;

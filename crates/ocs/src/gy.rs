@@ -239,6 +239,22 @@ fn mscc(a: &Avp<'_>, m: &mut Mscc) -> Result<()> {
     Ok(())
 }
 
+/// The identity a Subscription-Id-Extension (RFC 8506 section 8.58)
+/// names: its child Subscription-Id-E164 (660), -IMSI (661), -SIP-URI
+/// (662), -NAI (663) or -Private (664), whose codes follow the
+/// Subscription-Id-Type values. The RFC 4006 Subscription-Id and this AVP
+/// are both identities of the request, in message order.
+pub fn subscription_extension<'a>(a: &Avp<'a>) -> Option<(SubscriptionType, &'a str)> {
+    a.grouped()
+        .flatten()
+        .find_map(|c| match (c.vendor_id(), c.code()) {
+            (0, code @ 660..=664) => {
+                Some((SubscriptionType::from_code(code - 660)?, c.utf8().ok()?))
+            }
+            _ => None,
+        })
+}
+
 /// Reads a CCR into `req`, reusing its buffers. The message must be a
 /// Credit-Control request; Session-Id, Origin-Host, Service-Context-Id,
 /// CC-Request-Type and CC-Request-Number are required (5005 otherwise).
@@ -308,6 +324,11 @@ pub fn decode_ccr(msg: &Message<'_>, req: &mut CcRequest) -> Result<()> {
                 }
                 // An identity of an unknown type cannot match an account.
                 if let (Some(kind), Some(data)) = (t.and_then(SubscriptionType::from_code), data) {
+                    req.subscription_ids.push(SubscriptionId::new(kind, data));
+                }
+            }
+            659 => {
+                if let Some((kind, data)) = subscription_extension(&a) {
                     req.subscription_ids.push(SubscriptionId::new(kind, data));
                 }
             }

@@ -230,6 +230,49 @@ fn a_ccr_without_subscription_id_gets_5030_without_a_made_up_failed_avp() {
 }
 
 #[test]
+fn a_subscription_id_extension_identifies_the_subscriber() {
+    let mut e = ChargingConfig::from_toml_str(EXAMPLE)
+        .unwrap()
+        .build_engine()
+        .unwrap();
+    let (mut req, now) = script()[0].clone();
+    let identity = req.subscription_ids.remove(0);
+    req.subscription_ids.clear();
+    // The CCR without Subscription-Id, plus a Subscription-Id-Extension
+    // (RFC 8506 section 8.58) holding the same identity in the child its
+    // type names (E.164: 660, IMSI: 661, ...).
+    let mut ccr = ccr_bytes(&req, 1).to_vec();
+    let mut ext = BytesMut::new();
+    {
+        let mut enc = gyro_diameter::Encoder::new(&mut ext, 0, 0, 0, 0, 0);
+        let g = enc.begin_group(gyro_diameter::AvpId {
+            code: 659,
+            vendor: 0,
+            flags: 0,
+        });
+        enc.str(
+            gyro_diameter::AvpId {
+                code: 660 + identity.kind.code(),
+                vendor: 0,
+                flags: 0,
+            },
+            &identity.data,
+        );
+        enc.end_group(g);
+        enc.finish().unwrap();
+    }
+    ccr.extend_from_slice(&ext[20..]);
+    let len = ccr.len() as u32;
+    ccr[1..4].copy_from_slice(&len.to_be_bytes()[1..]);
+
+    let mut decoded = CcRequest::default();
+    let cca = exchange(&mut e, &ccr, now, &mut decoded);
+    assert_eq!(decoded.subscription_ids, vec![identity]);
+    let m = Message::parse(&cca).unwrap();
+    assert_eq!(m.find(avp::RESULT_CODE).unwrap().u32().unwrap(), 2001);
+}
+
+#[test]
 fn ccr_missing_a_required_avp_is_refused_with_5005() {
     let mut buf = BytesMut::new();
     let mut e = gyro_diameter::Encoder::request(&mut buf, 272, 4, true, 1, 1);
