@@ -451,19 +451,20 @@ pub async fn sessions(
         }
         None => (None, (0..backend.control.shards()).collect()),
     };
-    let mut list = Vec::new();
+    let (mut list, mut total) = (Vec::new(), 0);
+    // Every shard counts its sessions, also once the list is full.
     for shard in shards {
-        let left = limit.saturating_sub(list.len());
-        if left == 0 {
-            break;
-        }
         let op = AccountOp::Sessions {
             account,
-            limit: left,
+            limit: limit.saturating_sub(list.len()),
         };
-        if let Outcome::Sessions(s) = backend.call(shard, op).await? {
-            list.extend(s.into_iter().map(SessionView::from));
+        if let Outcome::Sessions { sessions, total: n } = backend.call(shard, op).await? {
+            list.extend(sessions.into_iter().map(SessionView::from));
+            total += n;
         }
     }
-    Ok(Json(SessionList { sessions: list }))
+    Ok(Json(SessionList {
+        sessions: list,
+        total,
+    }))
 }

@@ -315,8 +315,10 @@ impl From<SessionState> for SessionView {
 /// `GET /v1/sessions`.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct SessionList {
-    /// Open sessions.
+    /// Open sessions, at most the query's limit.
     pub sessions: Vec<SessionView>,
+    /// How many open sessions match the query, listed or not.
+    pub total: usize,
 }
 
 /// Digits, with an optional leading '+' for an E.164 number, of

@@ -416,7 +416,15 @@ pub fn run_session(args: &SessionArgs) -> anyhow::Result<ExitCode> {
             }
             c.answer(c.call("GET", &q, None)?, |v| {
                 let list = v["sessions"].as_array().cloned().unwrap_or_default();
-                println!("{} open sessions", list.len());
+                let total = v["total"].as_u64().unwrap_or(list.len() as u64);
+                if (list.len() as u64) < total {
+                    println!(
+                        "{total} open sessions, {} listed (--limit lists more)",
+                        list.len()
+                    );
+                } else {
+                    println!("{total} open sessions");
+                }
                 for s in list {
                     println!(
                         "{}  account {}  {}  request {}  reserved {}  {}",

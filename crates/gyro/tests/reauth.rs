@@ -315,6 +315,7 @@ fn gyro_load_answers_re_auth_and_abort_and_counts_them() {
         let (_, _, listed) = server.call("GET", &format!("/v1/sessions?subscriber={msisdn}"), None);
         let list = listed["sessions"].as_array().cloned().unwrap_or_default();
         if list.len() >= 2 {
+            assert_eq!(listed["total"], json!(list.len()), "{listed}");
             break list;
         }
         assert!(
@@ -323,6 +324,17 @@ fn gyro_load_answers_re_auth_and_abort_and_counts_them() {
         );
         std::thread::sleep(Duration::from_millis(20));
     };
+    // A limit lists fewer and still counts them all.
+    let (_, _, one) = server.call(
+        "GET",
+        &format!("/v1/sessions?subscriber={msisdn}&limit=1"),
+        None,
+    );
+    assert_eq!(one["sessions"].as_array().map(Vec::len), Some(1), "{one}");
+    assert!(one["total"].as_u64().unwrap_or(0) >= 2, "{one}");
+    let (_, _, none) = server.call("GET", "/v1/sessions?limit=0", None);
+    assert_eq!(none["sessions"], json!([]), "{none}");
+    assert!(none["total"].as_u64().unwrap_or(0) >= 2, "{none}");
     let (status, _, body) = server.call(
         "PATCH",
         &format!("/v1/accounts/{msisdn}"),

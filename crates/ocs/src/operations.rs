@@ -116,8 +116,13 @@ pub enum Outcome {
     Accounts(Vec<AccountState>),
     /// The account is gone; these were its identities.
     Deleted(Vec<SubscriptionId>),
-    /// Open sessions.
-    Sessions(Vec<SessionState>),
+    /// Open sessions: at most the limit asked for, and how many match.
+    Sessions {
+        /// The sessions listed.
+        sessions: Vec<SessionState>,
+        /// Open sessions of the shard that match (listed or not).
+        total: usize,
+    },
     /// A price.
     Quote(Box<Quote>),
 }
@@ -226,9 +231,12 @@ impl CreditShard {
                 return Ok(Outcome::Accounts(list_accounts(engine, after, limit)));
             }
             AccountOp::Sessions { account, limit } => {
-                let sessions = engine
-                    .ledger()
-                    .sessions
+                let open = &engine.ledger().sessions;
+                let total = match account {
+                    None => open.len(),
+                    Some(a) => open.values().filter(|s| s.account == a).count(),
+                };
+                let sessions = open
                     .values()
                     .filter(|s| account.is_none_or(|a| a == s.account))
                     .take(limit)
@@ -244,7 +252,7 @@ impl CreditShard {
                         interface: s.interface,
                     })
                     .collect();
-                return Ok(Outcome::Sessions(sessions));
+                return Ok(Outcome::Sessions { sessions, total });
             }
         };
         let state =
