@@ -53,7 +53,7 @@ enum AccountCommand {
         #[arg(long)]
         credit_limit: Option<i64>,
         /// Status: active or blocked.
-        #[arg(long)]
+        #[arg(long, value_parser = ["active", "blocked"])]
         status: Option<String>,
         /// Account id (default: the next free one).
         #[arg(long)]
@@ -84,16 +84,23 @@ enum AccountCommand {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
-    /// Change an account's status and/or credit limit.
+    /// Change an account's status, credit limit and/or price plan.
+    #[command(group(clap::ArgGroup::new("change").required(true).multiple(true)
+        .args(["status", "credit_limit", "plan"])))]
     Set {
         /// MSISDN or IMSI.
         subscriber: String,
         /// Status: active or blocked.
-        #[arg(long)]
+        #[arg(long, value_parser = ["active", "blocked"])]
         status: Option<String>,
         /// Credit limit, minor units.
         #[arg(long)]
         credit_limit: Option<i64>,
+        /// Price plan, by name (`default` for the plan of accounts that
+        /// name none); open sessions are rated by it from their next
+        /// request.
+        #[arg(long)]
+        plan: Option<String>,
     },
     /// Delete an account with no open session.
     Delete {
@@ -166,6 +173,13 @@ impl Client {
         };
         let base = match &c.admin {
             Some(url) => url.trim_end_matches('/').to_string(),
+            None if c.config.is_some() && !admin.enabled => anyhow::bail!(
+                "the admin API is off in {} ([admin] enabled = false): \
+                 nothing to ask; give --admin URL for a server whose API is on",
+                c.config
+                    .as_ref()
+                    .map_or(String::new(), |p| p.display().to_string())
+            ),
             None => {
                 let mut addr = admin.listen;
                 if addr.ip().is_unspecified() {
@@ -384,10 +398,14 @@ pub fn run_account(args: &AccountArgs) -> anyhow::Result<ExitCode> {
             subscriber,
             status,
             credit_limit,
+            plan,
         } => {
             let mut body = json!({});
             if let Some(s) = status {
                 body["status"] = json!(s);
+            }
+            if let Some(p) = plan {
+                body["plan"] = json!(p);
             }
             if let Some(l) = credit_limit {
                 body["credit_limit"] = json!(l);

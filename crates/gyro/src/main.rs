@@ -164,15 +164,64 @@ fn main() -> ExitCode {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("gyro: {e:#}");
+            eprintln!("gyro: {}", report(&e));
             ExitCode::from(2)
         }
     }
 }
 
+/// An error and its causes, outermost first, joined by ": ", leaving out
+/// a cause whose text the message already holds (an error that names its
+/// cause in its own message, as most do, and also returns it as its
+/// source would otherwise print it twice).
+fn report(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.contains(&text) {
+            continue;
+        }
+        if !out.is_empty() {
+            out.push_str(": ");
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use clap::CommandFactory;
+
+    #[test]
+    fn an_error_naming_its_cause_prints_the_cause_once() {
+        /// Names its cause in its message and returns it as its source.
+        #[derive(Debug)]
+        struct Listen {
+            source: std::io::Error,
+        }
+        impl std::fmt::Display for Listen {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "cannot listen on 127.0.0.1:3868: {}", self.source)
+            }
+        }
+        impl std::error::Error for Listen {
+            fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+                Some(&self.source)
+            }
+        }
+        let io = std::io::Error::from(std::io::ErrorKind::AddrInUse);
+        let text = io.to_string();
+        let e = anyhow::Error::new(Listen { source: io }).context("starting");
+        let r = super::report(&e);
+        assert_eq!(
+            r,
+            format!("starting: cannot listen on 127.0.0.1:3868: {text}")
+        );
+        // A cause the message does not name is still printed.
+        let e = anyhow::anyhow!("inner").context("outer");
+        assert_eq!(super::report(&e), "outer: inner");
+    }
 
     /// clap's own consistency checks over every subcommand (unique names
     /// and groups, valid requirements): a mistake would otherwise panic
