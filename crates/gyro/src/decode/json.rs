@@ -6,7 +6,8 @@
 //! `length`, `flags` as letters, `request`, `command_code`, `command`,
 //! `short`, `application_id`, `application`, `hop_by_hop`, `end_to_end`),
 //! `avps`, `valid`, and `error` when invalid (`message`, `result_code`,
-//! `result_name`, `failed_avps`). Each AVP has `name`, `code`, `vendor`,
+//! `result_name`, `answered`: whether gyro would send that answer, never
+//! for an answer, `failed_avps`). Each AVP has `name`, `code`, `vendor`,
 //! `vendor_name`, `flags`, `length`, `offset`, `type`, and `value`
 //! (numbers as numbers, text, addresses and ISO-8601 times as strings,
 //! OctetString as hex with `text` when printable), `enum` for enumerated
@@ -63,6 +64,7 @@ pub fn message(d: &Decoded) -> Value {
                 "message": p.message,
                 "result_code": p.result_code,
                 "result_name": p.result_code.and_then(result_name),
+                "answered": p.result_code.is_some() && !d.is_answer(),
                 "failed_avps": p.failed_avps.iter().map(avp).collect::<Vec<_>>(),
             }),
         );

@@ -7,8 +7,8 @@
 //! with the same validation as gyro's server; an invalid message is printed
 //! as far as it decodes, followed by what is wrong, the Result-Code gyro
 //! would answer with and the Failed-AVP. The exit status is 1 when any
-//! message (or flow of a capture) is invalid, 2 when the input cannot be
-//! read at all, 0 otherwise.
+//! message (or flow of a capture) is invalid or the input holds none, 2
+//! when the input cannot be read at all, 0 otherwise.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -122,7 +122,7 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     let _ = stdout
         .write_all(out.as_bytes())
         .and_then(|_| stdout.flush());
-    let failed = items.iter().any(Item::is_error);
+    let failed = items.is_empty() || items.iter().any(Item::is_error);
     Ok(if failed {
         ExitCode::from(1)
     } else {

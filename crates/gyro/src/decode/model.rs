@@ -166,6 +166,12 @@ impl Decoded {
     pub fn is_valid(&self) -> bool {
         self.problem.is_none()
     }
+
+    /// Whether the message is an answer (R bit clear): its problem is
+    /// reported, never answered.
+    pub fn is_answer(&self) -> bool {
+        self.header.as_ref().is_some_and(|h| !h.raw.is_request())
+    }
 }
 
 /// Decodes one message (`buf` holds exactly the bytes framed for it) and

@@ -23,13 +23,15 @@ pub fn message(out: &mut String, d: &Decoded) {
     if let Some(p) = &d.problem {
         let _ = writeln!(out, "error: {}", p.message);
         if let Some(rc) = p.result_code {
-            match result_name(rc) {
-                Some(n) => {
-                    let _ = writeln!(out, "Result-Code: {rc} ({n})");
-                }
-                None => {
-                    let _ = writeln!(out, "Result-Code: {rc}");
-                }
+            let name = result_name(rc).map_or(String::new(), |n| format!(" ({n})"));
+            if d.is_answer() {
+                // RFC 6733 section 7: an answer is never answered.
+                let _ = writeln!(
+                    out,
+                    "Result-Code of the error: {rc}{name} (not sent: an answer gets no answer)"
+                );
+            } else {
+                let _ = writeln!(out, "Result-Code: {rc}{name}");
             }
         }
         if p.failed_avps.is_empty() {
