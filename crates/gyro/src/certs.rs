@@ -46,18 +46,18 @@ pub struct Args {
     pub dir: PathBuf,
     /// DNS names of the server certificate (repeatable). Default
     /// `ocs.gyro.test` (gyro's default Origin-Host).
-    #[arg(long = "server-name", value_name = "HOST")]
+    #[arg(long = "server-name", value_name = "HOST", value_parser = dns_name)]
     pub server_names: Vec<String>,
     /// Origin-Hosts of the client certificate, as DNS names (repeatable;
     /// `*.example.net` covers one label). Default `load.gyro.test` and
     /// `*.gyro.test`.
-    #[arg(long = "client", value_name = "ORIGIN_HOST")]
+    #[arg(long = "client", value_name = "ORIGIN_HOST", value_parser = dns_name)]
     pub clients: Vec<String>,
     /// File name (without extension) of the client certificate and key.
     #[arg(long, value_name = "NAME", default_value = "client")]
     pub client_file: String,
-    /// Days the new certificates are valid.
-    #[arg(long, default_value_t = 365)]
+    /// Days the new certificates are valid (1 to 36500).
+    #[arg(long, default_value_t = 365, value_parser = clap::value_parser!(u32).range(1..=36_500))]
     pub days: u32,
     /// Write only the server or only the client certificate.
     #[arg(long, value_enum)]
@@ -112,13 +112,35 @@ pub struct Written {
     pub fingerprint: String,
 }
 
+/// A DNS name a certificate can carry: dot-separated labels of letters,
+/// digits and inner hyphens (at most 63 bytes each, 253 in all), the
+/// first label possibly `*` (a wildcard covering one label).
+fn dns_name(s: &str) -> Result<String, String> {
+    let label = |l: &str| {
+        !l.is_empty()
+            && l.len() <= 63
+            && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            && !l.starts_with('-')
+            && !l.ends_with('-')
+    };
+    let rest = s.strip_prefix("*.").unwrap_or(s);
+    if s.len() <= 253 && rest.split('.').all(label) {
+        Ok(s.to_string())
+    } else {
+        Err(format!(
+            "{s:?} is not a DNS name (labels of letters, digits and inner hyphens, \
+             separated by dots; `*.` may begin it)"
+        ))
+    }
+}
+
 /// Writes the certificates `args` asks for; returns what was written.
 pub fn make(args: &Args) -> anyhow::Result<Vec<Written>> {
     let dir = &args.dir;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let mut written = Vec::new();
     let (ca_cert_path, ca_key_path) = (dir.join("ca.pem"), dir.join("ca.key"));
-    let days = i64::from(args.days.max(1));
+    let days = i64::from(args.days);
     let (ca, ca_key) = if ca_cert_path.exists() && ca_key_path.exists() {
         // Reuse: only the CA's name and key matter to what it signs.
         let pem = std::fs::read_to_string(&ca_key_path)
