@@ -264,12 +264,24 @@ fn ledger_repair_cuts_a_journal_damaged_in_the_middle_and_says_what_went() {
     let mut bytes = std::fs::read(&journal).unwrap();
     let all = frames(&bytes);
     assert!(all.len() >= 6, "{} frames", all.len());
-    let (at, _) = all[all.len() / 2];
+    // A middle frame that holds CDRs (CCR-Initial commits hold none), and
+    // what it holds, read before the damage: its CDR count and first
+    // sequence number (payload header bytes 5..9 and 9..17).
+    let field = |at: usize, from: usize, n: usize| {
+        let mut v = [0u8; 8];
+        v[..n].copy_from_slice(&bytes[at + 8 + from..at + 8 + from + n]);
+        u64::from_le_bytes(v)
+    };
+    let k = (all.len() / 2..all.len())
+        .find(|&k| field(all[k].0, 5, 4) > 0)
+        .expect("a middle frame with CDRs");
+    let (at, _) = all[k];
+    let (lost_cdrs, lost_first) = (field(at, 5, 4), field(at, 9, 8));
     for b in &mut bytes[at + 20..at + 24] {
         *b ^= 0x5a;
     }
     std::fs::write(&journal, &bytes).unwrap();
-    let dropped_frames = all.len() - all.len() / 2;
+    let dropped_frames = all.len() - k;
 
     let (code, _, err) = gyro(&["ledger"], &data);
     assert_ne!(code, 0, "a damaged journal is refused");
@@ -301,6 +313,14 @@ fn ledger_repair_cuts_a_journal_damaged_in_the_middle_and_says_what_went() {
         "{out}"
     );
     assert!(out.contains("CDR sequence"), "{out}");
+    // The unreadable frame's CDRs are named from the numbering.
+    assert!(
+        out.contains(&format!(
+            "the unreadable frames held CDR sequence {lost_first}..={} ({lost_cdrs} CDR records",
+            lost_first + lost_cdrs - 1
+        )),
+        "{out}"
+    );
     assert!(out.contains("numbering continues at"), "{out}");
     assert_eq!(
         std::fs::read(&journal).unwrap(),

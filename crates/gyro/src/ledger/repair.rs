@@ -96,6 +96,33 @@ fn describe(d: &ShardDamage, out: &mut String) {
         "  the journal now ends before CDR sequence {}",
         d.next_cdr
     );
+    // The unreadable frames' CDRs cannot be counted, but the numbering
+    // around them tells which they were.
+    if all.unreadable_frames > 0 {
+        match all.cdr_range {
+            Some((lo, _)) if lo > d.next_cdr => {
+                let _ = writeln!(
+                    out,
+                    "  the unreadable frames held CDR sequence {}..={} ({} CDR records, \
+                     known from the numbering around them), dropped too",
+                    d.next_cdr,
+                    lo - 1,
+                    lo - d.next_cdr
+                );
+            }
+            Some(_) => {
+                let _ = writeln!(out, "  the unreadable frames held no CDR record");
+            }
+            None => {
+                let _ = writeln!(
+                    out,
+                    "  the unreadable frames held any CDR records from sequence {} on \
+                     (how many cannot be read)",
+                    d.next_cdr
+                );
+            }
+        }
+    }
     if let Some((p, keep, len, (lo, hi))) = &d.cdr.part {
         let _ = writeln!(
             out,
