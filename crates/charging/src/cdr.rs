@@ -171,7 +171,25 @@ impl TariffChangeUsage {
 }
 
 /// Column names of [`Cdr::write_csv`], comma separated, with a newline.
+/// The one definition of the CSV columns: [`CdrCsvWriter`] writes them in
+/// this order and [`CdrCsvReader`] reads them by these names (the names of
+/// the JSON members).
 pub const CSV_HEADER: &str = "sequence,node_id,record_type,session_id,account,subscriber,service_context,rating_group,service_id,request_number,requested_action,unit,time,input_octets,output_octets,total_octets,service_units,rated_units,bundle_units,amount,unbilled,balance_after,started,ended,result_code,closing_cause,termination_cause,reporting_reason,plan,rate,destination,zone,tariff_change,interface\n";
+
+/// Number of columns of [`CSV_HEADER`]: every CSV line has exactly this
+/// many fields, empty where a value is absent.
+pub const CSV_COLUMNS: usize = {
+    let b = CSV_HEADER.as_bytes();
+    let mut n = 1;
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b',' {
+            n += 1;
+        }
+        i += 1;
+    }
+    n
+};
 
 fn is_zero<T: Default + PartialEq>(v: &T) -> bool {
     *v == T::default()
@@ -579,10 +597,75 @@ impl<W: std::io::Write> CdrCsvWriter<W> {
     pub fn flush(&mut self) -> std::io::Result<()> {
         self.csv.flush()
     }
-
     /// Flushes and returns the underlying writer.
     pub fn into_inner(self) -> std::io::Result<W> {
         self.csv.into_inner().map_err(|e| e.into_error())
+    }
+}
+
+/// Why a CSV record is not a CDR (see [`CdrCsvReader`]).
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum CsvRecordError {
+    /// The record does not have the [`CSV_COLUMNS`] columns of
+    /// [`CSV_HEADER`].
+    #[error("{found} columns, expected the {expected} of gyro's CSV header")]
+    Columns {
+        /// Columns found.
+        found: usize,
+        /// [`CSV_COLUMNS`].
+        expected: usize,
+    },
+    /// A column does not hold a value of its type.
+    #[error("{0}")]
+    Field(String),
+}
+
+/// Reads CDRs from CSV records in the columns of [`CSV_HEADER`], as
+/// [`CdrCsvWriter`] writes them (empty fields are absent values).
+#[derive(Debug, Clone)]
+pub struct CdrCsvReader {
+    header: csv::ByteRecord,
+}
+
+impl Default for CdrCsvReader {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl CdrCsvReader {
+    /// A reader of [`CSV_HEADER`]'s columns.
+    pub fn new() -> Self {
+        CdrCsvReader {
+            header: CSV_HEADER.trim_end().split(',').collect(),
+        }
+    }
+
+    /// The CDR of one CSV record (one line, split into fields by a
+    /// `csv::Reader`).
+    pub fn record(&self, r: &csv::ByteRecord) -> Result<Cdr, CsvRecordError> {
+        if r.len() != CSV_COLUMNS {
+            return Err(CsvRecordError::Columns {
+                found: r.len(),
+                expected: CSV_COLUMNS,
+            });
+        }
+        r.deserialize(Some(&self.header)).map_err(|e| {
+            CsvRecordError::Field(match e.kind() {
+                // Named by its column where the csv crate knows which
+                // (the record's position in its file is the caller's).
+                csv::ErrorKind::Deserialize { err, .. } => {
+                    let column = err.field().and_then(|i| self.header.get(i as usize));
+                    match column {
+                        Some(name) => {
+                            format!("column {}: {}", String::from_utf8_lossy(name), err.kind())
+                        }
+                        None => err.kind().to_string(),
+                    }
+                }
+                _ => e.to_string(),
+            })
+        })
     }
 }
 

@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use gyro_charging::cdr::{CdrCsvWriter, CSV_HEADER};
+use gyro_charging::cdr::{CdrCsvReader, CdrCsvWriter, CsvRecordError, CSV_COLUMNS, CSV_HEADER};
 use gyro_charging::*;
 
 /// A usage CDR as a CCR-Update with one rating group writes it.
@@ -252,6 +252,23 @@ proptest::proptest! {
         proptest::prop_assert_eq!(&back, &c);
     }
 
+    /// Every CSV line has exactly the columns of the header (empty where a
+    /// value is absent), quoted where it must be, and reads back as the
+    /// same record.
+    #[test]
+    fn csv_lines_have_every_column_and_read_back_whole(c in any_cdr()) {
+        let mut w = CdrCsvWriter::new(Vec::new());
+        w.write(&c).unwrap();
+        let line = w.into_inner().unwrap();
+        let mut r = csv::ReaderBuilder::new().has_headers(false).flexible(true).from_reader(&line[..]);
+        let mut rec = csv::ByteRecord::new();
+        proptest::prop_assert!(r.read_byte_record(&mut rec).unwrap());
+        proptest::prop_assert_eq!(rec.len(), CSV_COLUMNS);
+        let back = CdrCsvReader::new().record(&rec).unwrap();
+        proptest::prop_assert_eq!(&back, &c);
+        proptest::prop_assert!(!r.read_byte_record(&mut rec).unwrap());
+    }
+
     /// A record borrowing its text writes the same JSON and CSV lines as
     /// the record it borrows from, and copies back into any record
     /// (whatever that one held before) as the same record.
@@ -272,4 +289,37 @@ proptest::proptest! {
         back.set_from(&v);
         proptest::prop_assert_eq!(back, c);
     }
+}
+
+#[test]
+fn csv_records_with_missing_columns_or_bad_values_are_errors_naming_the_problem() {
+    assert_eq!(CSV_COLUMNS, CSV_HEADER.split(',').count());
+    let r = CdrCsvReader::new();
+    let mut s = String::new();
+    usage_cdr().write_csv(&mut s);
+    let read = |line: &str| {
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(line.as_bytes());
+        let mut rec = csv::ByteRecord::new();
+        assert!(rdr.read_byte_record(&mut rec).unwrap());
+        r.record(&rec)
+    };
+    assert_eq!(read(&s).unwrap(), usage_cdr());
+    // The old server wrote absent columns left out: 16 columns.
+    let short: Vec<&str> = s.trim_end().split(',').take(16).collect();
+    assert_eq!(
+        read(&short.join(",")),
+        Err(CsvRecordError::Columns {
+            found: 16,
+            expected: CSV_COLUMNS
+        })
+    );
+    // A value of the wrong type names its column.
+    let bad = s.replacen(",usage,", ",lunch,", 1);
+    let e = read(&bad).unwrap_err().to_string();
+    assert!(e.contains("unknown variant `lunch`"), "{e}");
+    let header = read(CSV_HEADER).unwrap_err().to_string();
+    assert!(header.contains("sequence"), "{header}");
 }
