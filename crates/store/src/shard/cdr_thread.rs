@@ -20,6 +20,7 @@ use crate::cdr_json;
 use crate::error::{io_err, Error, Result};
 use crate::names::CdrFormat;
 use crate::record::{DecodeError, Decoder, TAG_CDR_SHARED};
+use gyro_charging::cdr::CdrCsvWriter;
 use gyro_charging::{CdrView, Timestamp};
 use std::fs::File;
 use std::path::PathBuf;
@@ -34,31 +35,44 @@ pub(super) const QUEUE_BATCHES: usize = 2048;
 /// Least time between two ticks the loop side sends.
 const TICK_EVERY_MS: u64 = 50;
 
-/// Encodes CDR file lines from decoded records.
-pub(super) struct LineEncoder {
-    pub(super) format: CdrFormat,
+/// Encodes CDR file lines from decoded records, appending them to a
+/// buffer: JSON Lines as [`CdrView::write_json_line`] writes them, CSV in
+/// the columns of [`gyro_charging::cdr::CSV_HEADER`] through one
+/// [`CdrCsvWriter`] (one buffer for all the lines, not one per line).
+/// Call [`LineEncoder::finish`] once done: CSV lines reach the buffer
+/// only then.
+pub(super) enum LineEncoder<'o> {
+    Json(&'o mut Vec<u8>),
+    Csv(CdrCsvWriter<&'o mut Vec<u8>>),
 }
 
-impl LineEncoder {
-    pub(super) fn new(format: CdrFormat) -> Self {
-        LineEncoder { format }
+fn encode_err(e: &dyn std::fmt::Display) -> Error {
+    Error::Encode {
+        what: "CDR line",
+        reason: e.to_string(),
+    }
+}
+
+impl<'o> LineEncoder<'o> {
+    pub(super) fn new(format: CdrFormat, out: &'o mut Vec<u8>) -> Self {
+        match format {
+            CdrFormat::JsonLines => LineEncoder::Json(out),
+            CdrFormat::Csv => LineEncoder::Csv(CdrCsvWriter::new(out)),
+        }
     }
 
-    pub(super) fn line(&mut self, c: &CdrView<'_>, out: &mut Vec<u8>) -> Result<()> {
-        let enc = |e: &dyn std::fmt::Display| Error::Encode {
-            what: "CDR line",
-            reason: e.to_string(),
-        };
-        match self.format {
-            CdrFormat::JsonLines => c.write_json_line(out).map_err(|e| enc(&e)),
-            CdrFormat::Csv => {
-                let mut w = csv::WriterBuilder::new()
-                    .has_headers(false)
-                    .terminator(csv::Terminator::Any(b'\n'))
-                    .from_writer(&mut *out);
-                w.serialize(c).map_err(|e| enc(&e))?;
-                w.flush().map_err(|e| enc(&e))
-            }
+    pub(super) fn line(&mut self, c: &CdrView<'_>) -> Result<()> {
+        match self {
+            LineEncoder::Json(out) => c.write_json_line(out).map_err(|e| encode_err(&e)),
+            LineEncoder::Csv(w) => w.write(c).map_err(|e| encode_err(&e)),
+        }
+    }
+
+    /// Flushes the lines into the buffer.
+    pub(super) fn finish(self) -> Result<()> {
+        match self {
+            LineEncoder::Json(_) => Ok(()),
+            LineEncoder::Csv(w) => w.into_inner().map(drop).map_err(|e| encode_err(&e)),
         }
     }
 }
@@ -79,16 +93,16 @@ pub(super) fn encode_lines(
         what: "CDR line",
         reason: format!("record at byte {at}: {e}"),
     };
-    let mut enc = LineEncoder::new(format);
+    let mut enc = LineEncoder::new(format, out);
     let mut pos = 0usize;
     let mut k = 0u64;
     // The strings of the record before, which a record may share.
     let mut prev = cdr_json::Strings::default();
     while pos < cdrs.len() {
         let expected = first.wrapping_add(k);
-        let fast = match format {
-            CdrFormat::JsonLines => cdr_json::json_line(&cdrs[pos..], line, out, &mut prev),
-            CdrFormat::Csv => None,
+        let fast = match &mut enc {
+            LineEncoder::Json(out) => cdr_json::json_line(&cdrs[pos..], line, out, &mut prev),
+            LineEncoder::Csv(_) => None,
         };
         let (sequence, len) = match fast {
             Some(read) => read,
@@ -102,7 +116,7 @@ pub(super) fn encode_lines(
                 let mut d = Decoder::new(&cdrs[pos..]);
                 let c = d.cdr_view_after(before.as_ref()).map_err(|e| bad(pos, e))?;
                 if c.sequence == expected {
-                    enc.line(&c, out)?;
+                    enc.line(&c)?;
                 }
                 prev = cdr_json::Strings::of(&c);
                 (c.sequence, d.position())
@@ -131,7 +145,7 @@ pub(super) fn encode_lines(
             },
         ));
     }
-    Ok(())
+    enc.finish()
 }
 
 /// A message to the CDR writer.
@@ -603,10 +617,11 @@ mod tests {
     /// The lines through the decoded records only (the reference).
     fn decoded_lines(format: CdrFormat, cdrs: &[Cdr]) -> Vec<u8> {
         let mut out = Vec::new();
-        let mut enc = LineEncoder::new(format);
+        let mut enc = LineEncoder::new(format, &mut out);
         for c in cdrs {
-            enc.line(&c.view(), &mut out).unwrap();
+            enc.line(&c.view()).unwrap();
         }
+        enc.finish().unwrap();
         out
     }
 
@@ -647,6 +662,41 @@ mod tests {
             }
         }
         cdrs
+    }
+
+    #[test]
+    fn csv_lines_have_every_column_of_the_header() {
+        use gyro_charging::cdr::{CdrCsvReader, CSV_COLUMNS};
+        // A usage record with most optional values absent: the old
+        // writer left their columns out.
+        let c = Cdr {
+            node_id: "gyro-demo".into(),
+            session_id: "s;1".into(),
+            subscriber: "e164:46700000628".into(),
+            service_context: "32251@3gpp.org".into(),
+            rating_group: Some(10),
+            request_number: 1,
+            unit: Some(gyro_charging::UnitKind::Octets),
+            total_octets: 1000,
+            result_code: 2001,
+            ..Cdr::default()
+        };
+        let (cdrs, section) = numbered(vec![c.clone(), c], 5);
+        let mut out = Vec::new();
+        let mut line = cdr_json::Line::new();
+        encode_lines(CdrFormat::Csv, &section, 2, 5, &mut line, &mut out).unwrap();
+        let mut r = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .from_reader(&out[..]);
+        let mut back = Vec::new();
+        for rec in r.byte_records() {
+            let rec = rec.unwrap();
+            assert_eq!(rec.len(), CSV_COLUMNS);
+            back.push(CdrCsvReader::new().record(&rec).unwrap());
+        }
+        assert_eq!(back, cdrs);
+        assert!(String::from_utf8(out).unwrap().ends_with(",gy\n"));
     }
 
     #[test]
@@ -722,6 +772,20 @@ mod tests {
                 encode_lines(format, &section, cdrs.len() as u32, first, &mut cdr_json::Line::new(), &mut out).unwrap();
                 prop_assert_eq!(&out[..4], b"kept");
                 let want = decoded_lines(format, &cdrs);
+                // The reference itself: the lines `gyro cdr` prints for
+                // the records (every CSV column, in the header's order).
+                let mut printed = String::new();
+                for c in &cdrs {
+                    match format {
+                        CdrFormat::JsonLines => {
+                            let mut l = Vec::new();
+                            c.write_json_line(&mut l).unwrap();
+                            printed.push_str(&String::from_utf8(l).unwrap());
+                        }
+                        CdrFormat::Csv => c.write_csv(&mut printed),
+                    }
+                }
+                prop_assert_eq!(String::from_utf8_lossy(&want), printed);
                 prop_assert_eq!(
                     String::from_utf8_lossy(&out[4..]),
                     String::from_utf8_lossy(&want)

@@ -144,7 +144,7 @@ pub(super) fn journal_cdr_lines(
 ) -> Result<Option<Vec<u8>>> {
     let mut out = Vec::new();
     let mut next = from;
-    let mut enc = LineEncoder::new(format);
+    let mut enc = LineEncoder::new(format, &mut out);
     for (path, frames) in journals {
         let mut r: Option<FrameReader> = None;
         for fr in frames {
@@ -161,7 +161,7 @@ pub(super) fn journal_cdr_lines(
             };
             let mut err = None;
             reader.cdrs_from(fr, next, |c| {
-                if let Err(e) = enc.line(c, &mut out) {
+                if let Err(e) = enc.line(c) {
                     err.get_or_insert(e);
                 }
             })?;
@@ -171,6 +171,7 @@ pub(super) fn journal_cdr_lines(
             next = end;
         }
     }
+    enc.finish()?;
     Ok((next >= to).then_some(out))
 }
 
