@@ -5,14 +5,23 @@
 //! directory (`<data_dir>/cdr/shard-<i>`), the CDR root (`<data_dir>/cdr`,
 //! whose `shard-*` directories are all read) or the data directory itself.
 //! Records are read from whole lines only: a line still being written
-//! (no newline yet) is left for later, never printed half. Compressed
-//! files (`.jsonl.zst`, see [`cdr_zstd`]) are read transparently, from
-//! their complete frames.
+//! (no newline yet) is left for later, never printed half. JSON Lines
+//! (`.jsonl`) and CSV files (`.csv`, the columns of [`CSV_HEADER`] without
+//! a header line) are read alike, by the format their names say.
+//! Compressed files (`.jsonl.zst`, `.csv.zst`, see [`cdr_zstd`]) are read
+//! transparently, from their complete frames.
+//!
+//! A closed file's name promises its records (`first` to `last`, see
+//! [`CdrName`]): [`list`] and [`print`] check that it holds exactly those,
+//! in order, and nothing after the last whole record (a partial line, an
+//! incomplete zstd frame), and report a file that does not as a
+//! [`Damage`] (its whole records are still listed and printed). Only the
+//! open `.part` file may end in a partial line: the server is writing it.
 
 use crate::cdr_zstd;
 use crate::error::{corrupt, io_err, Error, Result};
-use crate::names::{CdrCompression, CdrName};
-use gyro_charging::cdr::CSV_HEADER;
+use crate::names::{CdrCompression, CdrFormat, CdrName};
+use gyro_charging::cdr::{CdrCsvReader, CSV_HEADER};
 use gyro_charging::Cdr;
 use std::collections::HashMap;
 use std::fs::File;
@@ -42,6 +51,121 @@ pub struct CdrFileInfo {
     /// Bytes after the last whole record (a line, or a compressed frame,
     /// being written).
     pub partial_bytes: u64,
+    /// For a closed file: how its contents differ from what its name
+    /// promises (`None`: they do not).
+    pub damage: Option<Damage>,
+}
+
+/// A closed CDR file whose whole records do not run exactly from the
+/// first to the last sequence number its name carries, or that ends in a
+/// partial line or an incomplete zstd frame (a truncated or damaged
+/// file).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Damage {
+    /// The file.
+    pub path: PathBuf,
+    /// The first and last sequence numbers its name carries.
+    pub expected: (u64, u64),
+    /// The first and last sequence numbers of its whole records (`None`:
+    /// it has none).
+    pub found: Option<(u64, u64)>,
+    /// Whole records in it.
+    pub records: u64,
+    /// The first record out of sequence: the sequence number expected
+    /// there and the one found.
+    pub out_of_sequence: Option<(u64, u64)>,
+    /// Bytes after the last whole record (a partial line, or an
+    /// incomplete or undecodable zstd frame).
+    pub partial_bytes: u64,
+}
+
+impl std::fmt::Display for Damage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b) = self.expected;
+        write!(
+            f,
+            "damaged closed CDR file {}: its name says records {a} to {b} ({} records), ",
+            self.path.display(),
+            (b - a).saturating_add(1)
+        )?;
+        match self.found {
+            Some((x, y)) => write!(f, "it holds {} whole records, {x} to {y}", self.records)?,
+            None => write!(f, "it holds no whole record")?,
+        }
+        if let Some((want, got)) = self.out_of_sequence {
+            write!(f, "; record {got} follows where {want} was expected")?;
+        }
+        if self.partial_bytes > 0 {
+            let what = match CdrCompression::of_path(&self.path).is_zstd() {
+                true => "an incomplete or undecodable zstd frame",
+                false => "a partial line",
+            };
+            write!(
+                f,
+                "; it ends in {} bytes of {what} (truncated?)",
+                self.partial_bytes
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// Checks the records of a closed file against its name as they are read.
+#[derive(Debug)]
+struct Check {
+    /// The range of the name (`None`: an open file, or a name that is not
+    /// a CDR file's: nothing to check).
+    expected: Option<(u64, u64)>,
+    found: Option<(u64, u64)>,
+    records: u64,
+    out_of_sequence: Option<(u64, u64)>,
+}
+
+impl Check {
+    fn of(path: &Path) -> Check {
+        let name = path.file_name().and_then(|n| n.to_str());
+        let expected = match name.and_then(CdrName::parse) {
+            Some(CdrName::Final { first, last, .. }) => Some((first, last)),
+            _ => None,
+        };
+        Check {
+            expected,
+            found: None,
+            records: 0,
+            out_of_sequence: None,
+        }
+    }
+
+    fn see(&mut self, sequence: u64) {
+        let want = match self.found {
+            None => self.expected.map(|(a, _)| a),
+            Some((_, last)) => Some(last.wrapping_add(1)),
+        };
+        if let Some(want) = want {
+            if want != sequence && self.out_of_sequence.is_none() {
+                self.out_of_sequence = Some((want, sequence));
+            }
+        }
+        self.found = Some((self.found.map_or(sequence, |(a, _)| a), sequence));
+        self.records += 1;
+    }
+
+    /// The damage found, once the whole file was read (`partial_bytes`
+    /// after its last whole record).
+    fn finish(self, path: &Path, partial_bytes: u64) -> Option<Damage> {
+        let expected = self.expected?;
+        let whole = self.out_of_sequence.is_none()
+            && self.found.is_some_and(|(_, last)| last == expected.1)
+            && partial_bytes == 0;
+        (!whole).then(|| Damage {
+            path: path.to_path_buf(),
+            expected,
+            found: self.found,
+            records: self.records,
+            out_of_sequence: self.out_of_sequence,
+            partial_bytes,
+        })
+    }
 }
 
 /// How records are printed.
@@ -108,8 +232,21 @@ pub fn shard_files(dir: &Path) -> Result<Vec<(PathBuf, CdrName)>> {
 }
 
 /// Calls `each` for every whole record of `data` (a file's contents from
-/// byte `base`); returns the bytes consumed (up to the last newline).
+/// byte `base`, in the format the file's name says); returns the bytes
+/// consumed (up to the end of the last whole line).
 fn records_in(
+    path: &Path,
+    base: u64,
+    data: &[u8],
+    each: impl FnMut(Cdr) -> Result<()>,
+) -> Result<u64> {
+    match CdrFormat::of_path(path) {
+        CdrFormat::JsonLines => json_records_in(path, base, data, each),
+        CdrFormat::Csv => csv_records_in(path, base, data, each),
+    }
+}
+
+fn json_records_in(
     path: &Path,
     base: u64,
     data: &[u8],
@@ -126,6 +263,46 @@ fn records_in(
         pos += nl + 1;
     }
     Ok(pos as u64)
+}
+
+/// The end of the last whole CSV line of `data`: just past the last
+/// newline outside a quoted field (a field may hold a newline; quotes
+/// come in pairs in whole lines, an escaped quote being two).
+fn csv_whole_lines(data: &[u8]) -> usize {
+    let mut quoted = false;
+    let mut end = 0;
+    for (i, &b) in data.iter().enumerate() {
+        match b {
+            b'"' => quoted = !quoted,
+            b'\n' if !quoted => end = i + 1,
+            _ => {}
+        }
+    }
+    end
+}
+
+fn csv_records_in(
+    path: &Path,
+    base: u64,
+    data: &[u8],
+    mut each: impl FnMut(Cdr) -> Result<()>,
+) -> Result<u64> {
+    let end = csv_whole_lines(data);
+    let mut r = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(&data[..end]);
+    let reader = CdrCsvReader::new();
+    let mut record = csv::ByteRecord::new();
+    loop {
+        let at = base + r.position().byte();
+        let bad = |e: &dyn std::fmt::Display| corrupt(path, at, format!("not a CDR line: {e}"));
+        if !r.read_byte_record(&mut record).map_err(|e| bad(&e))? {
+            break;
+        }
+        each(reader.record(&record).map_err(|e| bad(&e))?)?;
+    }
+    Ok(end as u64)
 }
 
 /// The lines of a CDR file from byte `offset` on (a frame boundary of a
@@ -180,28 +357,47 @@ fn read_from(path: &Path, offset: u64) -> Result<Chunk> {
 }
 
 /// Calls `each` for every whole record of one CDR file, in order (a
-/// compressed file's complete frames).
+/// compressed file's complete frames). Returns the bytes read up to the
+/// end of the last whole record; see [`read_file_checked`] for a closed
+/// file's check.
 pub fn read_file(path: &Path, each: impl FnMut(Cdr) -> Result<()>) -> Result<u64> {
+    Ok(read_file_checked(path, each)?.0)
+}
+
+/// [`read_file`], and for a closed file (by its name) how its records
+/// differ from what its name promises.
+pub fn read_file_checked(
+    path: &Path,
+    mut each: impl FnMut(Cdr) -> Result<()>,
+) -> Result<(u64, Option<Damage>)> {
     let data = read_from(path, 0)?;
-    let consumed = records_in(path, 0, &data.lines, each)?;
-    Ok(data.advance(consumed))
+    let mut check = Check::of(path);
+    let consumed = records_in(path, 0, &data.lines, |c| {
+        check.see(c.sequence);
+        each(c)
+    })?;
+    let damage = check.finish(path, data.partial(consumed));
+    Ok((data.advance(consumed), damage))
 }
 
 /// Lists the CDR files under `dir` with their record counts and sequence
-/// ranges.
+/// ranges; a closed file that does not hold what its name says has its
+/// [`CdrFileInfo::damage`].
 pub fn list(dir: &Path) -> Result<Vec<CdrFileInfo>> {
     let mut out = Vec::new();
     for sd in shard_dirs(dir)? {
         for (path, name) in shard_files(&sd)? {
             let data = read_from(&path, 0)?;
-            let (mut first, mut last, mut records) = (None, None, 0u64);
+            let mut check = Check::of(&path);
             let consumed = records_in(&path, 0, &data.lines, |c| {
-                first.get_or_insert(c.sequence);
-                last = Some(c.sequence);
-                records += 1;
+                check.see(c.sequence);
                 Ok(())
             })?;
+            let (first, last) = (check.found.map(|f| f.0), check.found.map(|f| f.1));
+            let records = check.records;
+            let partial_bytes = data.partial(consumed);
             out.push(CdrFileInfo {
+                damage: check.finish(&path, partial_bytes),
                 path,
                 shard: name.shard(),
                 open: matches!(name, CdrName::Part { .. }),
@@ -209,14 +405,15 @@ pub fn list(dir: &Path) -> Result<Vec<CdrFileInfo>> {
                 last,
                 records,
                 bytes: data.bytes,
-                partial_bytes: data.partial(consumed),
+                partial_bytes,
             });
         }
     }
     Ok(out)
 }
 
-/// Writes a table of [`list`] to `out`.
+/// Writes a table of [`list`] to `out` (state `open`, `closed`, or
+/// `DAMAGED` for a closed file with a [`Damage`]).
 pub fn write_list(files: &[CdrFileInfo], out: &mut impl Write) -> Result<()> {
     writeln!(
         out,
@@ -230,7 +427,11 @@ pub fn write_list(files: &[CdrFileInfo], out: &mut impl Write) -> Result<()> {
             out,
             "{:<6} {:<6} {:>10} {:>20} {:>20} {:>12}  {}",
             f.shard,
-            if f.open { "open" } else { "closed" },
+            match (f.open, &f.damage) {
+                (true, _) => "open",
+                (false, None) => "closed",
+                (false, Some(_)) => "DAMAGED",
+            },
             f.records,
             opt(f.first),
             opt(f.last),
@@ -260,10 +461,20 @@ fn emit(cdr: &Cdr, format: Format, out: &mut impl Write, line: &mut String) -> R
     }
 }
 
+/// What [`print()`] printed.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Printed {
+    /// Records printed.
+    pub records: u64,
+    /// The closed files that do not hold what their names promise (their
+    /// whole records were printed all the same).
+    pub damaged: Vec<Damage>,
+}
+
 /// Prints every record of `path` (a CDR file or a directory, see the
 /// module documentation) in `format`; CSV starts with [`CSV_HEADER`].
-/// Returns the number of records.
-pub fn print(path: &Path, format: Format, out: &mut impl Write) -> Result<u64> {
+/// Closed files are checked against their names (see [`Damage`]).
+pub fn print(path: &Path, format: Format, out: &mut impl Write) -> Result<Printed> {
     if format == Format::Csv {
         out.write_all(CSV_HEADER.as_bytes()).map_err(out_err)?;
     }
@@ -276,21 +487,22 @@ pub fn print(path: &Path, format: Format, out: &mut impl Write) -> Result<u64> {
     } else {
         vec![path.to_path_buf()]
     };
-    let mut n = 0;
+    let mut printed = Printed::default();
     let mut line = String::new();
     for f in files {
-        read_file(&f, |c| {
-            n += 1;
+        let (_, damage) = read_file_checked(&f, |c| {
+            printed.records += 1;
             emit(&c, format, out, &mut line)
         })?;
+        printed.damaged.extend(damage);
     }
     out.flush().map_err(out_err)?;
-    Ok(n)
+    Ok(printed)
 }
 
 /// Converts CDRs (a file or a directory) to CSV: [`print()`] with
 /// [`Format::Csv`].
-pub fn to_csv(path: &Path, out: &mut impl Write) -> Result<u64> {
+pub fn to_csv(path: &Path, out: &mut impl Write) -> Result<Printed> {
     print(path, Format::Csv, out)
 }
 

@@ -228,11 +228,14 @@ fn the_cdr_tool_lists_prints_converts_and_follows() {
     let mut json = Vec::new();
     assert_eq!(
         cdr_tool::print(dir.path(), Format::Json, &mut json).unwrap(),
-        n
+        cdr_tool::Printed {
+            records: n,
+            damaged: vec![]
+        }
     );
     assert_eq!(json.iter().filter(|&&b| b == b'\n').count() as u64, n);
     let mut csv = Vec::new();
-    assert_eq!(cdr_tool::to_csv(dir.path(), &mut csv).unwrap(), n);
+    assert_eq!(cdr_tool::to_csv(dir.path(), &mut csv).unwrap().records, n);
     let csv = String::from_utf8(csv).unwrap();
     assert!(csv.starts_with(gyro_charging::cdr::CSV_HEADER));
     assert_eq!(csv.lines().count() as u64, n + 1);
@@ -308,4 +311,269 @@ fn the_cdr_tool_lists_prints_converts_and_follows() {
     assert_eq!(printed, 2);
     assert_eq!(polls, 3);
     let _ = Timestamp(0);
+}
+
+/// Options writing CDR files in `format` and `compression`.
+fn format_options(format: names::CdrFormat, compression: names::CdrCompression) -> StoreOptions {
+    StoreOptions {
+        cdr_format: format,
+        cdr_compression: compression,
+        ..options()
+    }
+}
+
+/// The same rounds of requests stored with `opts` in `dir`, a file
+/// closed after each round (the last one too when `close` says so).
+fn write_rounds(dir: &Path, opts: StoreOptions, close: bool) -> u64 {
+    let (mut store, mut engine, _) = open(dir, opts, T0);
+    for r in 0..4 {
+        let t = T0.plus_secs(r as u64);
+        run(&mut engine, &mut store, &round(r), t);
+        if r < 3 || close {
+            store.close_cdr_file(t).unwrap();
+        }
+    }
+    store.next_cdr_sequence() - 1
+}
+
+#[test]
+fn csv_cdr_files_have_every_column_and_read_back_as_the_json_lines_records() {
+    use gyro_charging::cdr::{CSV_COLUMNS, CSV_HEADER};
+    use names::{CdrCompression, CdrFormat};
+    let json = tempfile::tempdir().unwrap();
+    let n = write_rounds(
+        json.path(),
+        format_options(CdrFormat::JsonLines, CdrCompression::None),
+        false,
+    );
+    let mut want = Vec::new();
+    cdr_tool::print(json.path(), Format::Json, &mut want).unwrap();
+    let mut want_csv = Vec::new();
+    cdr_tool::to_csv(json.path(), &mut want_csv).unwrap();
+    for compression in [CdrCompression::None, CdrCompression::Zstd { level: 1 }] {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = format_options(CdrFormat::Csv, compression);
+        assert_eq!(write_rounds(dir.path(), opts, false), n);
+        let files = cdr_tool::list(dir.path()).unwrap();
+        assert!(files.len() >= 3, "{files:?}");
+        assert_eq!(files.iter().map(|f| f.records).sum::<u64>(), n);
+        assert!(files.iter().all(|f| f.damage.is_none()), "{files:?}");
+        // Every line of every file: exactly the columns of the header.
+        for f in &files {
+            let name = f.path.to_string_lossy().into_owned();
+            assert!(name.contains(".csv"), "{name}");
+            let bytes = std::fs::read(&f.path).unwrap();
+            let lines = match compression {
+                CdrCompression::None => bytes,
+                CdrCompression::Zstd { .. } => gyro_store::cdr_zstd::scan(&bytes).content,
+            };
+            let mut r = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .from_reader(&lines[..]);
+            let mut count = 0;
+            for rec in r.byte_records() {
+                assert_eq!(rec.unwrap().len(), CSV_COLUMNS, "{name}");
+                count += 1;
+            }
+            assert_eq!(count, f.records, "{name}");
+        }
+        // The same records as JSON Lines files give, printed either way.
+        let mut got = Vec::new();
+        let printed = cdr_tool::print(dir.path(), Format::Json, &mut got).unwrap();
+        assert_eq!(printed.records, n);
+        assert!(printed.damaged.is_empty());
+        assert_eq!(
+            String::from_utf8(got).unwrap(),
+            String::from_utf8(want.clone()).unwrap()
+        );
+        let mut csv = Vec::new();
+        cdr_tool::to_csv(dir.path(), &mut csv).unwrap();
+        assert_eq!(csv, want_csv);
+        // `gyro cdr csv` is the header then the file's own lines.
+        let mut own = CSV_HEADER.as_bytes().to_vec();
+        for f in &files {
+            let bytes = std::fs::read(&f.path).unwrap();
+            own.extend(match compression {
+                CdrCompression::None => bytes,
+                CdrCompression::Zstd { .. } => gyro_store::cdr_zstd::scan(&bytes).content,
+            });
+        }
+        assert_eq!(
+            String::from_utf8(own).unwrap(),
+            String::from_utf8(csv).unwrap()
+        );
+        // tail and follow read them too.
+        let mut t = Vec::new();
+        assert_eq!(
+            cdr_tool::tail(dir.path(), 3, Format::Json, &mut t).unwrap(),
+            3
+        );
+        let mut seen = Vec::new();
+        Follower::new(dir.path(), usize::MAX)
+            .poll(|c| {
+                seen.push(c.sequence);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(seen, (1..=n).collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn a_csv_line_being_written_is_left_for_later_even_with_a_newline_inside_a_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = format_options(names::CdrFormat::Csv, names::CdrCompression::None);
+    let n = write_rounds(dir.path(), opts, false);
+    let part = cdr_tool::list(dir.path()).unwrap().pop().unwrap();
+    assert!(part.open && part.last == Some(n), "{part:?}");
+    let mut c = gyro_charging::Cdr {
+        sequence: n + 1,
+        session_id: "a \"quoted\",\nsession".into(),
+        ..Default::default()
+    };
+    let mut line = String::new();
+    c.write_csv(&mut line);
+    let cut = line.find('\n').unwrap() + 1;
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&part.path)
+        .unwrap();
+    std::io::Write::write_all(&mut f, &line.as_bytes()[..cut]).unwrap();
+    let mut follower = Follower::new(dir.path(), 0);
+    assert_eq!(follower.poll(|_| Ok(())).unwrap(), 0);
+    let listed = cdr_tool::list(dir.path()).unwrap().pop().unwrap();
+    assert_eq!((listed.last, listed.partial_bytes), (Some(n), cut as u64));
+    assert_eq!(listed.damage, None);
+    std::io::Write::write_all(&mut f, &line.as_bytes()[cut..]).unwrap();
+    let mut got = Vec::new();
+    follower
+        .poll(|c| {
+            got.push(c.clone());
+            Ok(())
+        })
+        .unwrap();
+    c.interface = gyro_charging::Interface::Gy;
+    assert_eq!(got, vec![c]);
+}
+
+/// The closed files of shard 0 under `dir`, in sequence order.
+fn closed_paths(dir: &Path) -> Vec<PathBuf> {
+    cdr_tool::list(dir)
+        .unwrap()
+        .into_iter()
+        .filter(|f| !f.open)
+        .map(|f| f.path)
+        .collect()
+}
+
+#[test]
+fn closed_files_that_do_not_hold_what_their_names_say_are_reported() {
+    use names::{CdrCompression, CdrFormat};
+    for (format, compression) in [
+        (CdrFormat::JsonLines, CdrCompression::None),
+        (CdrFormat::JsonLines, CdrCompression::Zstd { level: 1 }),
+        (CdrFormat::Csv, CdrCompression::None),
+        (CdrFormat::Csv, CdrCompression::Zstd { level: 1 }),
+    ] {
+        let what = format!("{format:?} {compression:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let n = write_rounds(dir.path(), format_options(format, compression), true);
+        let closed = closed_paths(dir.path());
+        assert!(closed.len() >= 3, "{what}");
+        let name = |p: &Path| match CdrName::parse(p.file_name().unwrap().to_str().unwrap()) {
+            Some(CdrName::Final { first, last, .. }) => (first, last),
+            other => panic!("{other:?}"),
+        };
+        // Truncated: the first file cut in the middle.
+        let cut = &closed[0];
+        let bytes = std::fs::read(cut).unwrap();
+        std::fs::write(cut, &bytes[..bytes.len() / 2]).unwrap();
+        let mut out = Vec::new();
+        let printed = cdr_tool::print(dir.path(), Format::Json, &mut out).unwrap();
+        assert_eq!(printed.damaged.len(), 1, "{what}");
+        let d = &printed.damaged[0];
+        assert_eq!(&d.path, cut);
+        assert_eq!(d.expected, name(cut), "{what}");
+        assert!(d.partial_bytes > 0, "{what}: {d:?}");
+        assert!(d.records < d.expected.1 - d.expected.0 + 1, "{what}: {d:?}");
+        let text = d.to_string();
+        assert!(text.contains(&cut.display().to_string()), "{text}");
+        assert!(
+            text.contains(&format!("records {} to {}", d.expected.0, d.expected.1)),
+            "{text}"
+        );
+        // Its whole records, and every other file's, are printed still.
+        assert_eq!(
+            printed.records,
+            n - (d.expected.1 - d.expected.0 + 1) + d.records
+        );
+        let lines = out.iter().filter(|&&b| b == b'\n').count() as u64;
+        assert_eq!(lines, printed.records, "{what}");
+        let mut csv = Vec::new();
+        assert_eq!(
+            cdr_tool::to_csv(dir.path(), &mut csv)
+                .unwrap()
+                .damaged
+                .len(),
+            1
+        );
+        // The one file alone.
+        let alone = cdr_tool::print(cut, Format::Json, &mut Vec::new()).unwrap();
+        assert_eq!(alone.damaged, printed.damaged);
+        let files = cdr_tool::list(dir.path()).unwrap();
+        let listed: Vec<_> = files.iter().filter_map(|f| f.damage.clone()).collect();
+        assert_eq!(listed, printed.damaged);
+        let mut table = Vec::new();
+        cdr_tool::write_list(&files, &mut table).unwrap();
+        let table = String::from_utf8(table).unwrap();
+        assert_eq!(table.matches("DAMAGED").count(), 1, "{table}");
+
+        // A record missing in the middle of another (plain files: a line
+        // taken out; the file still ends with a whole line).
+        if !compression.is_zstd() {
+            let gap = &closed[1];
+            let text = std::fs::read_to_string(gap).unwrap();
+            let lines: Vec<&str> = text.lines().collect();
+            let kept: String = lines
+                .iter()
+                .enumerate()
+                .filter(|&(i, _)| i != 2)
+                .map(|(_, l)| format!("{l}\n"))
+                .collect();
+            std::fs::write(gap, kept).unwrap();
+            let printed = cdr_tool::print(dir.path(), Format::Json, &mut Vec::new()).unwrap();
+            assert_eq!(printed.damaged.len(), 2, "{what}");
+            let d = &printed.damaged[1];
+            let (first, last) = name(gap);
+            assert_eq!(d.out_of_sequence, Some((first + 2, first + 3)), "{what}");
+            assert_eq!(d.found, Some((first, last)));
+            assert_eq!(d.partial_bytes, 0);
+            assert!(d.to_string().contains("follows where"), "{d}");
+        }
+    }
+}
+
+#[test]
+fn the_open_file_may_end_in_a_partial_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = write_rounds(dir.path(), options(), false);
+    let part = part_files(dir.path()).pop().unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&part)
+        .unwrap();
+    std::io::Write::write_all(&mut f, b"{\"sequence\":").unwrap();
+    let mut out = Vec::new();
+    let printed = cdr_tool::print(dir.path(), Format::Json, &mut out).unwrap();
+    assert_eq!(
+        printed,
+        cdr_tool::Printed {
+            records: n,
+            damaged: vec![]
+        }
+    );
+    let files = cdr_tool::list(dir.path()).unwrap();
+    assert!(files.iter().all(|f| f.damage.is_none()));
+    assert_eq!(files.last().unwrap().partial_bytes, 12);
 }

@@ -365,11 +365,14 @@ fn the_cdr_tool_reads_compressed_files() {
     let mut json = Vec::new();
     assert_eq!(
         cdr_tool::print(dir.path(), Format::Json, &mut json).unwrap(),
-        n
+        cdr_tool::Printed {
+            records: n,
+            damaged: vec![]
+        }
     );
     assert_eq!(sequences(&json), (1..=n).collect::<Vec<_>>());
     let mut csv = Vec::new();
-    assert_eq!(cdr_tool::to_csv(dir.path(), &mut csv).unwrap(), n);
+    assert_eq!(cdr_tool::to_csv(dir.path(), &mut csv).unwrap().records, n);
     let mut t = Vec::new();
     assert_eq!(
         cdr_tool::tail(dir.path(), 3, Format::Json, &mut t).unwrap(),
