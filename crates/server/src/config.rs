@@ -73,7 +73,8 @@ pub struct StorageSection {
     /// 1000.
     pub commit_delay_us: u64,
     /// How CDR files are written: `"jsonl"` (default, one JSON object per
-    /// line) or `"csv"` (the columns of `gyro cdr csv`, no header line).
+    /// line) or `"csv"` (the columns of `gyro cdr csv` in its order, every
+    /// one on every line, empty where a value is absent; no header line).
     pub cdr_format: CdrFileFormat,
     /// Whether CDR files are compressed: `"none"` (default, plain lines)
     /// or `"zstd"` (`.jsonl.zst`, `.csv.zst`: a zstd stream of the same

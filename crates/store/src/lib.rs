@@ -200,11 +200,14 @@
 //!   They are closed when they reach [`StoreOptions::cdr_max_bytes`] or
 //!   [`StoreOptions::cdr_max_age`], and on a clean shutdown.
 //! * Each line is one JSON object (a [`gyro_charging::Cdr`]), or with
-//!   [`CdrFormat::Csv`] one CSV record (the columns of
-//!   `gyro_charging::cdr::CSV_HEADER`, no header line); `sequence`
+//!   [`CdrFormat::Csv`] one CSV record (every column of
+//!   `gyro_charging::cdr::CSV_HEADER` in its order, empty where a value
+//!   is absent, quoted as RFC 4180 says; no header line); `sequence`
 //!   increases by one per record of the shard, across restarts. A gap in
 //!   the ranges a billing system has taken means a file is missing.
-//! * `gyro cdr` ([`cdr_tool`]) lists, prints, follows and converts them.
+//! * `gyro cdr` ([`cdr_tool`]) lists, prints, follows and converts them,
+//!   in either format, and reports a closed file that does not hold
+//!   exactly the records its name says (a truncated file).
 //!
 //! # Why a framed log and not an embedded database
 //!

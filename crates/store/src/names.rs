@@ -20,8 +20,9 @@ pub enum CdrFormat {
     /// One JSON object per line (`.jsonl`). The default.
     #[default]
     JsonLines,
-    /// One CSV record per line (`.csv`), the columns of
-    /// [`gyro_charging::cdr::CSV_HEADER`] without a header line.
+    /// One CSV record per line (`.csv`), every column of
+    /// [`gyro_charging::cdr::CSV_HEADER`] in its order (empty where a value
+    /// is absent), without a header line.
     Csv,
 }
 
