@@ -43,7 +43,7 @@ const TICK_EVERY_MS: u64 = 50;
 /// only then.
 pub(super) enum LineEncoder<'o> {
     Json(&'o mut Vec<u8>),
-    Csv(CdrCsvWriter<&'o mut Vec<u8>>),
+    Csv(Box<CdrCsvWriter<&'o mut Vec<u8>>>),
 }
 
 fn encode_err(e: &dyn std::fmt::Display) -> Error {
@@ -57,7 +57,7 @@ impl<'o> LineEncoder<'o> {
     pub(super) fn new(format: CdrFormat, out: &'o mut Vec<u8>) -> Self {
         match format {
             CdrFormat::JsonLines => LineEncoder::Json(out),
-            CdrFormat::Csv => LineEncoder::Csv(CdrCsvWriter::new(out)),
+            CdrFormat::Csv => LineEncoder::Csv(Box::new(CdrCsvWriter::new(out))),
         }
     }
 
