@@ -3,12 +3,14 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 pub use crate::config_admin::AdminSection;
 pub use crate::config_nchf::NchfSection;
 pub use crate::config_redis::{RedisClusterSection, StorageBackend};
+use crate::config_secs;
 use crate::error::Error;
 
 /// The most workers (`server.workers`) gyro runs: each owns a shard
@@ -174,16 +176,36 @@ pub struct PeersSection {
     /// Origin-Host values allowed past CER (case-insensitive). Empty (the
     /// default) accepts any peer; the default listens on loopback only.
     pub allowed: Vec<String>,
-    /// Watchdog interval Tw in seconds (RFC 3539: default 30, at least 6).
-    pub watchdog_secs: f64,
-    /// Watchdog jitter in seconds (+/-). Default 2.
-    pub watchdog_jitter_secs: f64,
+    /// Watchdog interval Tw in seconds (RFC 3539: default 30, at least 6
+    /// in a file; at most a day).
+    #[serde(
+        deserialize_with = "config_secs::watchdog",
+        serialize_with = "config_secs::serialize"
+    )]
+    pub watchdog_secs: Duration,
+    /// Watchdog jitter in seconds (+/-), below half of `watchdog_secs`.
+    /// Default 2.
+    #[serde(
+        deserialize_with = "config_secs::watchdog_jitter",
+        serialize_with = "config_secs::serialize"
+    )]
+    pub watchdog_jitter_secs: Duration,
     /// Time allowed for CER after connect (and for the TLS handshake
-    /// before it, on a TLS listener), and for DPA after DPR. Default 10.
-    pub handshake_timeout_secs: f64,
+    /// before it, on a TLS listener), and for DPA after DPR, in seconds
+    /// (more than 0, at most a day). Default 10.
+    #[serde(
+        deserialize_with = "config_secs::handshake_timeout",
+        serialize_with = "config_secs::serialize"
+    )]
+    pub handshake_timeout_secs: Duration,
     /// How long a request the server sends (RAR, ASR) waits for its
-    /// answer before it is given up, in seconds. Default 5.
-    pub answer_timeout_secs: f64,
+    /// answer before it is given up, in seconds (more than 0, at most a
+    /// day). Default 5.
+    #[serde(
+        deserialize_with = "config_secs::answer_timeout",
+        serialize_with = "config_secs::serialize"
+    )]
+    pub answer_timeout_secs: Duration,
     /// Whether a peer that connects again with a higher Origin-State-Id
     /// than before (it restarted and lost its state, RFC 6733 section
     /// 8.16) has the sessions it opened before released at once, instead
@@ -416,10 +438,10 @@ impl Default for PeersSection {
     fn default() -> Self {
         PeersSection {
             allowed: Vec::new(),
-            watchdog_secs: 30.0,
-            watchdog_jitter_secs: 2.0,
-            handshake_timeout_secs: 10.0,
-            answer_timeout_secs: 5.0,
+            watchdog_secs: Duration::from_secs(30),
+            watchdog_jitter_secs: Duration::from_secs(2),
+            handshake_timeout_secs: Duration::from_secs(10),
+            answer_timeout_secs: Duration::from_secs(5),
             release_sessions_on_restart: true,
             identity: Vec::new(),
         }
@@ -471,7 +493,7 @@ impl Config {
     pub fn from_toml_str(s: &str) -> Result<Config, Error> {
         let c: Config = toml::from_str(s).map_err(|e| Error::Config(e.to_string()))?;
         c.check()?;
-        if c.peers.watchdog_secs < 6.0 {
+        if c.peers.watchdog_secs < Duration::from_secs(6) {
             return Err(Error::Config(
                 "peers.watchdog_secs: RFC 3539 requires at least 6 seconds".into(),
             ));
@@ -492,16 +514,25 @@ impl Config {
         if self.server.origin_host.is_empty() || self.server.origin_realm.is_empty() {
             return bad("server.origin_host and server.origin_realm must not be empty");
         }
-        if self.peers.watchdog_secs <= 0.0 || self.peers.handshake_timeout_secs <= 0.0 {
-            return bad("peers.watchdog_secs and peers.handshake_timeout_secs must be positive");
+        let p = &self.peers;
+        for (key, d) in [
+            ("peers.watchdog_secs", p.watchdog_secs),
+            ("peers.watchdog_jitter_secs", p.watchdog_jitter_secs),
+            ("peers.handshake_timeout_secs", p.handshake_timeout_secs),
+            ("peers.answer_timeout_secs", p.answer_timeout_secs),
+        ] {
+            if d > config_secs::MAX {
+                return Err(Error::Config(format!(
+                    "{key}: at most {} seconds (one day)",
+                    config_secs::MAX_SECS
+                )));
+            }
+            if d.is_zero() && key != "peers.watchdog_jitter_secs" {
+                return Err(Error::Config(format!("{key} must be positive")));
+            }
         }
-        if self.peers.answer_timeout_secs.is_nan() || self.peers.answer_timeout_secs <= 0.0 {
-            return bad("peers.answer_timeout_secs must be positive");
-        }
-        if self.peers.watchdog_jitter_secs < 0.0
-            || self.peers.watchdog_jitter_secs * 2.0 >= self.peers.watchdog_secs
-        {
-            return bad("peers.watchdog_jitter_secs must be >= 0 and below half of watchdog_secs");
+        if p.watchdog_jitter_secs * 2 >= p.watchdog_secs {
+            return bad("peers.watchdog_jitter_secs must be below half of peers.watchdog_secs");
         }
         if self.limits.max_message_size < 20 || self.limits.max_message_size > 0x00FF_FFFF {
             return bad("limits.max_message_size must be between 20 and 16777215");
@@ -656,6 +687,56 @@ mod tests {
             e.contains("durability") && e.contains("`sync`, `async`, `none`"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn float_seconds_that_are_not_finite_or_out_of_range_are_refused_naming_the_key() {
+        for key in [
+            "watchdog_secs",
+            "watchdog_jitter_secs",
+            "handshake_timeout_secs",
+            "answer_timeout_secs",
+        ] {
+            for value in [
+                "nan", "+nan", "-nan", "inf", "-inf", "1e300", "-5", "-0.5", "86401",
+            ] {
+                let text = format!("[peers]\n{key} = {value}\n");
+                let e = Config::from_toml_str(&text).unwrap_err().to_string();
+                assert!(
+                    e.contains(&format!("peers.{key}")) && e.contains("line 2"),
+                    "{key} = {value}: {e}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn float_seconds_are_durations_from_the_file_on() {
+        let c = Config::from_toml_str(
+            "[peers]\nwatchdog_secs = 6.5\nwatchdog_jitter_secs = 0\n\
+             handshake_timeout_secs = 0.25\nanswer_timeout_secs = 86400\n",
+        )
+        .unwrap();
+        assert_eq!(c.peers.watchdog_secs, Duration::from_millis(6500));
+        assert_eq!(c.peers.watchdog_jitter_secs, Duration::ZERO);
+        assert_eq!(c.peers.handshake_timeout_secs, Duration::from_millis(250));
+        assert_eq!(c.peers.answer_timeout_secs, Duration::from_secs(86_400));
+        // Zero where a positive time is needed, a jitter of half the
+        // interval, and (from a program) more than a day.
+        for (text, key) in [
+            ("handshake_timeout_secs = 0", "peers.handshake_timeout_secs"),
+            ("answer_timeout_secs = 0.0", "peers.answer_timeout_secs"),
+            ("watchdog_jitter_secs = 15", "peers.watchdog_jitter_secs"),
+        ] {
+            let e = Config::from_toml_str(&format!("[peers]\n{text}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(key), "{text}: {e}");
+        }
+        let mut c = Config::default();
+        c.peers.handshake_timeout_secs = Duration::MAX;
+        let e = c.check().unwrap_err().to_string();
+        assert!(e.contains("peers.handshake_timeout_secs"), "{e}");
     }
 
     #[test]

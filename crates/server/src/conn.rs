@@ -355,10 +355,7 @@ pub(crate) async fn serve<F: Application, S: Transport>(
         cfg.peers.watchdog_secs
     };
     let abort_handle = writer.abort_handle();
-    if tokio::time::timeout(Duration::from_secs_f64(grace), writer)
-        .await
-        .is_err()
-    {
+    if tokio::time::timeout(grace, writer).await.is_err() {
         let w = &shared.warnings.stopped_reading;
         if let Some(count) = w.hit(1, shared.now_ms()) {
             warn!(?remote, count, "{}", w.what());

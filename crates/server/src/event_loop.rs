@@ -109,7 +109,7 @@ pub(crate) fn run<F: Application>(
         // Shutdown: wait for this worker's connections to finish (they send
         // DPR and drain what is in flight), then for every worker's, since
         // their requests may still come to this shard.
-        let grace = Duration::from_secs_f64(shared.config.peers.handshake_timeout_secs + 1.0);
+        let grace = shared.config.peers.handshake_timeout_secs + Duration::from_secs(1);
         let until = Instant::now() + grace;
         while conns.0.get() > 0 && Instant::now() < until {
             let _ = tokio::time::timeout(Duration::from_millis(50), conns.1.notified()).await;
@@ -253,7 +253,7 @@ async fn tls_accept<F: Application>(
     Option<CertificateIdentity>,
 )> {
     let shared = &worker.shared;
-    let limit = Duration::from_secs_f64(shared.config.peers.handshake_timeout_secs);
+    let limit = shared.config.peers.handshake_timeout_secs;
     let error = match tokio::time::timeout(limit, tls.acceptor().accept(stream)).await {
         Ok(Ok(s)) => {
             let cert = s

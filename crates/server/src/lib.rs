@@ -29,6 +29,7 @@ pub mod config;
 mod config_admin;
 mod config_nchf;
 mod config_redis;
+pub mod config_secs;
 mod conn;
 mod conn_limit;
 pub mod control;
@@ -142,9 +143,10 @@ pub fn peer_config(config: &Config, local_ips: &[std::net::IpAddr]) -> PeerConfi
             sha256: i.fingerprint().ok().flatten(),
         })
         .collect();
-    p.watchdog_ms = (config.peers.watchdog_secs * 1000.0) as u64;
-    p.watchdog_jitter_ms = (config.peers.watchdog_jitter_secs * 1000.0) as u64;
-    p.handshake_timeout_ms = (config.peers.handshake_timeout_secs * 1000.0) as u64;
+    // At most a day each (Config::check), so the milliseconds fit.
+    p.watchdog_ms = config.peers.watchdog_secs.as_millis() as u64;
+    p.watchdog_jitter_ms = config.peers.watchdog_jitter_secs.as_millis() as u64;
+    p.handshake_timeout_ms = config.peers.handshake_timeout_secs.as_millis() as u64;
     p
 }
 
@@ -260,7 +262,7 @@ pub fn start_controlled<F: Application>(
     let queues: Arc<[overload::QueueDepth]> = (0..workers).map(|_| Default::default()).collect();
     let telemetry = Arc::new(telemetry::Telemetry::new(clock, queues.clone()));
     let outbound = Arc::new(outbound::Registry::new(
-        (config.peers.answer_timeout_secs * 1000.0) as u64,
+        config.peers.answer_timeout_secs.as_millis() as u64,
     ));
     let (control, control_inboxes) = control::channels(
         workers,

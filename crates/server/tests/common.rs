@@ -130,9 +130,9 @@ pub fn test_config(workers: usize) -> Config {
     let mut c = Config::default();
     c.server.listen = vec![SocketAddr::from(([127, 0, 0, 1], 0))];
     c.server.workers = workers;
-    c.peers.watchdog_secs = 1.0;
-    c.peers.watchdog_jitter_secs = 0.0;
-    c.peers.handshake_timeout_secs = 1.0;
+    c.peers.watchdog_secs = std::time::Duration::from_secs(1);
+    c.peers.watchdog_jitter_secs = std::time::Duration::ZERO;
+    c.peers.handshake_timeout_secs = std::time::Duration::from_secs(1);
     c
 }
 

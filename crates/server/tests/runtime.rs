@@ -229,7 +229,7 @@ fn a_stream_that_cannot_be_framed_is_reset() {
 fn incomplete_message_times_out() {
     let mut cfg = test_config(1);
     cfg.limits.message_timeout_ms = 300;
-    cfg.peers.watchdog_secs = 30.0;
+    cfg.peers.watchdog_secs = std::time::Duration::from_secs(30);
     let server = gyro_server::start(cfg, Echo::default()).unwrap();
     let mut c = Client::open(server.local_addrs()[0]);
     let ccr = c.ccr("client.test;1;1", "46700000001", 1, 0);
@@ -277,7 +277,7 @@ fn a_peer_that_stops_reading_is_disconnected_and_freed() {
 fn peer_that_stops_reading_is_held_back() {
     let mut cfg = test_config(1);
     cfg.limits.max_inflight_per_connection = 64;
-    cfg.peers.watchdog_secs = 30.0;
+    cfg.peers.watchdog_secs = std::time::Duration::from_secs(30);
     let server = gyro_server::start(cfg, Echo::default()).unwrap();
     let addr = server.local_addrs()[0];
     let c = Client::open(addr);
