@@ -323,18 +323,12 @@ pub struct SessionList {
 
 /// Digits, with an optional leading '+' for an E.164 number, of
 /// `min..=15` digits.
+/// The same rule as the charging configuration's
+/// ([`gyro_charging::accounts::check_digits`]).
 fn digits(s: &str, min: usize, what: &str, plus: bool) -> Result<String, Problem> {
-    let d = if plus {
-        s.strip_prefix('+').unwrap_or(s)
-    } else {
-        s
-    };
-    if d.len() < min || d.len() > 15 || !d.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(Problem::invalid(format!(
-            "{what} {s:?}: expected {min} to 15 digits"
-        )));
-    }
-    Ok(d.to_string())
+    gyro_charging::accounts::check_digits(s, min, plus)
+        .map(str::to_string)
+        .map_err(|e| Problem::invalid(format!("{what} {s:?}: {e}")))
 }
 
 impl CreateAccount {
@@ -347,7 +341,7 @@ impl CreateAccount {
         if let Some(i) = &self.imsi {
             subscribers.push(SubscriptionId::new(
                 SubscriptionType::Imsi,
-                digits(i, 5, "imsi", false)?,
+                digits(i, gyro_charging::accounts::MIN_IMSI_DIGITS, "imsi", false)?,
             ));
         }
         if subscribers.is_empty() {

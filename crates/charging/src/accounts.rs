@@ -259,6 +259,41 @@ impl SubscriptionId {
     }
 }
 
+/// The most digits an E.164 number (ITU-T E.164) or an IMSI (3GPP TS
+/// 23.003) has.
+pub const MAX_NUMBER_DIGITS: usize = 15;
+
+/// The fewest digits gyro accepts in an IMSI (MCC + MNC + at least one
+/// digit of MSIN).
+pub const MIN_IMSI_DIGITS: usize = 5;
+
+/// The digits of a subscriber number: `min` to [`MAX_NUMBER_DIGITS`]
+/// ASCII digits, after a leading `'+'` when `plus` allows one (E.164).
+/// The one rule for numbers from the configuration and the admin API; the
+/// error says what was expected.
+pub fn check_digits(s: &str, min: usize, plus: bool) -> std::result::Result<&str, String> {
+    let d = if plus {
+        s.strip_prefix('+').unwrap_or(s)
+    } else {
+        s
+    };
+    if d.len() < min || d.len() > MAX_NUMBER_DIGITS || !d.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(format!("expected {min} to {MAX_NUMBER_DIGITS} digits"));
+    }
+    Ok(d)
+}
+
+/// Checks the data of a `kind` identity where its kind has a number rule
+/// (E.164: 1 to 15 digits after an optional `'+'`; IMSI: 5 to 15 digits);
+/// other kinds take any non-empty data.
+pub fn check_number(kind: SubscriptionType, data: &str) -> std::result::Result<(), String> {
+    match kind {
+        SubscriptionType::E164 => check_digits(data, 1, true).map(drop),
+        SubscriptionType::Imsi => check_digits(data, MIN_IMSI_DIGITS, false).map(drop),
+        _ => Ok(()),
+    }
+}
+
 impl fmt::Display for SubscriptionId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.kind.name(), self.data)
@@ -315,7 +350,7 @@ impl fmt::Display for SharedSubscriptionId {
 
 /// E.164 numbers are compared without a leading '+'; SIP URIs and NAIs as
 /// given.
-fn normalise(kind: SubscriptionType, data: &str) -> &str {
+pub(crate) fn normalise(kind: SubscriptionType, data: &str) -> &str {
     match kind {
         SubscriptionType::E164 => data.strip_prefix('+').unwrap_or(data),
         _ => data,

@@ -32,8 +32,10 @@ use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+pub use crate::config_check::{MAX_DEDUP_TTL_SECS, MIN_DEDUP_TTL_SECS};
+
 /// The message of a configuration error, without its "configuration: ".
-fn strip(e: Error) -> String {
+pub(crate) fn strip(e: Error) -> String {
     match e {
         Error::Config(m) | Error::ConfigSyntax(m) => m,
         other => other.to_string(),
@@ -181,7 +183,7 @@ pub struct AccountRangeConfig {
 }
 
 /// The `i`-th number after `first`, with the same number of digits.
-fn nth_number(first: &str, i: u64) -> Result<String> {
+pub(crate) fn nth_number(first: &str, i: u64) -> Result<String> {
     let digits = first.strip_prefix('+').unwrap_or(first);
     if digits.is_empty() || digits.len() > 30 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return Err(Error::Config(format!("{first:?} is not a number")));
@@ -222,10 +224,15 @@ fn bundles(cfg: &[BundleConfig]) -> Result<Vec<Bundle>> {
 }
 
 impl ChargingConfig {
-    /// Parses a configuration from TOML text.
+    /// Parses a configuration from TOML text and checks all of it: the
+    /// catalog, every account's plan and currency, every subscriber and
+    /// bundle, and that no account id or subscriber is defined twice
+    /// (across `[[account]]` and `[[account_range]]`). A configuration
+    /// this returns builds its accounts and shards without error.
     pub fn from_toml_str(text: &str) -> Result<Self> {
         let cfg: ChargingConfig =
             toml::from_str(text).map_err(|e| Error::ConfigSyntax(e.to_string()))?;
+        crate::config_check::validate(&cfg)?;
         let catalog = cfg.catalog()?;
         // Every account's plan exists and is priced in its currency.
         for a in &cfg.accounts {
@@ -368,6 +375,138 @@ mod tests {
         assert_eq!(nth_number("+0010", 5).unwrap(), "0015");
         assert!(nth_number("99", 1).is_err());
         assert!(nth_number("12a", 1).is_err());
+    }
+
+    /// The message of the error `text` gets, or a panic naming it.
+    fn refused(text: &str) -> String {
+        match ChargingConfig::from_toml_str(text) {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    const RANGE: &str = "[[account_range]]\nfirst_id = 1000\ncount = 1000\n\
+                         e164_first = \"46700000000\"\nbalance = 1\n";
+
+    #[test]
+    fn an_account_id_defined_by_an_account_and_a_range_is_refused_naming_both() {
+        let text = "[[account]]\nid = 1\nbalance = 5\n\
+                    [[account_range]]\nfirst_id = 1\ncount = 1000\nbalance = 1\n";
+        let e = refused(text);
+        assert!(
+            e.contains("account 1 is defined twice")
+                && e.contains("[[account]] #1 (id = 1)")
+                && e.contains("[[account_range]] #1 (first_id = 1, count = 1000)"),
+            "{e}"
+        );
+        // Two ranges that overlap in their middle, and two accounts.
+        let e = refused(&format!(
+            "{RANGE}[[account_range]]\nfirst_id = 1999\ncount = 5\nbalance = 1\n"
+        ));
+        assert!(e.contains("account 1999 is defined twice"), "{e}");
+        let e = refused("[[account]]\nid = 7\nbalance = 1\n[[account]]\nid = 7\nbalance = 2\n");
+        assert!(e.contains("[[account]] #2 (id = 7)"), "{e}");
+        // Ranges that only touch are fine.
+        assert!(ChargingConfig::from_toml_str(&format!(
+            "{RANGE}[[account_range]]\nfirst_id = 2000\ncount = 5\nbalance = 1\n\
+             [[account]]\nid = 999\nbalance = 1\n"
+        ))
+        .is_ok());
+    }
+
+    #[test]
+    fn a_subscriber_given_to_two_accounts_is_refused_naming_both() {
+        let e = refused(
+            "[[account]]\nid = 1\nbalance = 1\nsubscribers = [\"e164:4670\"]\n\
+             [[account]]\nid = 2\nbalance = 1\nsubscribers = [\"e164:+4670\"]\n",
+        );
+        assert!(
+            e.contains("two accounts") && e.contains("(id = 1)") && e.contains("(id = 2)"),
+            "{e}"
+        );
+        let e = refused(&format!(
+            "{RANGE}[[account]]\nid = 1\nbalance = 1\nsubscribers = [\"e164:46700000999\"]\n"
+        ));
+        assert!(
+            e.contains("e164:46700000999") && e.contains("first_id = 1000"),
+            "{e}"
+        );
+        let e = refused(&format!(
+            "{RANGE}[[account_range]]\nfirst_id = 1\ncount = 10\n\
+             e164_first = \"46700000995\"\nbalance = 1\n"
+        ));
+        assert!(
+            e.contains("subscriber e164:46700000995 is given to two accounts"),
+            "{e}"
+        );
+        // One account may list an identity twice; other widths differ.
+        assert!(ChargingConfig::from_toml_str(&format!(
+            "{RANGE}[[account]]\nid = 1\nbalance = 1\n\
+             subscribers = [\"e164:4670000000\", \"e164:+4670000000\"]\n"
+        ))
+        .is_ok());
+    }
+
+    #[test]
+    fn values_out_of_their_documented_range_are_refused_naming_the_key() {
+        let cases = [
+            ("[engine]\ndedup_ttl_secs = 10\n", "dedup_ttl_secs = 10"),
+            ("[currency]\ncode = 9999\nexponent = 2\n", "code = 9999"),
+            ("[currency]\ncode = 752\nexponent = 30\n", "exponent = 30"),
+            (
+                "[[account]]\nid = 1\nbalance = 1\n[[account.bundle]]\nunit = \"octets\"\n\
+                 units = 1\nvalid_from = 200\nvalid_until = 100\n",
+                "valid_until = 100 is not after valid_from = 200",
+            ),
+            (
+                "[[account]]\nid = 1\nbalance = 1\nsubscribers = [\"e164:4670100000100000001\"]\n",
+                "1 to 15 digits",
+            ),
+            (
+                "[[account]]\nid = 1\nbalance = 1\nsubscribers = [\"imsi:24001x\"]\n",
+                "5 to 15 digits",
+            ),
+            (
+                "[[account]]\nid = 1\nbalance = 1\nsubscribers = [\"foo:46701000001\"]\n",
+                "[[account]] #1 (id = 1): subscribers: subscriber \"foo:46701000001\": unknown kind",
+            ),
+            (
+                "[[account_range]]\nfirst_id = 1\ncount = 2\nbalance = 1\n\
+                 e164_first = \"4670100000100000001\"\n",
+                "e164_first",
+            ),
+            (
+                "[[account_range]]\nfirst_id = 1\ncount = 2\nbalance = 1\n\
+                 e164_first = \"99\"\n",
+                "overflows its digits",
+            ),
+        ];
+        for (text, what) in cases {
+            let e = refused(text);
+            assert!(e.contains(what), "{text}\n=> {e}");
+        }
+    }
+
+    #[test]
+    fn a_range_of_millions_is_checked_without_being_expanded() {
+        let c = ChargingConfig::from_toml_str(
+            "[[account_range]]\nfirst_id = 1\ncount = 100000000\n\
+             e164_first = \"46700000000\"\nbalance = 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.account_ranges[0].count, 100_000_000);
+    }
+
+    #[test]
+    fn the_example_files_pass_every_check() {
+        for text in [
+            include_str!("../../../config/example-charging.toml"),
+            include_str!("../../../config/example-plans.toml"),
+        ] {
+            let c = ChargingConfig::from_toml_str(text).unwrap();
+            // What the check promises: the accounts and their directory build.
+            c.directory().unwrap();
+        }
     }
 
     #[test]

@@ -99,6 +99,7 @@ pub mod answer;
 pub mod answer_log;
 pub mod cdr;
 pub mod config;
+mod config_check;
 pub mod dedup;
 pub mod effects;
 pub mod engine;

@@ -112,7 +112,7 @@ impl TryFrom<CurrencyRepr> for Currency {
     type Error = String;
     fn try_from(r: CurrencyRepr) -> std::result::Result<Self, String> {
         match r {
-            CurrencyRepr::Numbers { code, exponent } => Ok(Currency { code, exponent }),
+            CurrencyRepr::Numbers { code, exponent } => Currency::checked(code, exponent),
             CurrencyRepr::Alpha(a) => Currency::from_alpha(&a).ok_or_else(|| {
                 format!("unknown currency {a:?}: give {{ code = <ISO 4217 number>, exponent = <decimals> }}")
             }),
@@ -175,7 +175,30 @@ const ISO_4217: &[(&str, u32, u8)] = &[
     ("ZAR", 710, 2),
 ];
 
+/// The largest ISO 4217 numeric code (they have 3 digits).
+pub const MAX_CURRENCY_CODE: u32 = 999;
+
+/// The most decimals a currency's minor unit may have: 10^18 minor units
+/// still fit the `i64` that holds money (ISO 4217 currencies use 0 to 4).
+pub const MAX_CURRENCY_EXPONENT: u8 = 18;
+
 impl Currency {
+    /// A currency from its numbers, once they are checked: `code` 1 to
+    /// [`MAX_CURRENCY_CODE`], `exponent` at most [`MAX_CURRENCY_EXPONENT`].
+    pub fn checked(code: u32, exponent: u8) -> std::result::Result<Self, String> {
+        if !(1..=MAX_CURRENCY_CODE).contains(&code) {
+            return Err(format!(
+                "currency code = {code}: an ISO 4217 numeric code has 3 digits (1 to {MAX_CURRENCY_CODE})"
+            ));
+        }
+        if exponent > MAX_CURRENCY_EXPONENT {
+            return Err(format!(
+                "currency exponent = {exponent}: at most {MAX_CURRENCY_EXPONENT} decimals"
+            ));
+        }
+        Ok(Currency { code, exponent })
+    }
+
     /// A common currency by its ISO 4217 alphabetic code (`"EUR"`).
     pub fn from_alpha(alpha: &str) -> Option<Self> {
         ISO_4217
@@ -539,6 +562,25 @@ mod tests {
         let c: C = toml::from_str("c = { code = 752, exponent = 2 }").unwrap();
         assert_eq!(c.c, sek);
         assert!(toml::from_str::<C>("c = \"XYZ\"").is_err());
+    }
+
+    #[test]
+    fn currency_numbers_out_of_range_are_refused_naming_the_key() {
+        #[derive(Debug, Deserialize)]
+        struct C {
+            #[allow(dead_code)]
+            c: Currency,
+        }
+        for (text, what) in [
+            ("c = { code = 9999, exponent = 2 }", "code = 9999"),
+            ("c = { code = 0, exponent = 2 }", "code = 0"),
+            ("c = { code = 752, exponent = 30 }", "exponent = 30"),
+        ] {
+            let e = toml::from_str::<C>(text).unwrap_err().to_string();
+            assert!(e.contains(what) && e.contains("line 1"), "{text}: {e}");
+        }
+        let c: C = toml::from_str("c = { code = 999, exponent = 18 }").unwrap();
+        assert_eq!((c.c.code, c.c.exponent), (999, 18));
     }
 
     #[test]
