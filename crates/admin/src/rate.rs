@@ -94,7 +94,8 @@ pub struct RateView {
     pub price: i64,
     /// Total as a decimal amount of the currency.
     pub amount: String,
-    /// The parts: one, or two when seconds run past a change of price.
+    /// The parts, in time order: one, or one per rate window when seconds
+    /// run past changes of price.
     pub parts: Vec<RatePart>,
     /// The next change of price after the usage starts (within a week).
     #[serde(skip_serializing_if = "Option::is_none")]

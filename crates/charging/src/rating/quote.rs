@@ -9,6 +9,11 @@ use crate::tariff::Currency;
 use crate::types::{RatingKey, Timestamp, UnitKind};
 use serde::{Deserialize, Serialize};
 
+/// The most parts a quote has: usage that runs past more price changes
+/// (months of seconds under a plan with daily windows) is refused rather
+/// than priced in an unbounded loop.
+pub const MAX_QUOTE_PARTS: usize = 10_000;
+
 /// What to price.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QuoteRequest {
@@ -76,7 +81,8 @@ pub struct Quote {
     pub destination: Option<String>,
     /// The zone of the visited network, if any.
     pub zone: Option<String>,
-    /// The parts: one, or (seconds running past a price change) two.
+    /// The parts, in time order: one, or (seconds running past price
+    /// changes) one per rate window the usage spans.
     pub parts: Vec<QuotePart>,
     /// The total, minor units.
     pub price: i64,
@@ -172,30 +178,23 @@ impl Catalog {
             rating_group: q.rating_group,
             service_id: q.service_id,
         };
-        let choice = p.rate_at(&q.service_context, key, loc, q.at).map_err(|e| {
-            Error::Unrated(match e {
-                RatingError::UnknownContext => format!(
-                    "no rate of plan {:?} serves the service context {:?}",
-                    &*p.name, q.service_context
-                ),
-                RatingError::NoTariff => format!(
-                    "no rate of plan {:?} serves this rating group / service here and now",
-                    &*p.name
-                ),
+        let choose = |at: Timestamp| {
+            p.rate_at(&q.service_context, key, loc, at).map_err(|e| {
+                Error::Unrated(match e {
+                    RatingError::UnknownContext => format!(
+                        "no rate of plan {:?} serves the service context {:?}",
+                        &*p.name, q.service_context
+                    ),
+                    RatingError::NoTariff => format!(
+                        "no rate of plan {:?} serves this rating group / service here and now",
+                        &*p.name
+                    ),
+                })
             })
-        })?;
+        };
+        let choice = choose(q.at)?;
         let rate = |i: u16| p.rate(i).expect("a chosen rate exists");
         let t = rate(choice.rate);
-        // Seconds run on from `at`: the part past a price change is priced
-        // at the new rate, as the engine does.
-        let mut split = None;
-        if let (UnitKind::Seconds, Some((when, next))) = (t.unit, choice.change) {
-            let end = q.at.plus_secs(q.units);
-            if when < end {
-                let after = (end.0 - when.0.max(q.at.0)) / 1000;
-                split = Some((when, next, after.min(q.units)));
-            }
-        }
         let part = |i: u16, units: u64, first: bool, from: Timestamp| {
             let r = rate(i);
             QuotePart {
@@ -212,13 +211,36 @@ impl Catalog {
                 from,
             }
         };
-        let parts = match split {
-            Some((when, next, after)) => vec![
-                part(choice.rate, q.units - after, q.first, q.at),
-                part(next, after, false, when),
-            ],
-            None => vec![part(choice.rate, q.units, q.first, q.at)],
-        };
+        // Seconds run on from `at`: each part past a price change is
+        // priced at the rate from then on, as many changes as the usage
+        // spans. Other units are used at one instant.
+        let mut parts = Vec::new();
+        let (mut from, mut left, mut now, mut first) = (q.at, q.units, choice, q.first);
+        let end = q.at.plus_secs(q.units);
+        loop {
+            let change = now.change.filter(|_| t.unit == UnitKind::Seconds);
+            let Some((when, next)) = change.filter(|&(when, _)| when < end) else {
+                parts.push(part(now.rate, left, first, from));
+                break;
+            };
+            // The whole seconds that run past the change are priced after it.
+            let after = ((end.0 - when.0.max(from.0)) / 1000).min(left);
+            if parts.len() + 1 >= MAX_QUOTE_PARTS {
+                return Err(Error::Unrated(format!(
+                    "the usage runs past more than {MAX_QUOTE_PARTS} price changes: \
+                     quote a shorter one"
+                )));
+            }
+            if left > after {
+                parts.push(part(now.rate, left - after, first, from));
+                first = false;
+            }
+            from = when;
+            left = after;
+            // The rate from the change on, and the change after it.
+            now = choose(when)?;
+            debug_assert_eq!(now.rate, next, "the rate a change announces takes over");
+        }
         Ok(Quote {
             plan: p.name.to_string(),
             time_zone: p.time_zone().to_string(),
@@ -264,5 +286,100 @@ mod tests {
         assert_eq!(decimal(5, 2), "0.05");
         assert_eq!(decimal(-1205, 3), "-1.205");
         assert_eq!(decimal(42, 0), "42");
+    }
+
+    /// The catalog of `config/example-plans.toml`.
+    fn plans() -> Catalog {
+        crate::ChargingConfig::from_toml_str(include_str!("../../../../config/example-plans.toml"))
+            .unwrap()
+            .catalog()
+            .unwrap()
+    }
+
+    /// A call to a Swedish mobile under `smart-50` at `at` lasting `units`
+    /// seconds.
+    fn call(at: Timestamp, units: u64, first: bool) -> QuoteRequest {
+        QuoteRequest {
+            service_context: "32260@3gpp.org".into(),
+            called_party: "46701234567".into(),
+            units,
+            at,
+            first,
+            ..QuoteRequest::default()
+        }
+    }
+
+    #[test]
+    fn usage_spanning_several_price_changes_is_priced_in_every_window() {
+        let c = plans();
+        let at = parse_instant("2026-01-15T17:00", Some("Europe/Stockholm")).unwrap();
+        let q = c
+            .quote(Some("smart-50"), &call(at, 30 * 3600, true))
+            .unwrap();
+        let got: Vec<(&str, u64, i64)> = q
+            .parts
+            .iter()
+            .map(|p| (p.rate.as_str(), p.units, p.price))
+            .collect();
+        // 17-18 mobile, 18-24 evening, 00-18 mobile, 18-23 evening.
+        assert_eq!(
+            got,
+            [
+                ("voice-mobile", 3600, 4140),
+                ("voice-evening", 6 * 3600, 14_040),
+                ("voice-mobile", 18 * 3600, 74_520),
+                ("voice-evening", 5 * 3600, 11_700),
+            ]
+        );
+        assert_eq!(q.price, 104_400);
+        assert_eq!(q.amount(), "1044.00");
+        // Each part starts where the one before ended.
+        for w in q.parts.windows(2) {
+            assert_eq!(w[1].from, w[0].from.plus_secs(w[0].units));
+        }
+    }
+
+    #[test]
+    fn usage_past_too_many_price_changes_is_refused_not_looped_over() {
+        let c = plans();
+        let at = parse_instant("2026-01-15T17:00", Some("Europe/Stockholm")).unwrap();
+        // Two changes a day: 20 years of seconds run past about 14,600.
+        let e = c
+            .quote(Some("smart-50"), &call(at, 20 * 365 * 86_400, false))
+            .unwrap_err();
+        assert!(e.to_string().contains("price changes"), "{e}");
+    }
+
+    proptest::proptest! {
+        /// Splitting a long usage into its rate windows and pricing each
+        /// window on its own gives the same parts and total as quoting it
+        /// at once; every part holds one rate throughout.
+        #[test]
+        fn a_long_usage_costs_the_sum_of_its_windows_priced_alone(
+            start_s in 1_767_225_600u64..1_798_761_600,
+            units in 0u64..(10 * 86_400),
+            first: bool,
+        ) {
+            let c = plans();
+            let at = Timestamp::from_secs(start_s);
+            let q = c.quote(Some("smart-50"), &call(at, units, first)).unwrap();
+            proptest::prop_assert_eq!(q.parts.iter().map(|p| p.units).sum::<u64>(), units);
+            let mut sum = 0;
+            for (i, part) in q.parts.iter().enumerate() {
+                let alone = c
+                    .quote(Some("smart-50"), &call(part.from, part.units, first && i == 0))
+                    .unwrap();
+                // Priced alone, a window runs into no other rate.
+                proptest::prop_assert_eq!(alone.parts.len(), 1);
+                proptest::prop_assert_eq!(&alone.parts[0].rate, &part.rate);
+                proptest::prop_assert_eq!(alone.price, part.price);
+                sum += alone.price;
+                if i > 0 {
+                    // A new window begins with another rate.
+                    proptest::prop_assert_ne!(&q.parts[i - 1].rate, &part.rate);
+                }
+            }
+            proptest::prop_assert_eq!(q.price, sum);
+        }
     }
 }
