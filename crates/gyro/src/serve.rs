@@ -70,12 +70,34 @@ pub fn load_charging(config: &Config) -> anyhow::Result<(ChargingConfig, String)
                 .with_context(|| format!("reading {}", path.display()))?;
             let c = ChargingConfig::from_toml_str(&text)
                 .with_context(|| format!("in {}", path.display()))?;
+            warn_if_empty(&c, path);
             Ok((c, path.display().to_string()))
         }
         None => Ok((
             ChargingConfig::from_toml_str(gyro_ocs::DEMO_CHARGING)?,
             "embedded demo".to_string(),
         )),
+    }
+}
+
+/// Warns when a charging file can charge nothing: without rates every
+/// CCR is refused, and without accounts every CCR is refused until the
+/// admin API creates some. (Both are legal: accounts may come from the
+/// admin API, a file may be a work in progress.)
+fn warn_if_empty(c: &ChargingConfig, path: &Path) {
+    let file = path.display().to_string();
+    if c.tariffs.is_empty() && c.plans.values().all(|p| p.rates.is_empty()) {
+        warn!(
+            file,
+            "the charging file has no [[tariff]] and no [plans.*] rate: every CCR will be refused"
+        );
+    }
+    if c.accounts.is_empty() && c.account_ranges.iter().all(|r| r.count == 0) {
+        warn!(
+            file,
+            "the charging file has no [[account]] and no [[account_range]]: every CCR will be \
+             refused until accounts are created through the admin API"
+        );
     }
 }
 
