@@ -117,6 +117,7 @@ fn rate_prices_a_usage_in_every_window_it_spans() {
     assert_eq!(code, 0, "{err}");
     let rates: Vec<&str> = out
         .lines()
+        .filter(|l| l.starts_with("  from "))
         .filter_map(|l| l.split(" rate ").nth(1))
         .filter_map(|r| r.split(':').next())
         .collect();
