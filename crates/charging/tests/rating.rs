@@ -403,6 +403,31 @@ fn a_call_across_the_evening_change_is_split_by_gyro_at_the_change() {
 }
 
 #[test]
+fn a_long_grant_ends_at_the_second_price_change_so_a_report_spans_one_change_at_most() {
+    let mut e = engine();
+    // 17:00 in Stockholm, 20 hours asked for: evening from 18:00, national
+    // again from 24:00, so the grant ends at midnight (7 hours).
+    let mut r = request("long", RequestType::Initial, 0, "4670001", VOICE);
+    r.called_party = "+46701234567".into();
+    let mut m = mscc(None, true, None);
+    m.requested = Some(secs(20 * 3600));
+    r.mscc = vec![m];
+    let (a, _) = run(&mut e, &r, utc("2026-01-15T16:00:00Z"));
+    assert_eq!(a.result_code, 2001);
+    assert_eq!(a.mscc[0].granted.unwrap().time, Some(7 * 3600));
+    assert_eq!(a.mscc[0].validity_time, Some(7 * 3600));
+    // A grant that stays within one change is not cut.
+    let mut r = request("short", RequestType::Initial, 0, "4670001", VOICE);
+    r.called_party = "+46701234567".into();
+    let mut m = mscc(None, true, None);
+    m.requested = Some(secs(2 * 3600));
+    r.mscc = vec![m];
+    let (a, _) = run(&mut e, &r, utc("2026-01-15T16:30:00Z"));
+    assert_eq!(a.mscc[0].granted.unwrap().time, Some(2 * 3600));
+    assert_eq!(a.mscc[0].validity_time, None);
+}
+
+#[test]
 fn an_sms_is_priced_per_event_by_its_recipients_destination() {
     let mut e = engine();
     for (n, to, price) in [(0, "46939555", 500), (1, "46701234567", 50)] {

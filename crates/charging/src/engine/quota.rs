@@ -122,6 +122,21 @@ impl Cx<'_> {
                 .change
                 .filter(|&(at, _)| at < horizon)
                 .and_then(|(at, r)| p.rate(r).map(|after| (at, after)));
+            // A grant runs past one price change at most: RFC 8506 has one
+            // Tariff-Time-Change per grant and a report splits in two
+            // (before and after it), so the grant ends at the change after
+            // that one (its seconds, and its Validity-Time).
+            let until = change
+                .and_then(|(at, _)| match self.rate(who, key, at, false) {
+                    Ok((pl, c)) if pl == plan => c.change.map(|(t2, _)| t2),
+                    _ => None,
+                })
+                .filter(|&t2| t2 < horizon)
+                .map(|t2| (t2.0.saturating_sub(self.now.0) / 1000).max(1));
+            let want = match (until, t.unit) {
+                (Some(secs), UnitKind::Seconds) => want.min(secs),
+                _ => want,
+            };
             let first = (t.first_interval > 0 || change.is_some_and(|c| c.1.first_interval > 0))
                 && self
                     .ledger
@@ -145,7 +160,13 @@ impl Cx<'_> {
                     gsu.tariff_time_change = change.map(|c| c.0);
                 }
                 ma.granted = Some(gsu);
-                ma.validity_time = t.validity_time;
+                ma.validity_time = match until {
+                    Some(secs) => {
+                        let secs = u32::try_from(secs).unwrap_or(u32::MAX);
+                        Some(t.validity_time.map_or(secs, |v| v.min(secs)))
+                    }
+                    None => t.validity_time,
+                };
                 ma.volume_quota_threshold = t.volume_quota_threshold;
                 ma.time_quota_threshold = t.time_quota_threshold;
                 ma.quota_holding_time = t.quota_holding_time;
