@@ -96,6 +96,17 @@ enum Command {
     /// Run the credit-control server (embedded default without options).
     Serve(serve::Args),
     /// Generate Diameter credit-control load against a server.
+    ///
+    /// When `--duration` ends the run (or at the first Ctrl-C), every
+    /// session the server still holds is ended with a CCR-Terminate (the
+    /// drain: unpaced, within the window, at most twice `--timeout`; a
+    /// second Ctrl-C gives it up). Drain requests are reported apart and
+    /// are not in the measured counts, rates and latencies.
+    ///
+    /// Exit status: 0 on success; 1 when no request was sent, sessions
+    /// were left open on the server (the report says how many and why), or
+    /// the error ratio is above `--max-error-ratio`; 2 when the run could
+    /// not be made (invalid options, unreachable files).
     Load(Box<gyro_load::LoadArgs>),
     /// Start the server on its embedded default, load it for a few seconds
     /// and show what happened.

@@ -72,9 +72,22 @@ const OPEN_LOOP_WINDOW_SECS: f64 = 0.02;
 /// slow server shows up as latency instead of quietly lowering the rate.
 ///
 /// The run stops after `--duration` or `--count` requests, whichever comes
-/// first (10 s when neither is given). Sessions already started are then
-/// finished (their CCR-U and CCR-T are still sent) so the server is left
-/// with no open sessions.
+/// first (10 s when neither is given). With `--count` every session runs
+/// to its planned end. When `--duration` ends the run (or Ctrl-C stops
+/// it), no session starts any more and every session the server still
+/// holds (its CCR-Initial was answered with success) is ended at once
+/// with a CCR-Terminate, without pacing, within the window, for at most
+/// twice `--timeout` (the drain). A CCR-Terminate refused with a protocol
+/// error (3xxx, e.g. DIAMETER_TOO_BUSY) or unanswered is sent again after
+/// a back-off. Drain requests are not part of the measured figures
+/// (counts, rates, latency): the report counts them apart, with the
+/// sessions finished in the drain, so the server is left with no open
+/// sessions. Sessions that could not be finished (drain time spent,
+/// connection lost, a second Ctrl-C) are reported as left open and make
+/// the run fail (exit status 1). Sessions whose CCR-Initial was refused
+/// or timed out need no CCR-Terminate; a session whose CCR-Update got a
+/// protocol error (3xxx, not processed by the server) or no answer is
+/// ended with a CCR-Terminate too.
 ///
 /// Runtime threads default to the number of CPUs. On a small machine that
 /// also runs the server, give each its own cores, for example
@@ -144,13 +157,16 @@ pub struct LoadArgs {
     #[serde(default)]
     pub warmup: Duration,
 
-    /// Total number of requests to send over all connections. With data
-    /// sessions each connection's share is rounded down to whole sessions.
-    #[arg(long, short = 'n')]
+    /// Total number of requests to send over all connections (at least
+    /// 1). With data sessions (`data`, `topup`) it is rounded down to whole
+    /// sessions (`--updates` + 2 requests each), dealt out to the
+    /// connections, so it must cover one session at least.
+    #[arg(long, short = 'n', value_parser = clap::value_parser!(u64).range(1..))]
     pub count: Option<u64>,
 
-    /// An unanswered request counts as a timeout after this long.
-    #[arg(long, default_value = "5s", value_parser = parse_duration)]
+    /// An unanswered request counts as a timeout after this long (above
+    /// 0). The drain at the end of the run lasts twice this at most.
+    #[arg(long, default_value = "5s", value_parser = parse_timeout)]
     pub timeout: Duration,
 
     /// Load threads, each driving its share of the connections (0 = one
@@ -222,8 +238,8 @@ pub struct LoadArgs {
     pub used_time: u32,
 
     /// Device-Watchdog interval Tw: a DWR is sent after this long without
-    /// traffic (at least 6 s by RFC 3539).
-    #[arg(long, default_value = "30s", value_parser = parse_duration)]
+    /// traffic (at least 6 s, RFC 3539's minimum).
+    #[arg(long, default_value = "30s", value_parser = parse_watchdog)]
     pub watchdog: Duration,
 
     /// Print the report as JSON on stdout.
@@ -234,9 +250,10 @@ pub struct LoadArgs {
     #[arg(long, short = 'q')]
     pub quiet: bool,
 
-    /// Exit non-zero when errors (non-2xxx results, timeouts, lost requests,
-    /// protocol errors) exceed this share of the requests sent. A run that
-    /// sent no request exits non-zero whatever this is.
+    /// Exit non-zero (1) when errors (non-2xxx results, timeouts, lost
+    /// requests, protocol errors) exceed this share of the requests sent.
+    /// A run that sent no request, or that left sessions open on the
+    /// server (see the drain above), exits 1 whatever this is.
     #[arg(long, default_value_t = 0.01, value_parser = parse_ratio)]
     pub max_error_ratio: f64,
     /// Write every answer received to this file, one JSON object per line:
@@ -269,7 +286,7 @@ pub struct LoadArgs {
     #[serde(default)]
     pub tls: TlsOptions,
     /// The interface: `diameter` (Gy) or `nchf` (5G converged charging
-    /// over HTTP/2, the data scenario).
+    /// over HTTP/2, the data scenario only).
     #[arg(long, value_enum, default_value_t = Protocol::Diameter)]
     #[serde(default)]
     pub protocol: Protocol,
@@ -364,7 +381,66 @@ impl LoadArgs {
     pub fn data_session_len(&self) -> u64 {
         u64::from(self.updates) + 2
     }
+
+    /// How long the drain at the end of the run may last: twice
+    /// `--timeout` (an answer to a request in flight at the stop, then the
+    /// session's CCR-Terminate).
+    pub fn drain_time(&self) -> Duration {
+        self.timeout.saturating_mul(2)
+    }
+
+    /// True when every session is a data session that takes
+    /// [`LoadArgs::data_session_len`] requests (`--count` is dealt out in
+    /// whole sessions then).
+    pub fn whole_sessions(&self) -> bool {
+        matches!(self.scenario, Scenario::Data | Scenario::Topup)
+    }
+
+    /// Checks the options that clap cannot check one by one (and those of
+    /// a `LoadArgs` built in code): a run that could measure nothing, or
+    /// not what was asked, is refused before any request is sent.
+    pub fn validate(&self) -> Result<(), String> {
+        check_timeout(self.timeout)?;
+        check_watchdog(self.watchdog)?;
+        if let (Some(d), w) = (self.duration, self.warmup) {
+            if !w.is_zero() && w >= d {
+                return Err(format!(
+                    "--warmup {} is not shorter than --duration {}: no latency would be measured",
+                    humantime::format_duration(w),
+                    humantime::format_duration(d)
+                ));
+            }
+        }
+        if let Some(n) = self.count {
+            if n == 0 {
+                return Err("--count must be at least 1".to_string());
+            }
+            let len = self.data_session_len();
+            if self.whole_sessions() && n < len {
+                return Err(format!(
+                    "--count {n} is less than one data session ({len} requests: CCR-I, {} CCR-U, CCR-T); \
+                     ask for {len} or more, or use fewer --updates",
+                    self.updates
+                ));
+            }
+        }
+        if self.protocol == Protocol::Nchf && !NCHF_SCENARIOS.contains(&self.scenario) {
+            let names: Vec<&str> = NCHF_SCENARIOS.iter().map(|s| s.name()).collect();
+            return Err(format!(
+                "--protocol nchf does not run the {} scenario: it runs {} only",
+                self.scenario.name(),
+                names.join(", ")
+            ));
+        }
+        Ok(())
+    }
 }
+
+/// RFC 3539's smallest Device-Watchdog interval Tw.
+pub const MIN_WATCHDOG: Duration = Duration::from_secs(6);
+
+/// The scenarios `--protocol nchf` runs.
+const NCHF_SCENARIOS: [Scenario; 1] = [Scenario::Data];
 
 /// Parses a duration: a plain number of seconds (`10`, `1.5`) or
 /// humantime's syntax (`10s`, `250ms`, `2m`, `1h 30m`, `1s 500ms`).
@@ -376,6 +452,39 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     }
     humantime::parse_duration(s)
         .map_err(|e| format!("invalid duration {s:?} ({e}): expected e.g. 10s, 500ms, 2m"))
+}
+
+/// `--timeout`: a duration above 0.
+fn parse_timeout(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    check_timeout(d)?;
+    Ok(d)
+}
+
+fn check_timeout(d: Duration) -> Result<(), String> {
+    if d.is_zero() {
+        Err("--timeout must be above 0: every request would time out at once".to_string())
+    } else {
+        Ok(())
+    }
+}
+
+/// `--watchdog`: at least [`MIN_WATCHDOG`].
+fn parse_watchdog(s: &str) -> Result<Duration, String> {
+    let d = parse_duration(s)?;
+    check_watchdog(d)?;
+    Ok(d)
+}
+
+fn check_watchdog(d: Duration) -> Result<(), String> {
+    if d < MIN_WATCHDOG {
+        Err(format!(
+            "--watchdog {} is below RFC 3539's minimum Tw of 6 s",
+            humantime::format_duration(d)
+        ))
+    } else {
+        Ok(())
+    }
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {

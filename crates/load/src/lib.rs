@@ -89,7 +89,7 @@ use tokio::sync::Barrier;
 
 pub use args::{parse_duration, LoadArgs, Protocol, Scenario};
 pub use stats::{
-    Generator, Latency, PercentilePoint, Report, Series, Sessions, TypeReport, LOAD_BOUND,
+    Drain, Generator, Latency, PercentilePoint, Report, Series, Sessions, TypeReport, LOAD_BOUND,
 };
 
 use conn::{Live, Plan};
@@ -121,23 +121,39 @@ pub async fn run_async(args: LoadArgs) -> anyhow::Result<Report> {
 }
 
 /// `gyro load`: runs, prints the report (JSON on stdout with `--json`,
-/// text otherwise) and returns the exit status of [`exit_code`].
+/// text otherwise) and returns the exit status of [`exit_code`]. The
+/// options are checked, and the `--report` file created, before any
+/// request is sent.
 pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
+    use std::io::Write;
+    args.validate().map_err(anyhow::Error::msg)?;
     let json = args.json;
     let max = args.max_error_ratio;
-    let page = args
-        .report
-        .clone()
-        .map(|path| (path, report::PageInfo::gather(&args)));
+    let page = match &args.report {
+        Some(path) => {
+            let file = std::fs::File::create(path)
+                .with_context(|| format!("creating the --report file {}", path.display()))?;
+            Some((path.clone(), file, report::PageInfo::gather(&args)))
+        }
+        None => None,
+    };
     let report = run(args)?;
-    if let Some((path, info)) = page {
-        std::fs::write(&path, report::html(&report, &info))
+    if let Some((path, mut file, info)) = page {
+        file.write_all(report::html(&report, &info).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     if json {
         println!("{}", report.to_json());
     } else {
         report.print_human();
+    }
+    let d = &report.drain;
+    if d.sessions_left_open > 0 {
+        eprintln!(
+            "gyro load: {} session(s) left open on the server ({}): their credit stays reserved until the server's Tcc ends them",
+            d.sessions_left_open,
+            d.left_open_reason.as_deref().unwrap_or("no reason recorded")
+        );
     }
     if report.sent == 0 {
         eprintln!("gyro load: no request was sent");
@@ -150,10 +166,14 @@ pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_code(&report, max))
 }
 
-/// Failure (1) when the run sent no request or the report's error ratio
-/// is above `max_error_ratio`, success otherwise.
+/// Failure (1) when the run sent no request, left sessions open on the
+/// server (see [`Drain`]) or the report's error ratio is above
+/// `max_error_ratio`, success otherwise.
 pub fn exit_code(report: &Report, max_error_ratio: f64) -> ExitCode {
-    if report.sent == 0 || report.exceeds_error_ratio(max_error_ratio) {
+    if report.sent == 0
+        || report.drain.sessions_left_open > 0
+        || report.exceeds_error_ratio(max_error_ratio)
+    {
         ExitCode::FAILURE
     } else {
         ExitCode::SUCCESS
@@ -165,6 +185,7 @@ async fn run_inner(
     handle_signals: bool,
     own_threads: bool,
 ) -> anyhow::Result<Report> {
+    args.validate().map_err(anyhow::Error::msg)?;
     if args.protocol == Protocol::Nchf {
         return nchf::run(args, handle_signals).await;
     }
@@ -253,8 +274,13 @@ async fn run_inner(
     let signals = handle_signals.then(|| {
         let live = live.clone();
         tokio::spawn(async move {
+            // The first Ctrl-C stops the run and drains its sessions, the
+            // second gives up the drain.
             if tokio::signal::ctrl_c().await.is_ok() {
                 live.stop.store(true, Ordering::Relaxed);
+            }
+            if tokio::signal::ctrl_c().await.is_ok() {
+                live.abort.store(true, Ordering::Relaxed);
             }
         })
     });

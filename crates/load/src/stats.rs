@@ -354,6 +354,16 @@ pub(crate) struct ConnStats {
     pub sessions_waiting_at_end: u64,
     /// RAR and ASR answered DIAMETER_UNKNOWN_SESSION_ID (5002).
     pub unknown_session_requests: u64,
+    /// CCR-Terminates sent in the drain (retries included).
+    pub drain_sent: u64,
+    /// Answers to them.
+    pub drain_answered: u64,
+    /// Sessions ended in the drain.
+    pub drain_finished: u64,
+    /// Sessions the server may still hold: they could not be ended.
+    pub left_open: u64,
+    /// Why the first of them could not be ended.
+    pub left_open_reason: Option<String>,
     pub last_answer: Option<Instant>,
     pub first_error: Option<String>,
     /// Open loop: how late each request left after its intended time.
@@ -391,6 +401,11 @@ impl ConnStats {
             sessions_continued: 0,
             sessions_waiting_at_end: 0,
             unknown_session_requests: 0,
+            drain_sent: 0,
+            drain_answered: 0,
+            drain_finished: 0,
+            left_open: 0,
+            left_open_reason: None,
             last_answer: None,
             first_error: None,
             send_lag: new_histogram(),
@@ -537,6 +552,28 @@ pub struct Sessions {
     pub waiting_at_end: u64,
 }
 
+/// The drain: what was done after the run stopped to end the sessions
+/// the server still held (see [`crate::LoadArgs`]). None of it is counted
+/// in the measured figures of the [`Report`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Drain {
+    /// CCR-Terminates sent after the run stopped (retries included).
+    pub requests: u64,
+    /// Answers to them.
+    pub answered: u64,
+    /// Sessions ended in the drain (also counted in
+    /// `sessions.completed` when their CCR-Terminate succeeded).
+    pub sessions_finished: u64,
+    /// Sessions the server may still hold, with credit reserved until its
+    /// Tcc supervision ends them: their CCR-Terminate could not be sent or
+    /// was never accepted (drain time spent, connection lost, a second
+    /// Ctrl-C, refused every time). Any makes `gyro load` exit 1.
+    pub sessions_left_open: u64,
+    /// Why the first of them could not be ended.
+    pub left_open_reason: Option<String>,
+}
+
 /// The result of a run.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct Report {
@@ -625,6 +662,9 @@ pub struct Report {
     pub experimental_result_codes: BTreeMap<u32, u64>,
     /// Session outcomes.
     pub sessions: Sessions,
+    /// The sessions ended after the run stopped, and those left open.
+    #[serde(default)]
+    pub drain: Drain,
     /// Non-2xxx answers + timeouts + lost requests + protocol errors.
     pub errors: u64,
     /// `errors / sent`; 1.0 when nothing was sent (no connection opened,
@@ -723,6 +763,13 @@ impl Report {
             r.sessions.continued_after_re_auth += c.sessions_continued;
             r.sessions.waiting_at_end += c.sessions_waiting_at_end;
             r.unknown_session_requests += c.unknown_session_requests;
+            r.drain.requests += c.drain_sent;
+            r.drain.answered += c.drain_answered;
+            r.drain.sessions_finished += c.drain_finished;
+            r.drain.sessions_left_open += c.left_open;
+            if r.drain.left_open_reason.is_none() {
+                r.drain.left_open_reason.clone_from(&c.left_open_reason);
+            }
             if r.first_connection_error.is_none() {
                 r.first_connection_error.clone_from(&c.first_error);
             }
@@ -763,9 +810,14 @@ impl Report {
             r.generator = Some(Generator {
                 threads: threads.len() as u32,
                 cpu_secs: cpu.as_secs_f64(),
-                cpu_us_per_request: cpu.as_secs_f64() * 1e6 / r.sent.max(1) as f64,
+                cpu_us_per_request: if r.sent > 0 {
+                    cpu.as_secs_f64() * 1e6 / r.sent as f64
+                } else {
+                    0.0
+                },
                 busiest_thread: busiest,
-                load_bound: busiest >= LOAD_BOUND,
+                // A run that sent nothing was bound by nothing.
+                load_bound: r.sent > 0 && busiest >= LOAD_BOUND,
             });
         }
         let tls: Vec<u64> = conns.iter().filter_map(|c| c.tls_handshake_us).collect();
@@ -893,7 +945,7 @@ impl Report {
                 l.count, l.mean, l.p99, l.max
             );
         }
-        if let Some(g) = &self.generator {
+        if let Some(g) = self.generator.as_ref().filter(|_| self.sent > 0) {
             let _ = writeln!(
                 s,
                 "  generator: {} thread{}, {:.2} s CPU, {:.2} us per request, busiest thread {:.0}% busy",
@@ -919,6 +971,26 @@ impl Report {
             "  sessions: started {}, completed {}, failed {}",
             self.sessions.started, self.sessions.completed, self.sessions.failed
         );
+        let d = &self.drain;
+        if d.requests > 0 {
+            let _ = writeln!(
+                s,
+                "  drain: {} session{} ended with a CCR-T after the run stopped ({} requests, {} answered; not in the figures above)",
+                d.sessions_finished,
+                if d.sessions_finished == 1 { "" } else { "s" },
+                d.requests,
+                d.answered
+            );
+        }
+        if d.sessions_left_open > 0 {
+            let _ = writeln!(
+                s,
+                "  LEFT OPEN: {} session{} could not be ended ({}): the server keeps their credit reserved until its Tcc ends them",
+                d.sessions_left_open,
+                if d.sessions_left_open == 1 { "" } else { "s" },
+                d.left_open_reason.as_deref().unwrap_or("no reason recorded")
+            );
+        }
         let w = &self.sessions;
         if w.waited_for_credit + w.continued_after_re_auth + w.waiting_at_end > 0 {
             let _ = writeln!(
@@ -942,10 +1014,27 @@ impl Report {
             "max us"
         );
         let row = |s: &mut String, name: &str, sent, ans, to, err, l: &Latency| {
+            // No latency recorded shows as "-", never as a measured 0 us.
+            let p = |v: u64| {
+                if l.count == 0 {
+                    "-".to_string()
+                } else {
+                    v.to_string()
+                }
+            };
             let _ = writeln!(
                 s,
                 "  {:<7} {:>10} {:>10} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
-                name, sent, ans, to, err, l.p50, l.p90, l.p99, l.p999, l.max
+                name,
+                sent,
+                ans,
+                to,
+                err,
+                p(l.p50),
+                p(l.p90),
+                p(l.p99),
+                p(l.p999),
+                p(l.max)
             );
         };
         for t in &self.per_type {
@@ -968,6 +1057,12 @@ impl Report {
             self.errors,
             &self.latency_us,
         );
+        if self.answered > 0 && self.latency_us.count == 0 {
+            let _ = writeln!(
+                s,
+                "  no latency measured: every answer was to a request of the --warmup"
+            );
+        }
         let codes = |s: &mut String, title: &str, m: &BTreeMap<u32, u64>| {
             if m.is_empty() {
                 return;

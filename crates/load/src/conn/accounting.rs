@@ -7,10 +7,11 @@ use std::time::Instant;
 use gyro_diameter::codes::result;
 use gyro_diameter::Message;
 
+use super::sessions::processed;
 use super::{Conn, Phase};
 use crate::args::Scenario;
 use crate::ccr;
-use crate::stats::ReqType;
+use crate::stats::{Counts, ReqType};
 
 impl Conn<'_> {
     pub(super) fn flush_live(&mut self) {
@@ -58,32 +59,42 @@ impl Conn<'_> {
             return;
         }
         let slot = &mut self.slots[s];
-        let ans = ccr::read_answer(
-            msg,
-            &slot.sid,
-            &mut self.stats.mscc_result_codes,
-            &mut self.stats.experimental_result_codes,
-        );
-        let t = &mut self.stats.types[slot.req as usize];
-        t.answered += 1;
-        let us = now.saturating_duration_since(slot.intended).as_micros() as u64;
-        if slot.intended >= self.measure_from {
-            t.record_latency(us);
-        }
-        if let Some(c) = ans.code() {
-            t.result_codes.add(c);
-        }
+        let drain = slot.drain;
+        // Drain answers count apart, out of every measured figure.
+        let mut scratch = (Counts::default(), Counts::default());
+        let (mscc, experimental) = if drain {
+            (&mut scratch.0, &mut scratch.1)
+        } else {
+            (
+                &mut self.stats.mscc_result_codes,
+                &mut self.stats.experimental_result_codes,
+            )
+        };
+        let ans = ccr::read_answer(msg, &slot.sid, mscc, experimental);
         let ok = ans.is_success();
-        self.stats.per_second.answered(now, us, ok);
-        if !ans.well_formed {
-            self.stats.protocol_errors += 1;
-        }
-        if !ok {
-            t.errors += 1;
-            self.errors += 1;
+        if drain {
+            self.stats.drain_answered += 1;
+        } else {
+            let t = &mut self.stats.types[slot.req as usize];
+            t.answered += 1;
+            let us = now.saturating_duration_since(slot.intended).as_micros() as u64;
+            if slot.intended >= self.measure_from {
+                t.record_latency(us);
+            }
+            if let Some(c) = ans.code() {
+                t.result_codes.add(c);
+            }
+            self.stats.per_second.answered(now, us, ok);
+            if !ans.well_formed {
+                self.stats.protocol_errors += 1;
+            }
+            if !ok {
+                t.errors += 1;
+                self.errors += 1;
+            }
+            self.stats.last_answer = Some(now);
         }
         self.in_flight -= 1;
-        self.stats.last_answer = Some(now);
         if self.plan.record.is_some() {
             use std::io::Write;
             let (req, number) = (slot.req, slot.number);
@@ -110,10 +121,19 @@ impl Conn<'_> {
         }
         let slot = &mut self.slots[s];
         let topup = self.plan.args.scenario == Scenario::Topup;
-        if topup && slot.req == ReqType::Initial && ans.code() == Some(result::CREDIT_LIMIT_REACHED)
-        {
+        let code = ans.code();
+        if slot.req == ReqType::Initial && ok {
+            slot.open = true;
+        }
+        if topup && slot.req == ReqType::Initial && code == Some(result::CREDIT_LIMIT_REACHED) {
             self.park(s, now);
-        } else if !ok || matches!(slot.req, ReqType::Terminate | ReqType::Event) {
+        } else if slot.req == ReqType::Terminate {
+            self.terminated(s, ok, code, now);
+        } else if !ok && slot.open && !processed(code) {
+            // A CCR-Update the server did not process: the session is
+            // still open there.
+            self.terminate_next(s);
+        } else if !ok || slot.req == ReqType::Event {
             self.end_session(s, ok);
         } else if topup && ans.starved && !slot.aborted {
             slot.number += 1;

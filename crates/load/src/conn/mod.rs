@@ -81,8 +81,11 @@ pub(crate) struct Live {
     pub sent: AtomicU64,
     pub answered: AtomicU64,
     pub errors: AtomicU64,
-    /// Set to stop early (Ctrl-C): no new sessions, a short drain.
+    /// Set to stop early (Ctrl-C): no new sessions, the drain.
     pub stop: AtomicBool,
+    /// Set to give up the drain (a second Ctrl-C): the sessions not yet
+    /// finished are left open.
+    pub abort: AtomicBool,
 }
 
 struct Conn<'p> {
@@ -99,14 +102,22 @@ struct Conn<'p> {
     waiting: usize,
     /// Places waiting to try a refused CCR-Initial again (topup scenario).
     parked: usize,
+    /// Sessions waiting to send their CCR-Terminate again.
+    backoff: usize,
     /// Index of this connection's first session place over all
     /// connections (the topup scenario gives each place one subscriber).
     place_base: u64,
     /// Requests this connection may still reserve (count mode).
     budget: Option<u64>,
     deadline: Option<Instant>,
+    /// When the drain is given up: the sessions not finished by then are
+    /// left open.
     hard_stop: Option<Instant>,
+    /// No new session starts.
     stopping: bool,
+    /// The run has stopped and the sessions still open are ended with
+    /// their CCR-Terminate, unpaced and out of the measured figures.
+    draining: bool,
     /// The slots of the schedule released to this connection by its
     /// thread's pacer (open loop only).
     paced: Option<Paced>,
@@ -195,9 +206,17 @@ impl<'p> Conn<'p> {
         let window = a.effective_window();
         let slot_bits = 32 - (window - 1).leading_zeros();
         let conns = u64::from(a.connections.max(1));
-        let budget = a
-            .count
-            .map(|n| n / conns + u64::from(u64::from(idx) < n % conns));
+        // Data sessions: the count is dealt out in whole sessions, so a
+        // count below one session per connection still sends them.
+        let share = |n: u64| n / conns + u64::from(u64::from(idx) < n % conns);
+        let budget = a.count.map(|n| {
+            if a.whole_sessions() {
+                let len = a.data_session_len();
+                share(n / len) * len
+            } else {
+                share(n)
+            }
+        });
         let deadline = plan.duration.map(|d| now + d);
         let scan_every =
             (a.timeout / 4).clamp(Duration::from_millis(1), Duration::from_millis(100));
@@ -217,6 +236,10 @@ impl<'p> Conn<'p> {
                 aborted: false,
                 resume: false,
                 re_auth_in_flight: false,
+                open: false,
+                failed: false,
+                drain: false,
+                tries: 0,
             })
             .collect();
         let sid_prefix = format!(
@@ -242,11 +265,13 @@ impl<'p> Conn<'p> {
             in_flight: 0,
             waiting: 0,
             parked: 0,
+            backoff: 0,
             place_base: u64::from(idx) * u64::from(window),
             budget,
             deadline,
-            hard_stop: deadline.map(|d| d + a.timeout),
+            hard_stop: deadline.map(|d| d + a.drain_time()),
             stopping: false,
+            draining: false,
             paced,
             measure_from: now + a.warmup,
             next_scan: now + scan_every,
@@ -262,7 +287,20 @@ impl<'p> Conn<'p> {
     }
 
     fn done(&self) -> bool {
-        self.ready.is_empty() && self.in_flight == 0 && self.waiting == 0
+        self.ready.is_empty() && self.in_flight == 0 && self.waiting == 0 && self.backoff == 0
+    }
+
+    /// The run stops (`--duration` is over, or Ctrl-C): no session starts
+    /// any more, and the sessions still open are ended with their
+    /// CCR-Terminate within [`LoadArgs::drain_time`].
+    fn begin_drain(&mut self, now: Instant) {
+        if self.draining {
+            return;
+        }
+        self.stopping = true;
+        self.draining = true;
+        let bound = now + self.plan.args.drain_time();
+        self.hard_stop = Some(self.hard_stop.map_or(bound, |h| h.min(bound)));
     }
 
     /// Sessions waiting for credit end (CCR-Terminate) once the run stops,
@@ -272,7 +310,7 @@ impl<'p> Conn<'p> {
             return;
         }
         if self.deadline.is_some_and(|d| now >= d) {
-            self.stopping = true;
+            self.begin_drain(now);
         }
         let idle = self.deadline.is_none()
             && self.ready.is_empty()
@@ -301,17 +339,24 @@ impl<'p> Conn<'p> {
             };
             while healthy {
                 let now = Instant::now();
-                if self.live.stop.load(Ordering::Relaxed) && !self.stopping {
-                    self.stopping = true;
-                    let soon = now + self.plan.args.timeout.min(Duration::from_secs(1));
-                    self.hard_stop = Some(self.hard_stop.map_or(soon, |h| h.min(soon)));
+                if self.live.abort.load(Ordering::Relaxed) {
+                    self.abandon("the drain was interrupted (a second Ctrl-C)");
+                    break;
+                }
+                if self.live.stop.load(Ordering::Relaxed) {
+                    self.begin_drain(now);
                 }
                 if now >= self.next_scan {
                     self.scan_timeouts(now);
                     self.next_scan = now + self.scan_every;
                 }
                 if self.hard_stop.is_some_and(|h| now >= h) {
-                    self.abandon();
+                    self.abandon("the drain time (twice --timeout) ran out");
+                    break;
+                }
+                if self.stopping && self.in_flight == 0 && conn.state() != State::Open {
+                    // The server said goodbye: nothing more can be sent.
+                    self.abandon("the server closed the connection (DPR)");
                     break;
                 }
                 self.end_waiting_if_over(now);
@@ -444,7 +489,10 @@ impl<'p> Conn<'p> {
     /// True when the connection waits for its pacer: open loop, a session
     /// ready to send and no slot released for it.
     fn wants_slot(&self, conn: &Connection) -> bool {
-        self.paced.is_some() && !self.ready.is_empty() && conn.state() == State::Open
+        self.paced.is_some()
+            && !self.draining
+            && !self.ready.is_empty()
+            && conn.state() == State::Open
     }
 
     /// Handles everything the connection has for us: answers, requests

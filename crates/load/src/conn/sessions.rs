@@ -26,6 +26,27 @@ pub(super) enum Phase {
     /// Topup scenario: no session; the last CCR-Initial was refused for
     /// lack of credit, and a new one starts after [`CREDIT_RETRY`].
     Parked,
+    /// The session's CCR-Terminate was refused with a protocol error
+    /// (3xxx: not processed) or went unanswered: it is sent again after
+    /// [`terminate_backoff`].
+    Backoff,
+}
+
+/// How many times a session's CCR-Terminate is sent at most.
+pub(super) const MAX_TERMINATE_TRIES: u32 = 8;
+
+/// How long a session waits before sending its CCR-Terminate again after
+/// `tries` tries: 50 ms, doubled each time, at most 1 s.
+pub(super) fn terminate_backoff(tries: u32) -> Duration {
+    Duration::from_millis(50 << tries.clamp(1, 6).saturating_sub(1)).min(Duration::from_secs(1))
+}
+
+/// True when a failed answer says the server processed the request (a
+/// 4xxx or 5xxx Result-Code: RFC 8506 has the server end the session
+/// then), false for a protocol error (3xxx, e.g. DIAMETER_TOO_BUSY: the
+/// request never reached the session) or an unreadable answer.
+pub(super) fn processed(code: Option<u32>) -> bool {
+    code.is_some_and(|c| c >= 4000)
 }
 
 /// Topup scenario: how long a session place whose CCR-Initial was refused
@@ -60,45 +81,137 @@ pub(super) struct Slot {
     /// answer says the quota ran out, the session asks again at once
     /// instead of waiting.
     pub(super) re_auth_in_flight: bool,
+    /// The server holds the session: its CCR-Initial was answered with
+    /// success and it has not ended yet. Such a session is ended with a
+    /// CCR-Terminate whatever happens to its other requests.
+    pub(super) open: bool,
+    /// A request of the session failed: it ends as failed even when its
+    /// CCR-Terminate succeeds.
+    pub(super) failed: bool,
+    /// The request in flight was sent in the drain (not measured).
+    pub(super) drain: bool,
+    /// CCR-Terminates sent for the session so far.
+    pub(super) tries: u32,
 }
 
 impl Conn<'_> {
     /// The connection broke: everything in flight is lost.
+    /// The connection broke: everything in flight is lost, and the
+    /// sessions the server holds are left open.
     pub(super) fn broken(&mut self, why: String) {
+        let left = format!("connection lost ({why})");
         self.stats.connection_error(why);
-        let lost = self.stats.lost;
+        let (lost, mut open) = (self.stats.lost, 0);
         for s in &mut self.slots {
             match s.phase {
-                Phase::InFlight => {
+                Phase::InFlight if !s.drain => {
                     self.stats.lost += 1;
                     self.errors += 1;
                     self.stats.sessions_failed += 1;
                 }
-                Phase::Waiting => self.stats.sessions_failed += 1,
-                _ => {}
+                Phase::InFlight | Phase::Waiting | Phase::Ready | Phase::Backoff => {
+                    self.stats.sessions_failed += 1
+                }
+                Phase::Free | Phase::Parked => {}
             }
+            if s.phase != Phase::Free && s.open {
+                open += 1;
+            }
+            s.open = false;
             s.phase = Phase::Free;
         }
         let lost = self.stats.lost - lost;
         self.stats.per_second.lost(Instant::now(), lost);
+        self.leave_open(open, &left);
+        self.clear();
+    }
+
+    /// The run was stopped with requests in flight (`why`): the sessions
+    /// the server still holds are left open.
+    pub(super) fn abandon(&mut self, why: &str) {
+        let mut open = 0;
+        for s in &mut self.slots {
+            if s.phase == Phase::InFlight && !s.drain {
+                self.stats.abandoned += 1;
+            }
+            if s.phase != Phase::Free && s.open {
+                open += 1;
+                self.stats.sessions_failed += 1;
+            }
+            s.open = false;
+            s.phase = Phase::Free;
+        }
+        self.leave_open(open, why);
+        self.clear();
+    }
+
+    fn clear(&mut self) {
         self.in_flight = 0;
         self.waiting = 0;
         self.parked = 0;
+        self.backoff = 0;
         self.ready.clear();
     }
 
-    /// The run was stopped with requests in flight.
-    pub(super) fn abandon(&mut self) {
-        for s in &mut self.slots {
-            if s.phase == Phase::InFlight {
-                self.stats.abandoned += 1;
-            }
-            s.phase = Phase::Free;
+    /// Counts `n` sessions the server may still hold, with the first
+    /// reason.
+    pub(super) fn leave_open(&mut self, n: u64, why: &str) {
+        if n == 0 {
+            return;
         }
-        self.in_flight = 0;
-        self.waiting = 0;
-        self.parked = 0;
-        self.ready.clear();
+        self.stats.left_open += n;
+        if self.stats.left_open_reason.is_none() {
+            self.stats.left_open_reason = Some(why.to_string());
+        }
+    }
+
+    /// A CCR-Update of the session in slot `s` failed without being
+    /// processed, or went unanswered, while the server holds the session:
+    /// its next request is the CCR-Terminate.
+    pub(super) fn terminate_next(&mut self, s: usize) {
+        let slot = &mut self.slots[s];
+        slot.failed = true;
+        slot.aborted = true;
+        slot.number += 1;
+        slot.phase = Phase::Ready;
+        self.ready.push_back(s as u32);
+    }
+
+    /// The CCR-Terminate of the session in slot `s` was answered `code`
+    /// (`ok` for success).
+    pub(super) fn terminated(&mut self, s: usize, ok: bool, code: Option<u32>, now: Instant) {
+        if ok || processed(code) {
+            // Ended (5002 too: the server holds no such session).
+            let slot = &self.slots[s];
+            let completed = ok && !slot.failed;
+            if slot.drain {
+                self.stats.drain_finished += 1;
+            }
+            self.end_session(s, completed);
+        } else {
+            let why = match code {
+                Some(c) => format!("CCR-T refused with Result-Code {c}"),
+                None => "CCR-T answer unreadable".to_string(),
+            };
+            self.retry_terminate(s, now, &why);
+        }
+    }
+
+    /// The CCR-Terminate of the session in slot `s` did not end it
+    /// (`why`): it is sent again after a back-off, or, after
+    /// [`MAX_TERMINATE_TRIES`], the session is left open.
+    pub(super) fn retry_terminate(&mut self, s: usize, now: Instant, why: &str) {
+        let slot = &mut self.slots[s];
+        slot.failed = true;
+        if slot.tries >= MAX_TERMINATE_TRIES {
+            let why = format!("{why}, {MAX_TERMINATE_TRIES} times");
+            self.leave_open(1, &why);
+            self.end_session(s, false);
+        } else {
+            slot.phase = Phase::Backoff;
+            slot.sent = now;
+            self.backoff += 1;
+        }
     }
 
     /// Topup scenario: the answer to the session in slot `s` says its
@@ -171,7 +284,7 @@ impl Conn<'_> {
     /// Sends what the window, the schedule and the budget allow.
     pub(super) fn fill(&mut self, now: Instant, out: &mut BytesMut) {
         if self.deadline.is_some_and(|d| now >= d) {
-            self.stopping = true;
+            self.begin_drain(now);
         }
         if self.ready.is_empty() {
             return;
@@ -186,7 +299,8 @@ impl Conn<'_> {
                 self.ready.pop_front();
                 continue;
             }
-            if self.paced.as_ref().is_some_and(|p| !p.due()) {
+            // The drain is not paced.
+            if !self.draining && self.paced.as_ref().is_some_and(|p| !p.due()) {
                 break;
             }
             self.ready.pop_front();
@@ -196,12 +310,12 @@ impl Conn<'_> {
                 continue;
             }
             let intended = match &mut self.paced {
-                Some(p) => {
+                Some(p) if !self.draining => {
                     let t = p.take();
                     self.stats.record_send(t, now, self.deadline);
                     t
                 }
-                None => now,
+                _ => now,
             };
             self.send(s as usize, intended, now, ts, out);
         }
@@ -241,6 +355,9 @@ impl Conn<'_> {
         slot.aborted = false;
         slot.resume = false;
         slot.re_auth_in_flight = false;
+        slot.open = false;
+        slot.failed = false;
+        slot.tries = 0;
         slot.number = 0;
         slot.offset = offset;
         slot.reserved = len;
@@ -257,6 +374,7 @@ impl Conn<'_> {
         out: &mut BytesMut,
     ) {
         let updates = self.plan.args.updates;
+        let drain = self.draining;
         self.gen = self.gen.wrapping_add(1);
         self.e2e = self.e2e.wrapping_add(1);
         let hbh = self.gen.wrapping_shl(self.slot_bits) | s as u32;
@@ -265,7 +383,8 @@ impl Conn<'_> {
             ReqType::Event
         } else if slot.number == 0 {
             ReqType::Initial
-        } else if slot.aborted {
+        } else if slot.aborted || drain {
+            // In the drain an open session goes straight to its end.
             ReqType::Terminate
         } else if slot.number <= updates || slot.resume {
             ReqType::Update
@@ -274,6 +393,10 @@ impl Conn<'_> {
         };
         slot.resume = false;
         slot.re_auth_in_flight = false;
+        slot.drain = drain;
+        if kind == ReqType::Terminate {
+            slot.tries += 1;
+        }
         let start = out.len();
         self.plan.builder.write(
             out,
@@ -299,8 +422,12 @@ impl Conn<'_> {
         slot.sent = now;
         slot.reserved = slot.reserved.saturating_sub(1);
         self.in_flight += 1;
-        self.stats.types[kind as usize].sent += 1;
-        self.stats.per_second.sent(now);
+        if drain {
+            self.stats.drain_sent += 1;
+        } else {
+            self.stats.types[kind as usize].sent += 1;
+            self.stats.per_second.sent(now);
+        }
     }
 
     /// Ends the session in slot `s` and frees the slot for a new one.
@@ -311,6 +438,7 @@ impl Conn<'_> {
         }
         slot.reserved = 0;
         slot.phase = Phase::Free;
+        slot.open = false;
         if completed {
             self.stats.sessions_completed += 1;
         } else {
@@ -319,10 +447,12 @@ impl Conn<'_> {
         self.ready.push_back(s as u32);
     }
 
-    /// Ends the sessions whose request went unanswered too long, and
-    /// brings parked places back once their retry time has come.
+    /// Handles the requests unanswered too long (the session ends, or, if
+    /// the server holds it, goes on to its CCR-Terminate), brings parked
+    /// places back once their retry time has come, and sends again the
+    /// CCR-Terminates whose back-off is over.
     pub(super) fn scan_timeouts(&mut self, now: Instant) {
-        if self.in_flight == 0 && self.parked == 0 {
+        if self.in_flight == 0 && self.parked == 0 && self.backoff == 0 {
             return;
         }
         let timeout = self.plan.args.timeout;
@@ -330,11 +460,27 @@ impl Conn<'_> {
             let slot = &mut self.slots[s];
             match slot.phase {
                 Phase::InFlight if now.duration_since(slot.sent) >= timeout => {
-                    self.stats.types[slot.req as usize].timeouts += 1;
-                    self.stats.per_second.timeout(now);
-                    self.errors += 1;
+                    let (req, open) = (slot.req, slot.open);
+                    if !slot.drain {
+                        self.stats.types[req as usize].timeouts += 1;
+                        self.stats.per_second.timeout(now);
+                        self.errors += 1;
+                    }
                     self.in_flight -= 1;
-                    self.end_session(s, false);
+                    if req == ReqType::Terminate && open {
+                        self.retry_terminate(s, now, "CCR-T unanswered");
+                    } else if req == ReqType::Update && open {
+                        self.terminate_next(s);
+                    } else {
+                        self.end_session(s, false);
+                    }
+                }
+                Phase::Backoff
+                    if now.duration_since(slot.sent) >= terminate_backoff(slot.tries) =>
+                {
+                    slot.phase = Phase::Ready;
+                    self.backoff -= 1;
+                    self.ready.push_back(s as u32);
                 }
                 Phase::Parked if now.duration_since(slot.sent) >= CREDIT_RETRY => {
                     slot.phase = Phase::Free;
