@@ -1,10 +1,12 @@
 //! `gyro decode` on the command line: hex input, raw files, invalid
 //! messages (what is wrong, the Result-Code, the Failed-AVP, exit status 1
-//! after every message is printed) and unreadable input (status 2).
+//! after every message is printed) and unreadable input (status 2);
+//! `gyro load` refusing options that would measure nothing, or not what
+//! was asked, before it sends anything (status 2, the problem named).
 
 mod support;
 
-use support::{gyro, scratch, testdata_hex};
+use support::{free_port, gyro, scratch, testdata_hex};
 
 /// A DWR with Origin-Host `a.b` and Origin-Realm `b`.
 const DWR: &str = "0100002c80000118000000000000000100000002\
@@ -129,4 +131,68 @@ fn strict_mode_rejects_what_lenient_mode_accepts() {
         out.contains("\nFailed-AVP:\n  Origin-Host code 264 flags - = \"d0-nlepg1.mtn.co.za\"\n"),
         "{out}"
     );
+}
+
+/// `gyro load` with `args` against a port nobody listens on: refused
+/// before any connection, with exit status 2 and a message containing
+/// each of `says`.
+fn load_refuses(args: &[&str], says: &[&str]) {
+    let target = format!("127.0.0.1:{}", free_port());
+    let mut all = vec!["load", "--quiet", "--target", target.as_str()];
+    all.extend_from_slice(args);
+    let (code, out, err) = gyro(&all);
+    assert_eq!(code, 2, "{args:?}: {out}{err}");
+    assert!(out.is_empty(), "{args:?}: no report expected: {out}");
+    for s in says {
+        assert!(err.contains(s), "{args:?}: {s:?} not in {err}");
+    }
+    assert!(
+        !err.contains("connect"),
+        "{args:?}: refused too late: {err}"
+    );
+}
+
+#[test]
+fn load_refuses_options_that_would_measure_nothing_before_sending() {
+    load_refuses(
+        &["--duration", "1s", "--warmup", "5s"],
+        &["--warmup", "not shorter than --duration", "no latency"],
+    );
+    load_refuses(&["--timeout", "0s"], &["--timeout must be above 0"]);
+    load_refuses(&["--watchdog", "1s"], &["RFC 3539", "6 s"]);
+    load_refuses(
+        &["--count", "3"],
+        &["--count 3 is less than one data session", "5 requests"],
+    );
+    load_refuses(&["--count", "0"], &["--count"]);
+    load_refuses(
+        &["--protocol", "nchf", "--scenario", "sms"],
+        &["nchf does not run the sms scenario", "data"],
+    );
+    let dir = scratch("cli-load-report");
+    let page = dir.join("no-such-dir").join("rep.html");
+    load_refuses(
+        &["--report", page.to_str().unwrap()],
+        &["--report file", "rep.html"],
+    );
+}
+
+#[test]
+fn load_against_a_closed_port_reports_no_per_request_figures() {
+    let target = format!("127.0.0.1:{}", free_port());
+    let (code, out, err) = gyro(&[
+        "load",
+        "--quiet",
+        "--target",
+        &target,
+        "--duration",
+        "1s",
+        "--connections",
+        "1",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(out.contains("no request was sent"), "{out}");
+    assert!(!out.contains("LOAD-BOUND"), "{out}");
+    assert!(!out.contains("per request"), "{out}");
+    assert!(err.contains("no request was sent"), "{err}");
 }

@@ -27,6 +27,13 @@
 //! each ends the run with a DPR (Disconnect-Cause
 //! DO_NOT_WANT_TO_TALK_TO_YOU) and waits, bounded, for the DPA.
 //!
+//! When `--duration` (or Ctrl-C) stops the run, no new session starts and
+//! every session the server still holds is ended at once with its
+//! CCR-Terminate (the drain, bounded by twice `--timeout`), so the server
+//! is left with nothing open or reserved; the drain is reported apart
+//! ([`Drain`]) and sessions it could not end fail the run (see
+//! [`LoadArgs`]).
+//!
 //! The connections are shared out among `--threads` load threads, each a
 //! single-threaded runtime of its own that drives its connections.
 //!

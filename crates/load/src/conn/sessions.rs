@@ -202,7 +202,6 @@ impl Conn<'_> {
     /// [`MAX_TERMINATE_TRIES`], the session is left open.
     pub(super) fn retry_terminate(&mut self, s: usize, now: Instant, why: &str) {
         let slot = &mut self.slots[s];
-        slot.failed = true;
         if slot.tries >= MAX_TERMINATE_TRIES {
             let why = format!("{why}, {MAX_TERMINATE_TRIES} times");
             self.leave_open(1, &why);
