@@ -82,7 +82,8 @@ fn nchf_loads_with_a_window_above_max_concurrent_streams_run_back_to_back() {
     assert_eq!(status, 200, "{list}");
     assert_eq!(list["sessions"].as_array().map(Vec::len), Some(0), "{list}");
 
-    // A run that sends nothing fails (--count 0), over Nchf and Diameter.
+    // A run that sends nothing fails (over before it starts:
+    // --duration 0s), over Nchf and Diameter.
     let diameter = server.diameter.to_string();
     for (protocol, target) in [("nchf", &target), ("diameter", &diameter)] {
         let (ok, r, stderr) = load(&[
@@ -92,8 +93,8 @@ fn nchf_loads_with_a_window_above_max_concurrent_streams_run_back_to_back() {
             target,
             "--connections",
             "1",
-            "--count",
-            "0",
+            "--duration",
+            "0s",
         ]);
         assert!(!ok, "{protocol}: a run that sent nothing succeeded: {r}");
         assert_eq!(r["sent"], 0, "{protocol}: {r}");
