@@ -12,6 +12,11 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
+/// The largest account id the API takes (2^53 - 1, the largest integer a
+/// JSON client reading numbers as doubles holds exactly); the ids gyro
+/// picks itself stay far below it.
+pub const MAX_ACCOUNT_ID: u64 = (1 << 53) - 1;
+
 use crate::model::{
     AccountList, AccountView, BundleView, CreateAccount, SessionList, SessionView, Status,
     TopUpRequest, UpdateAccount,
@@ -152,6 +157,12 @@ pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Respo
     let mut new = request.to_new_account()?;
     let subs = &backend.subscribers;
     new.id = match request.id {
+        Some(id) if !(1..=MAX_ACCOUNT_ID).contains(&id) => {
+            return Err(Problem::invalid(format!(
+                "account id {id} is out of range: 1 to {MAX_ACCOUNT_ID} (the largest integer \
+                 every JSON client reads exactly)"
+            )))
+        }
         Some(id) => {
             subs.note_account_id(AccountId(id));
             AccountId(id)
@@ -377,6 +388,7 @@ pub async fn top_up(
 
 /// `GET /v1/accounts` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct AccountQuery {
     /// Only accounts with an id above this one (for the next page).
     pub after: Option<u64>,
@@ -423,6 +435,7 @@ pub async fn list(
 
 /// `GET /v1/sessions` query.
 #[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct SessionQuery {
     /// Only this subscriber's sessions (MSISDN or IMSI digits).
     pub subscriber: Option<String>,

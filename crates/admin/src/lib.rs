@@ -236,7 +236,59 @@ fn router(inner: AppState) -> Router {
         .route("/readyz", get(health::readyz))
         .merge(api)
         .fallback(not_found)
+        .layer(axum::middleware::map_response(as_problem))
         .with_state(inner)
+}
+
+/// Bytes of an error body read to turn it into a problem's detail.
+const ERROR_BODY_MAX: usize = 16 * 1024;
+
+/// Every error is `application/problem+json` (RFC 9457), also those the
+/// framework answers before a handler runs: a method the path does not
+/// take (405, its Allow header kept), a query string that does not
+/// parse (400), a body over the size limit (413), a missing or wrong
+/// content type (415). Their text becomes the problem's detail.
+async fn as_problem(response: Response) -> Response {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_problem {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, ERROR_BODY_MAX)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let title = status.canonical_reason().unwrap_or("Error");
+    let slug = match status {
+        axum::http::StatusCode::BAD_REQUEST => "malformed",
+        axum::http::StatusCode::METHOD_NOT_ALLOWED => "method-not-allowed",
+        axum::http::StatusCode::PAYLOAD_TOO_LARGE => "too-large",
+        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported-media-type",
+        _ => "error",
+    };
+    let detail =
+        match (text.is_empty(), status) {
+            (false, _) => text,
+            (true, axum::http::StatusCode::METHOD_NOT_ALLOWED) => {
+                match parts.headers.get(header::ALLOW).and_then(|v| v.to_str().ok()) {
+                Some(allow) if !allow.is_empty() => format!("this path takes {allow}"),
+                _ => "this path does not take this method (its Allow header lists those it takes)"
+                    .to_string(),
+            }
+            }
+            (true, _) => title.to_string(),
+        };
+    let mut r = Problem::new(status, slug, title, detail).into_response();
+    for (name, value) in &parts.headers {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            r.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    r
 }
 
 async fn not_found() -> Problem {
@@ -248,12 +300,14 @@ async fn auth(State(state): State<AppState>, request: Request, next: Next) -> Re
     let Some(token) = &state.token else {
         return next.run(request).await;
     };
+    // RFC 9110 section 11.1: the scheme name is case-insensitive.
     let given = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim);
+        .and_then(|v| v.split_once(' '))
+        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+        .map(|(_, token)| token.trim());
     if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.as_bytes())) {
         return next.run(request).await;
     }

@@ -119,7 +119,8 @@ pub struct CreateAccount {
     /// The ISO 4217 alphabetic code of its money (default: the charging
     /// configuration's `[currency]`).
     pub currency: Option<String>,
-    /// Account id (default: the next free one). It picks the shard.
+    /// Account id, 1 to 2^53 - 1 (default: the next free one). It picks
+    /// the shard.
     pub id: Option<u64>,
 }
 

@@ -64,7 +64,7 @@ use crate::{accounts, health, metrics, model, peers, problem, rate, sessions, tl
         tls::TlsCertificate,
         health::Health,
     )),
-    modifiers(&BearerToken),
+    modifiers(&BearerToken, &ErrorResponses),
     security(("bearer" = []))
 )]
 pub struct ApiDoc;
@@ -78,6 +78,72 @@ impl Modify for BearerToken {
             "bearer",
             SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
         );
+    }
+}
+
+/// What every operation can answer beyond its own responses: 401
+/// without the token (the probes need none: their `security` is empty),
+/// 400 for a query string or JSON body that does not parse, 413 for a
+/// body over the size limit; all as `application/problem+json`. And the
+/// content of this document's own 200.
+struct ErrorResponses;
+
+impl Modify for ErrorResponses {
+    fn modify(&self, api: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::schema::{Object, Schema};
+        use utoipa::openapi::{Content, Ref, RefOr, ResponseBuilder};
+        let problem = |description: &str| {
+            RefOr::T(
+                ResponseBuilder::new()
+                    .description(description)
+                    .content(
+                        "application/problem+json",
+                        Content::new(Some(Ref::from_schema_name("Problem"))),
+                    )
+                    .build(),
+            )
+        };
+        for (path, item) in api.paths.paths.iter_mut() {
+            let probe = path == "/healthz" || path == "/readyz";
+            let ops = [
+                &mut item.get,
+                &mut item.put,
+                &mut item.post,
+                &mut item.delete,
+                &mut item.patch,
+            ];
+            for op in ops.into_iter().flatten() {
+                let responses = &mut op.responses.responses;
+                if probe {
+                    op.security = Some(Vec::new());
+                } else {
+                    responses.entry("401".into()).or_insert_with(|| {
+                        problem("The bearer token is missing or wrong (admin.token_file)")
+                    });
+                }
+                if op.request_body.is_some() || op.parameters.is_some() {
+                    responses.entry("400".into()).or_insert_with(|| {
+                        problem("The query string or the JSON body does not parse")
+                    });
+                }
+                if op.request_body.is_some() {
+                    responses
+                        .entry("413".into())
+                        .or_insert_with(|| problem("The body is over the size limit"));
+                }
+            }
+            if path == "/v1/openapi.json" {
+                if let Some(RefOr::T(ok)) = item
+                    .get
+                    .as_mut()
+                    .and_then(|op| op.responses.responses.get_mut("200"))
+                {
+                    let schema: RefOr<Schema> = RefOr::T(Schema::Object(Object::new()));
+                    ok.content
+                        .insert("application/json".into(), Content::new(Some(schema)));
+                }
+            }
+        }
     }
 }
 

@@ -26,8 +26,8 @@ pub struct TlsCertificate {
 #[utoipa::path(post, path = "/v1/tls/reload", tag = "tls",
     responses(
         (status = 200, description = "Reloaded: the certificate new connections get", body = TlsCertificate),
-        (status = 404, description = "No [tls] listener is configured", body = Problem),
-        (status = 422, description = "The files could not be used; the certificate in use stays", body = Problem),
+        (status = 404, description = "No [tls] listener is configured", body = Problem, content_type = "application/problem+json"),
+        (status = 422, description = "The files could not be used; the certificate in use stays", body = Problem, content_type = "application/problem+json"),
     ))]
 pub async fn reload(State(state): State<AppState>) -> Result<Json<TlsCertificate>, Problem> {
     let backend = state.backend()?;

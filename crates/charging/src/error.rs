@@ -46,9 +46,16 @@ pub enum Error {
     /// No rate serves what was to be priced (the message says why).
     #[error("{0}")]
     Unrated(String),
-    /// An amount was negative or would overflow.
+    /// An amount was not positive where it must be, or out of range.
     #[error("invalid amount {0}")]
     InvalidAmount(i64),
+    /// A top-up would take the balance or the sum of top-ups past the
+    /// largest amount an account holds.
+    #[error(
+        "a top-up of {0} would take the account's balance or its top-ups past \
+         9223372036854775807 minor units"
+    )]
+    WouldOverflow(i64),
     /// An effect could not be applied to the current state (a replayed
     /// journal that does not belong to this state).
     #[error("effect does not apply: {0}")]

@@ -85,9 +85,10 @@ struct Report {
     shards: usize,
     accounts: usize,
     open_sessions: usize,
-    balance: i64,
-    reserved: i64,
-    debited: i64,
+    /// Sums over every account, wide enough never to wrap.
+    balance: i128,
+    reserved: i128,
+    debited: i128,
     violations: usize,
     /// The pid of the running server holding the directory, when one does
     /// (the figures are then a snapshot of a moving state).
@@ -184,10 +185,13 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
         report.open_sessions += engine.session_count();
         for a in engine.accounts() {
             report.accounts += 1;
-            report.balance += a.balance;
-            report.reserved += a.reserved;
-            report.debited += a.debited;
-            if a.initial_balance + a.topped_up != a.balance + a.reserved + a.debited {
+            report.balance += i128::from(a.balance);
+            report.reserved += i128::from(a.reserved);
+            report.debited += i128::from(a.debited);
+            let wide = i128::from;
+            if wide(a.initial_balance) + wide(a.topped_up)
+                != wide(a.balance) + wide(a.reserved) + wide(a.debited)
+            {
                 report.violations += 1;
                 eprintln!(
                     "account {}: initial {} + top-ups {} != balance {} + reserved {} + debited {}",

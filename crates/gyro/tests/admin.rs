@@ -204,6 +204,41 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
     is_problem(&server.top_up("46700000001", 10, ""), 422);
     let r = server.call("PATCH", "/v1/accounts/46700000001", Some(json!({})));
     is_problem(&r, 422);
+    // Ids past what every JSON client reads exactly, and 0, are refused.
+    for id in [json!(0), json!(1u64 << 53), json!(u64::MAX)] {
+        let create = json!({"msisdn": "46709990011", "balance": 1, "id": id});
+        is_problem(&server.call("POST", "/v1/accounts", Some(create)), 422);
+    }
+    // What the framework refuses before a handler runs is a problem
+    // document too: a query string that does not parse, a method the
+    // path does not take (its Allow header kept).
+    is_problem(&server.call("GET", "/v1/accounts?limit=abc", None), 400);
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut put = agent
+        .put(&format!("{}/v1/accounts", server.admin))
+        .send("{}")
+        .unwrap();
+    assert_eq!(put.status().as_u16(), 405);
+    let allow = put
+        .headers()
+        .get("allow")
+        .map(|v| v.to_str().unwrap().to_string());
+    assert!(
+        allow.as_deref().is_some_and(|a| a.contains("POST")),
+        "{allow:?}"
+    );
+    let content_type = put
+        .headers()
+        .get("content-type")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .to_string();
+    let body: Value = serde_json::from_str(&put.body_mut().read_to_string().unwrap()).unwrap();
+    is_problem(&(405, content_type, body), 405);
     // Nothing invalid changed anything.
     assert!(server.call("GET", "/v1/accounts/46709990010", None).0 == 404);
 
@@ -243,6 +278,22 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
             "{path} missing from the OpenAPI document"
         );
     }
+    // Query parameters are query parameters, optional; the probes need
+    // no token; every other operation may answer 401.
+    for path in ["/v1/accounts", "/v1/sessions"] {
+        for p in api["paths"][path]["get"]["parameters"].as_array().unwrap() {
+            assert_eq!(
+                (&p["in"], &p["required"]),
+                (&json!("query"), &json!(false)),
+                "{p}"
+            );
+        }
+    }
+    for probe in ["/healthz", "/readyz"] {
+        assert_eq!(api["paths"][probe]["get"]["security"], json!([]), "{probe}");
+    }
+    assert!(api["paths"]["/v1/peers"]["get"]["responses"]["401"].is_object());
+    assert!(api["paths"]["/v1/accounts"]["post"]["responses"]["400"].is_object());
     let (status, _, peers) = server.call("GET", "/v1/peers", None);
     assert_eq!((status, &peers["open_connections"]), (200, &json!(1)));
     drop(pgw);
@@ -280,6 +331,17 @@ fn a_token_is_required_when_configured_and_an_open_address_needs_one() {
     )
     .unwrap();
     is_problem(&r, 401);
+    // The scheme name is case-insensitive (RFC 9110 section 11.1).
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let lower = agent
+        .get(&url("/v1/accounts/46700000001"))
+        .header("Authorization", "bearer s3cret-token")
+        .call()
+        .unwrap();
+    assert_eq!(lower.status().as_u16(), 200);
     // Probes need no token.
     assert_eq!(http(&url("/healthz"), "GET", None, None).unwrap().0, 200);
     assert_eq!(http(&url("/readyz"), "GET", None, None).unwrap().0, 200);

@@ -154,9 +154,11 @@ impl From<gyro_charging::Error> for OpError {
             | E::DuplicateSubscriber(_)
             | E::AccountInUse(_)
             | E::IdempotencyConflict { .. } => OpError::Conflict(text),
-            E::InvalidAmount(_) | E::InvalidAccount(_) | E::InvalidPlan(_) | E::Unrated(_) => {
-                OpError::Invalid(text)
-            }
+            E::InvalidAmount(_)
+            | E::WouldOverflow(_)
+            | E::InvalidAccount(_)
+            | E::InvalidPlan(_)
+            | E::Unrated(_) => OpError::Invalid(text),
             _ => OpError::Unavailable(text),
         }
     }

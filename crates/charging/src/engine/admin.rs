@@ -225,11 +225,12 @@ impl Engine {
             }
             None => {}
         }
-        if amount <= 0
-            || acc.balance.checked_add(amount).is_none()
-            || acc.topped_up.checked_add(amount).is_none()
-        {
+        if amount <= 0 {
             return Err(Error::InvalidAmount(amount));
+        }
+        if acc.balance.checked_add(amount).is_none() || acc.topped_up.checked_add(amount).is_none()
+        {
+            return Err(Error::WouldOverflow(amount));
         }
         let e = Effect::ToppedUpWithKey {
             account,

@@ -314,7 +314,7 @@ impl Engine {
             .ok_or(Error::UnknownAccount(account))?;
         if acc.balance.checked_add(amount).is_none() || acc.topped_up.checked_add(amount).is_none()
         {
-            return Err(Error::InvalidAmount(amount));
+            return Err(Error::WouldOverflow(amount));
         }
         let e = Effect::ToppedUp { account, amount };
         self.apply(&e)?;

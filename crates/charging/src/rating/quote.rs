@@ -121,10 +121,16 @@ pub fn parse_instant(s: &str, zone: Option<&str>) -> Result<Timestamp> {
     let s = s.trim();
     let bad = |why: String| Error::Unrated(format!("time {s:?}: {why}"));
     if !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()) {
-        return s
-            .parse::<u64>()
-            .map(Timestamp)
-            .map_err(|e| bad(e.to_string()));
+        let ms = s.parse::<u64>().map_err(|e| bad(e.to_string()))?;
+        // Within what a calendar date can say (jiff's range, up to the
+        // year 9999): a later instant would be priced at a clamped date.
+        let latest = jiff::Timestamp::MAX.as_millisecond() as u64;
+        if ms > latest {
+            return Err(bad(format!(
+                "Unix milliseconds past the year 9999 (at most {latest})"
+            )));
+        }
+        return Ok(Timestamp(ms));
     }
     if let Ok(t) = s.parse::<jiff::Timestamp>() {
         return u64::try_from(t.as_millisecond())
@@ -261,6 +267,16 @@ impl Catalog {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn unix_milliseconds_past_the_calendar_are_refused() {
+        assert!(parse_instant("99999999999999999", None).is_err());
+        let latest = jiff::Timestamp::MAX.as_millisecond() as u64;
+        assert_eq!(
+            parse_instant(&latest.to_string(), None).unwrap(),
+            Timestamp(latest)
+        );
+    }
 
     #[test]
     fn instants_read_with_an_offset_or_in_the_plans_zone() {
