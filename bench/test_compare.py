@@ -106,7 +106,7 @@ class TwoServers(unittest.TestCase):
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(io.StringIO()):
                 compare.main(["--servers", "gyro-sync", "gyro-none", "--gyro", gyro_binary(),
-                              "--connections", "2", "--curve", "--duration", "1s",
+                              "--connections", "2", "--curve", "--duration", "1s", "--warmup", "200ms",
                               "--server-cpus", "", "--load-cpus", "", "--out", out])
             table = [l for l in buf.getvalue().splitlines() if l.startswith("| gyro-")]
             self.assertEqual([l.split("|")[1].strip() for l in table], ["gyro-sync", "gyro-none"])
