@@ -78,8 +78,10 @@ const OPEN_LOOP_WINDOW_SECS: f64 = 0.02;
 /// holds (its CCR-Initial was answered with success) is ended at once
 /// with a CCR-Terminate, without pacing, within the window, for at most
 /// twice `--timeout` (the drain). A CCR-Terminate refused with a protocol
-/// error (3xxx, e.g. DIAMETER_TOO_BUSY) or unanswered is sent again after
-/// a back-off. Drain requests are not part of the measured figures
+/// error (3xxx, e.g. DIAMETER_TOO_BUSY) is sent again after a back-off as
+/// a new request (the next CC-Request-Number: each number names one
+/// request and one outcome); one unanswered is sent again with its
+/// number. Drain requests are not part of the measured figures
 /// (counts, rates, latency): the report counts them apart, with the
 /// sessions finished in the drain, so the server is left with no open
 /// sessions. Sessions that could not be finished (drain time spent,

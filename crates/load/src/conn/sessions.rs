@@ -190,7 +190,15 @@ impl Conn<'_> {
             self.end_session(s, completed);
         } else {
             let why = match code {
-                Some(c) => format!("CCR-T refused with Result-Code {c}"),
+                Some(c) => {
+                    // Refused unprocessed (3xxx): the next try is a new
+                    // request with the next number, so that each
+                    // (Session-Id, CC-Request-Number) names one request
+                    // and one outcome. An unreadable answer may hide a
+                    // processed request: its retry keeps the number.
+                    self.slots[s].number += 1;
+                    format!("CCR-T refused with Result-Code {c}")
+                }
                 None => "CCR-T answer unreadable".to_string(),
             };
             self.retry_terminate(s, now, &why);
