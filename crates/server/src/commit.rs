@@ -27,6 +27,7 @@ use gyro_diameter::header::frame_length;
 use gyro_diameter::Message;
 use tokio::sync::{mpsc, Notify};
 
+use crate::nap::Nap;
 use crate::telemetry::Telemetry;
 
 /// Encoded messages for one connection's writer.
@@ -40,9 +41,10 @@ pub(crate) struct Outgoing {
 /// A sync job for the sync thread and where its result goes.
 type SyncRequest = (SyncJob, oneshot::Sender<std::io::Result<()>>);
 
-/// Output waiting for a group commit: where it goes, what it is, and
-/// when the requests it answers were read ([`Telemetry`]'s clock, ns).
-type Pending = (mpsc::UnboundedSender<Outgoing>, Outgoing, u64);
+/// Output waiting for a group commit: where it goes, what it is, when
+/// the requests it answers were read ([`Telemetry`]'s clock, ns), and the
+/// event loop whose connection it goes to.
+type Pending = (mpsc::UnboundedSender<Outgoing>, Outgoing, u64, usize);
 
 /// One event loop's group-commit queue.
 pub(crate) struct GroupCommit {
@@ -77,6 +79,10 @@ pub(crate) struct GroupCommit {
     /// When this event loop last read from a connection (ns): the start
     /// of the latency of the answers that connection's turn queues.
     read_ns: Cell<u64>,
+    /// Every event loop's nap: this one's is taken at a low rate, the
+    /// others' are cut short when this one releases their connections'
+    /// answers.
+    naps: Arc<[Nap]>,
 }
 
 /// A batch with at least this many answers is committed at once; a smaller
@@ -98,18 +104,23 @@ impl GroupCommit {
     /// A queue whose durability jobs run on a new thread named
     /// `gyro-sync-<worker>`.
     /// `delay`: how long a small batch that needs an fdatasync waits for
-    /// more answers to share it (0: never).
+    /// more answers to share it (0: never). `naps`: every event loop's,
+    /// indexed by worker.
     pub(crate) fn new(
         worker: usize,
         delay: Duration,
         telemetry: Arc<Telemetry>,
+        naps: Arc<[Nap]>,
     ) -> std::io::Result<GroupCommit> {
         let (syncer, jobs) = std::sync::mpsc::channel::<SyncRequest>();
+        let loop_naps = naps.clone();
         std::thread::Builder::new()
             .name(format!("gyro-sync-{worker}"))
             .spawn(move || {
                 for (job, done) in jobs {
                     let _ = done.send(job());
+                    // A loop napping through its sync goes on at once.
+                    loop_naps[worker].wake();
                 }
             })?;
         Ok(GroupCommit {
@@ -127,6 +138,7 @@ impl GroupCommit {
             telemetry,
             worker,
             read_ns: Cell::new(0),
+            naps,
         })
     }
 
@@ -146,16 +158,18 @@ impl GroupCommit {
     /// event loop's shard did up to now is durable. Its answers answer
     /// requests read at the last [`GroupCommit::mark_read`].
     pub(crate) fn release_after_commit(&self, tx: &mpsc::UnboundedSender<Outgoing>, out: Outgoing) {
-        self.release_read_at(tx, out, self.read_ns.get());
+        self.release_read_at(tx, out, self.read_ns.get(), self.worker);
     }
 
     /// [`GroupCommit::release_after_commit`] for answers to requests read
-    /// at `read_ns` ([`GroupCommit::now_ns`]).
+    /// at `read_ns` ([`GroupCommit::now_ns`]) by event loop `reader`, whose
+    /// connection `tx` writes to.
     pub(crate) fn release_read_at(
         &self,
         tx: &mpsc::UnboundedSender<Outgoing>,
         out: Outgoing,
         read_ns: u64,
+        reader: usize,
     ) {
         if self.pending_since.get().is_none() {
             self.pending_since.set(Some(Instant::now()));
@@ -165,7 +179,9 @@ impl GroupCommit {
         self.telemetry.workers[self.worker]
             .awaiting_commit
             .fetch_add(out.answers as u64, Relaxed);
-        self.pending.borrow_mut().push((tx.clone(), out, read_ns));
+        self.pending
+            .borrow_mut()
+            .push((tx.clone(), out, read_ns, reader));
         self.wake.notify_one();
     }
 
@@ -186,6 +202,9 @@ impl GroupCommit {
     /// per answer). The sleep is bounded by the delay (1 ms by default)
     /// and happens only while a batch is waiting for its sync anyway;
     /// timers and other connections of the loop wait at most that long.
+    /// Work another event loop sends this one meanwhile (requests for its
+    /// shard, answers for its connections) wakes it at once ([`Nap`]):
+    /// it is handled, then the nap goes on to the end of the delay.
     async fn gather(&self) {
         if self.delay.is_zero() || !self.last_synced.get() {
             return;
@@ -195,14 +214,15 @@ impl GroupCommit {
         };
         let until = since + self.delay;
         if self.quiet.get() {
-            if self.pending_answers.get() < DELAY_BELOW_ANSWERS {
-                let now = Instant::now();
-                if now < until {
-                    std::thread::sleep(until - now);
-                }
-                // The sockets are polled before this task runs again: what
-                // arrived during the sleep is read and joins the batch.
+            while self.pending_answers.get() < DELAY_BELOW_ANSWERS && Instant::now() < until {
+                let woken = self.naps[self.worker].sleep_until(until);
+                // The sockets and channels are polled before this task
+                // runs again: what arrived during the nap is read and
+                // joins the batch.
                 tokio::task::yield_now().await;
+                if !woken {
+                    break;
+                }
             }
             return;
         }
@@ -267,7 +287,9 @@ impl GroupCommit {
     /// (at a low rate a thread wake-up costs far more than a request).
     /// A sync that takes longer than the delay is awaited as usual, with
     /// the loop serving its sockets and timers: the loop never waits on
-    /// the disk longer than the delay.
+    /// the disk longer than the delay. Work another event loop sends
+    /// this one meanwhile ends the nap too ([`Nap`]), and the sync is
+    /// then awaited as usual.
     async fn sync(&self, job: SyncJob) -> std::io::Result<()> {
         let gone = || std::io::Error::other("sync thread gone");
         let (done, result) = oneshot::channel();
@@ -275,10 +297,23 @@ impl GroupCommit {
             return Err(gone());
         }
         if self.quiet.get() && !self.delay.is_zero() {
-            match result.recv_timeout(self.delay) {
+            let nap = &self.naps[self.worker];
+            let until = Instant::now() + self.delay;
+            // Wakes from before are handled; the sync thread wakes the
+            // nap once the result is there.
+            nap.clear();
+            match result.try_recv() {
                 Ok(r) => return r,
-                Err(oneshot::RecvTimeoutError::Disconnected) => return Err(gone()),
-                Err(oneshot::RecvTimeoutError::Timeout) => {}
+                Err(oneshot::TryRecvError::Disconnected) => return Err(gone()),
+                Err(oneshot::TryRecvError::Empty) => {}
+            }
+            // Woken by the sync thread, the result is there now; woken by
+            // another loop (or not at all), it is awaited below, with the
+            // loop serving its sockets.
+            if nap.sleep_until(until) {
+                if let Ok(r) = result.try_recv() {
+                    return r;
+                }
             }
         }
         result.await.unwrap_or_else(|_| Err(gone()))
@@ -323,7 +358,7 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
         let now_ns = commit.telemetry.now_ns();
         let mut released = 0;
         let mut oldest_ns = now_ns;
-        for (tx, out, read_ns) in batch {
+        for (tx, out, read_ns, reader) in batch {
             let answers = out.answers as u64;
             if answers > 0 {
                 released += answers;
@@ -345,6 +380,9 @@ pub(crate) async fn run<S: Shard>(commit: &GroupCommit, shard: &RefCell<S>) {
                 }
             };
             let _ = tx.send(out);
+            if reader != commit.worker {
+                commit.naps[reader].wake();
+            }
         }
         telemetry.awaiting_commit.fetch_sub(released, Relaxed);
         if released > 0 {
@@ -388,7 +426,8 @@ mod tests {
     fn commit(delay: Duration) -> GroupCommit {
         let queues: Arc<[QueueDepth]> = Arc::from(vec![QueueDepth::default()]);
         let telemetry = Arc::new(Telemetry::new(Instant::now(), queues));
-        GroupCommit::new(0, delay, telemetry).unwrap()
+        let naps: Arc<[Nap]> = Arc::from(vec![Nap::default()]);
+        GroupCommit::new(0, delay, telemetry, naps).unwrap()
     }
 
     /// Runs `job` as a low-rate batch's sync on a single-threaded loop
@@ -451,6 +490,49 @@ mod tests {
         assert!(
             ticks >= 50,
             "the loop ran {ticks} ticks during a 300 ms sync"
+        );
+    }
+
+    #[test]
+    fn another_loops_answer_for_a_napping_loop_is_written_at_once() {
+        let queues: Arc<[QueueDepth]> = (0..2).map(|_| QueueDepth::default()).collect();
+        let telemetry = Arc::new(Telemetry::new(Instant::now(), queues));
+        let naps: Arc<[Nap]> = (0..2).map(|_| Nap::default()).collect();
+        let delay = Duration::from_millis(300);
+        let commit = GroupCommit::new(0, delay, telemetry, naps.clone()).unwrap();
+        // A low-rate batch of one answer, waiting out its delay asleep.
+        commit.quiet.set(true);
+        commit.last_synced.set(true);
+        commit.pending_answers.set(1);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        let (tx, mut rx) = mpsc::unbounded_channel::<()>();
+        let start = Instant::now();
+        // This loop's connection writer.
+        let written = local.spawn_local(async move {
+            rx.recv().await;
+            start.elapsed()
+        });
+        // The other loop releases an answer for that connection 20 ms in.
+        let other = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(20));
+            tx.send(()).unwrap();
+            naps[0].wake();
+        });
+        local.block_on(&rt, async {
+            commit.pending_since.set(Some(Instant::now()));
+            commit.gather().await;
+        });
+        other.join().unwrap();
+        let written = local.block_on(&rt, written).unwrap();
+        // The batch still waited out its delay; the answer did not.
+        assert!(start.elapsed() >= delay, "{:?}", start.elapsed());
+        assert!(
+            written < Duration::from_millis(150),
+            "written after {written:?}"
         );
     }
 

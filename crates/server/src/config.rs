@@ -72,7 +72,7 @@ pub struct StorageSection {
     /// that needs an fdatasync waits up to this long from its first answer
     /// for more to share the sync (at low rates one sync per request costs
     /// more CPU than the request). 0 commits every batch at once. Default
-    /// 1000.
+    /// 2000.
     pub commit_delay_us: u64,
     /// How CDR files are written: `"jsonl"` (default, one JSON object per
     /// line) or `"csv"` (the columns of `gyro cdr csv` in its order, every
@@ -136,7 +136,7 @@ impl Default for StorageSection {
             cdr_format: CdrFileFormat::Jsonl,
             cdr_compression: CdrCompressionMode::None,
             cdr_zstd_level: 1,
-            commit_delay_us: 1000,
+            commit_delay_us: 2000,
             backend: StorageBackend::Embedded,
             redis: RedisClusterSection::default(),
         }

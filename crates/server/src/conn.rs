@@ -489,6 +489,7 @@ impl<F: Application> Conn<F> {
                 frame,
                 reply: self.tx.clone(),
                 arrived_ms,
+                from: self.worker.index,
             });
         }
     }
@@ -740,6 +741,8 @@ impl<F: Application> Conn<F> {
                 // Counted before it is sent, so the owner never takes more
                 // than was counted.
                 shared.queues[i].add(jobs.len());
+                // An owner napping through its delay or sync takes them
+                // when its nap ends: they join its next batch either way.
                 if let Err(e) = shared.inboxes[i].send(jobs) {
                     // The worker is gone (shutting down): its answers will
                     // never come, so stop waiting for them.

@@ -41,7 +41,8 @@ pub(crate) fn run<F: Application>(
             .build()?;
         let delay = Duration::from_micros(shared.config.storage.commit_delay_us);
         let telemetry = shared.telemetry.clone();
-        Ok::<_, std::io::Error>((rt, GroupCommit::new(index, delay, telemetry)?))
+        let naps = shared.naps.clone();
+        Ok::<_, std::io::Error>((rt, GroupCommit::new(index, delay, telemetry, naps)?))
     })();
     let count = shared.inboxes.len();
     let mut shard = shared.factory.shard(index, count);
@@ -290,9 +291,9 @@ async fn inbox_loop<F: Application>(
         let n = batch.len();
         let mut waited = 0;
         let mut shard = worker.shard.borrow_mut();
-        let mut pending: Option<(mpsc::UnboundedSender<Outgoing>, usize)> = None;
+        let mut pending: Option<(mpsc::UnboundedSender<Outgoing>, usize, usize)> = None;
         for job in batch {
-            if let Some((tx, count)) = &pending {
+            if let Some((tx, count, reader)) = &pending {
                 if !tx.same_channel(&job.reply) {
                     worker.commit.release_read_at(
                         tx,
@@ -301,6 +302,7 @@ async fn inbox_loop<F: Application>(
                             answers: *count,
                         },
                         taken_ns,
+                        *reader,
                     );
                     pending = None;
                 }
@@ -320,11 +322,11 @@ async fn inbox_loop<F: Application>(
                 }
             }
             match &mut pending {
-                Some((_, count)) => *count += 1,
-                None => pending = Some((job.reply, 1)),
+                Some((_, count, _)) => *count += 1,
+                None => pending = Some((job.reply, 1, job.from)),
             }
         }
-        if let Some((tx, count)) = pending {
+        if let Some((tx, count, reader)) = pending {
             worker.commit.release_read_at(
                 &tx,
                 Outgoing {
@@ -332,6 +334,7 @@ async fn inbox_loop<F: Application>(
                     answers: count,
                 },
                 taken_ns,
+                reader,
             );
         }
         shared.queues[worker.index].sub(n);

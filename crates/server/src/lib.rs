@@ -38,6 +38,7 @@ mod error;
 mod event_loop;
 pub mod fd_limit;
 pub mod metrics;
+mod nap;
 pub mod outbound;
 mod overload;
 mod peers;
@@ -302,6 +303,7 @@ pub fn start_controlled<F: Application>(
         warnings: warnings::Warnings::new(),
         telemetry,
         outbound,
+        naps: (0..workers).map(|_| nap::Nap::default()).collect(),
     });
     let ready = Arc::new(std::sync::Barrier::new(workers));
     let (shutdown, shutdown_rx) = watch::channel(false);

@@ -31,6 +31,8 @@ pub(crate) struct Job {
     /// When it arrived ([`Shared::now_ms`]; see `overload::arrival`),
     /// for the wait bound.
     pub arrived_ms: u64,
+    /// The event loop that read it (and writes its answer).
+    pub from: usize,
 }
 
 /// What all event loops share, read-only or lock-free.
@@ -62,6 +64,9 @@ pub(crate) struct Shared<F: Application> {
     pub telemetry: Arc<Telemetry>,
     /// Connections and session owners for requests the server starts.
     pub outbound: Arc<crate::outbound::Registry>,
+    /// Each event loop's nap, for the others to cut short when they send
+    /// it work.
+    pub naps: Arc<[crate::nap::Nap]>,
 }
 
 impl<F: Application> Shared<F> {
