@@ -70,6 +70,13 @@ pub(crate) struct GroupCommit {
     quiet: Cell<bool>,
     /// How long a small batch that needs a durability job waits for more.
     delay: Duration,
+    /// Whether the last wait for more answers saw fewer join than a
+    /// quarter of the batch: the clients are waiting for its answers (closed loop),
+    /// so small batches go at once, but one in [`PROBE_EVERY`] waits
+    /// again to see whether that still holds.
+    fruitless: Cell<bool>,
+    /// Small batches gone at once since the last probe.
+    skipped: Cell<u32>,
     syncer: std::sync::mpsc::Sender<SyncRequest>,
     /// Replies of control operations waiting for the next group commit.
     replies: RefCell<Vec<crate::control::Reply>>,
@@ -99,6 +106,10 @@ const DELAY_BELOW_ANSWERS: usize = 64;
 /// fifth of the throughput); at 20,000 requests a second on one worker it
 /// would have saved about a third of the CPU per answer.
 const QUIET_BELOW_ANSWERS: usize = 16;
+
+/// While waiting for more answers is fruitless, one small batch in this
+/// many waits all the same, to notice when requests arrive again.
+const PROBE_EVERY: u32 = 8;
 
 impl GroupCommit {
     /// A queue whose durability jobs run on a new thread named
@@ -133,6 +144,8 @@ impl GroupCommit {
             last_synced: Cell::new(false),
             quiet: Cell::new(false),
             delay,
+            fruitless: Cell::new(false),
+            skipped: Cell::new(0),
             syncer,
             replies: RefCell::new(Vec::new()),
             telemetry,
@@ -199,12 +212,22 @@ impl GroupCommit {
     /// delay no longer wake the thread one by one: a thread wake-up costs
     /// far more than handling a request (at 5,000 requests a second on
     /// one connection this took about a quarter off the event loop's CPU
-    /// per answer). The sleep is bounded by the delay (1 ms by default)
+    /// per answer). The sleep is bounded by the delay (2 ms by default)
     /// and happens only while a batch is waiting for its sync anyway;
     /// timers and other connections of the loop wait at most that long.
-    /// Work another event loop sends this one meanwhile (requests for its
-    /// shard, answers for its connections) wakes it at once ([`Nap`]):
-    /// it is handled, then the nap goes on to the end of the delay.
+    /// Answers another event loop releases for this one's connections
+    /// wake it at once ([`Nap`]): they are written, then the nap goes on
+    /// to the end of the delay.
+    ///
+    /// A wait in which fewer answers joined than a quarter of the batch
+    /// was not worth it: the clients are mostly waiting for these answers
+    /// before they send more (a closed loop with a small window), and
+    /// every wait would only slow them down. Small batches then go at
+    /// once, except one in [`PROBE_EVERY`], which waits to see whether
+    /// requests arrive again (at 5,000 requests a second a 2 ms wait
+    /// gathers about ten). Closed loop, 4 connections x 16 requests on 2
+    /// workers: 24,200-24,600 answers/s with a 1 ms delay and no such
+    /// rule, 18,800 with 2 ms, 27,100-27,600 with 2 ms and the rule.
     async fn gather(&self) {
         if self.delay.is_zero() || !self.last_synced.get() {
             return;
@@ -212,7 +235,26 @@ impl GroupCommit {
         let Some(since) = self.pending_since.get() else {
             return;
         };
-        let until = since + self.delay;
+        if self.pending_answers.get() >= DELAY_BELOW_ANSWERS {
+            return;
+        }
+        if self.fruitless.get() {
+            let skipped = self.skipped.get() + 1;
+            if skipped < PROBE_EVERY {
+                self.skipped.set(skipped);
+                return;
+            }
+            self.skipped.set(0);
+        }
+        let before = self.pending_answers.get();
+        self.wait_for_more(since + self.delay).await;
+        let joined = self.pending_answers.get() - before;
+        self.fruitless.set(joined * 4 < before);
+    }
+
+    /// Waits until `until` or until [`DELAY_BELOW_ANSWERS`] answers are
+    /// pending (see [`GroupCommit::gather`]).
+    async fn wait_for_more(&self, until: Instant) {
         if self.quiet.get() {
             while self.pending_answers.get() < DELAY_BELOW_ANSWERS && Instant::now() < until {
                 let woken = self.naps[self.worker].sleep_until(until);
@@ -534,6 +576,33 @@ mod tests {
             written < Duration::from_millis(150),
             "written after {written:?}"
         );
+    }
+
+    #[test]
+    fn after_a_wait_that_nothing_joined_small_batches_go_at_once_but_one_in_eight() {
+        let delay = Duration::from_millis(40);
+        let commit = commit(delay);
+        commit.last_synced.set(true);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // One small batch after another, to which nothing ever joins (a
+        // closed loop's whole window): how long each waited.
+        let waits: Vec<Duration> = (0..10)
+            .map(|_| {
+                commit.pending_answers.set(1);
+                commit.pending_since.set(Some(Instant::now()));
+                let start = Instant::now();
+                rt.block_on(commit.gather());
+                start.elapsed()
+            })
+            .collect();
+        let waited: Vec<bool> = waits.iter().map(|w| *w >= delay).collect();
+        let mut expected = vec![true];
+        expected.extend([false; 7]);
+        expected.extend([true, false]);
+        assert_eq!(waited, expected, "{waits:?}");
     }
 
     #[test]
