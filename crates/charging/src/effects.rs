@@ -345,6 +345,7 @@ impl Ledger {
                         last_seen: *at,
                         supervision_until: *supervision_until,
                         last_request_number: 0,
+                        touched: false,
                         reservations: Reservations::new(),
                         context: RatingContext::default(),
                         interface: *interface,
@@ -364,6 +365,7 @@ impl Ledger {
                     .get_mut(session)
                     .ok_or_else(|| Error::Replay("unknown session"))?;
                 s.last_request_number = *request_number;
+                s.touched = true;
                 s.last_seen = *at;
                 s.supervision_until = *supervision_until;
             }
@@ -410,6 +412,7 @@ impl Ledger {
                             money_units: 0,
                             bundles: BundleHolds::new(),
                             since: *at,
+                            opening: Some(!s.touched),
                         });
                         let last = s.reservations.len() - 1;
                         &mut s.reservations[last]
@@ -451,6 +454,7 @@ impl Ledger {
                             money_units: 0,
                             bundles: BundleHolds::new(),
                             since: *at,
+                            opening: Some(!s.touched),
                         });
                         let last = s.reservations.len() - 1;
                         &mut s.reservations[last]

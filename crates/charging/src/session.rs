@@ -43,6 +43,22 @@ pub struct Reservation {
     pub bundles: BundleHolds,
     /// Start of the usage period this reservation covers.
     pub since: Timestamp,
+    /// Whether the request that opened the session made it, so the first
+    /// usage reported against it pays the tariff's first interval.
+    /// `None` in snapshots written before gyro recorded it: such a
+    /// reservation is the opening one when it dates from the session's
+    /// opening (the rule then, which two requests within one millisecond
+    /// could fool).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opening: Option<bool>,
+}
+
+impl Reservation {
+    /// Whether the request that opened `session` made it (see
+    /// [`Reservation::opening`]).
+    pub fn is_opening(&self, session: &Session) -> bool {
+        self.opening.unwrap_or(self.since == session.opened_at)
+    }
 }
 
 /// A server-side credit-control session (RFC 8506 section 7, state Open).
@@ -74,6 +90,11 @@ pub struct Session {
     pub supervision_until: Timestamp,
     /// CC-Request-Number of the last request processed.
     pub last_request_number: u32,
+    /// Whether a request after the opening one has been processed
+    /// ([`crate::Effect::SessionTouched`]): until then the session's
+    /// grants and reservations are its opening ones.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub touched: bool,
     /// Open reservations, one per rating key.
     pub reservations: Reservations,
     /// The called party and visited network the session is rated by:

@@ -353,6 +353,37 @@ fn a_premium_call_pays_its_first_minute_once_then_by_the_second() {
 }
 
 #[test]
+fn a_call_whose_requests_come_within_one_millisecond_pays_its_first_minute_once() {
+    // A gateway (or a fast test client) can send the CCR-Update in the
+    // millisecond its CCR-Initial was answered: the grant the update
+    // makes is not the session's opening one, however close in time.
+    let mut e = engine();
+    let at = utc("2026-01-15T12:00:00Z");
+    let mut r = request("call", RequestType::Initial, 0, "4670001", VOICE);
+    r.called_party = "sip:+46900123456@ims.example;user=phone".into();
+    r.mscc = vec![mscc(None, true, None)];
+    let mut journal = Vec::new();
+    run_journaled(&mut e, &r, at, &mut journal);
+    let mut u = request("call", RequestType::Update, 1, "", VOICE);
+    u.called_party = r.called_party.clone();
+    u.mscc = vec![mscc(None, true, Some(secs(5)))];
+    let (_, cdrs) = run_journaled(&mut e, &u, at, &mut journal);
+    assert_eq!(cdrs[0].amount, 300, "the first minute");
+    let mut t = request("call", RequestType::Termination, 2, "", VOICE);
+    t.called_party = r.called_party.clone();
+    t.mscc = vec![mscc(None, false, Some(secs(30)))];
+    let (_, cdrs) = run_journaled(&mut e, &t, at, &mut journal);
+    assert_eq!(cdrs[0].amount, 150, "30 more seconds, by the second");
+    assert_eq!(debited(&e, 1), 450);
+    // A replay of the journal marks the same reservations as opening.
+    let mut replayed = bare_engine();
+    for effect in &journal {
+        replayed.apply(effect).unwrap();
+    }
+    assert_eq!(replayed.snapshot().ledger, e.snapshot().ledger);
+}
+
+#[test]
 fn the_longest_destination_prefix_picks_the_voice_rate() {
     let mut e = engine();
     for (n, called, rate) in [

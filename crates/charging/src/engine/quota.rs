@@ -142,7 +142,7 @@ impl Cx<'_> {
                     .ledger
                     .sessions
                     .get(&session)
-                    .is_some_and(|s| s.opened_at == self.now);
+                    .is_some_and(|s| !s.touched);
             let (granted, partial) = self.reserve(
                 who.account,
                 session,
@@ -363,9 +363,9 @@ impl Cx<'_> {
         let (mut grant_units, since, first) = match who
             .session
             .and_then(|s| self.ledger.sessions.get(&s))
-            .map(|s| (s.opened_at, s.reservation(key)))
+            .map(|s| (s, s.reservation(key)))
         {
-            Some((opened, Some(r))) => (r.money_units, Some(r.since), r.since == opened),
+            Some((s, Some(r))) => (r.money_units, Some(r.since), r.is_opening(s)),
             Some((_, None)) => (0, None, false),
             None => (0, None, true),
         };
