@@ -466,10 +466,24 @@ mod tests {
     use crate::overload::QueueDepth;
 
     fn commit(delay: Duration) -> GroupCommit {
-        let queues: Arc<[QueueDepth]> = Arc::from(vec![QueueDepth::default()]);
+        commit_of(1, delay).0
+    }
+
+    /// A single-threaded runtime, as an event loop's.
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    /// The group commit of loop 0 of `loops`, and every loop's nap.
+    fn commit_of(loops: usize, delay: Duration) -> (GroupCommit, Arc<[Nap]>) {
+        let queues: Arc<[QueueDepth]> = (0..loops).map(|_| QueueDepth::default()).collect();
         let telemetry = Arc::new(Telemetry::new(Instant::now(), queues));
-        let naps: Arc<[Nap]> = Arc::from(vec![Nap::default()]);
-        GroupCommit::new(0, delay, telemetry, naps).unwrap()
+        let naps: Arc<[Nap]> = (0..loops).map(|_| Nap::default()).collect();
+        let commit = GroupCommit::new(0, delay, telemetry, naps.clone()).unwrap();
+        (commit, naps)
     }
 
     /// Runs `job` as a low-rate batch's sync on a single-threaded loop
@@ -478,10 +492,7 @@ mod tests {
     fn sync_beside_a_ticker(delay: Duration, job: SyncJob) -> (std::io::Result<()>, Duration, u32) {
         let commit = commit(delay);
         commit.quiet.set(true);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let local = tokio::task::LocalSet::new();
         let ticks = std::rc::Rc::new(Cell::new(0u32));
         let seen = ticks.clone();
@@ -537,19 +548,13 @@ mod tests {
 
     #[test]
     fn another_loops_answer_for_a_napping_loop_is_written_at_once() {
-        let queues: Arc<[QueueDepth]> = (0..2).map(|_| QueueDepth::default()).collect();
-        let telemetry = Arc::new(Telemetry::new(Instant::now(), queues));
-        let naps: Arc<[Nap]> = (0..2).map(|_| Nap::default()).collect();
         let delay = Duration::from_millis(300);
-        let commit = GroupCommit::new(0, delay, telemetry, naps.clone()).unwrap();
+        let (commit, naps) = commit_of(2, delay);
         // A low-rate batch of one answer, waiting out its delay asleep.
         commit.quiet.set(true);
         commit.last_synced.set(true);
         commit.pending_answers.set(1);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         let local = tokio::task::LocalSet::new();
         let (tx, mut rx) = mpsc::unbounded_channel::<()>();
         let start = Instant::now();
@@ -583,10 +588,7 @@ mod tests {
         let delay = Duration::from_millis(40);
         let commit = commit(delay);
         commit.last_synced.set(true);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = runtime();
         // One small batch after another, to which nothing ever joins (a
         // closed loop's whole window): how long each waited.
         let waits: Vec<Duration> = (0..10)
