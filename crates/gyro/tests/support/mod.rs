@@ -193,12 +193,35 @@ pub fn find_all<'a>(avps: &'a serde_json::Value, name: &str, out: &mut Vec<&'a s
     }
 }
 
-/// A free TCP port on loopback (bound, then released).
+/// Ports [`free_port`] hands out: below Linux's ephemeral range
+/// (32768-60999), which the kernel draws from for every `bind` to port 0
+/// and every outgoing connection. A port taken from that range and
+/// released could be given to another test's client connection (or
+/// another binary's port-0 bind) before the server meant for it binds it.
+const TEST_PORTS: std::ops::Range<u16> = 20_000..32_000;
+
+/// Ports of [`TEST_PORTS`] each test binary starts its search in: binaries
+/// run at once (by hand or by a parallel runner) begin at different
+/// places, chosen by their process id.
+const PORT_SLICE: u16 = 100;
+
+/// A TCP port on loopback that nothing listens on, for a server a test
+/// starts. Taken from [`TEST_PORTS`], never twice in one test binary, and
+/// checked free by binding it (then released for the server).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let span = u32::from(TEST_PORTS.end - TEST_PORTS.start);
+    let slices = span / u32::from(PORT_SLICE);
+    let start = (std::process::id() % slices) * u32::from(PORT_SLICE);
+    loop {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        assert!(n < span, "no free test port left in {TEST_PORTS:?}");
+        let port = TEST_PORTS.start + ((start + n) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
 }
 
 /// Starts `gyro serve` with two workers on `addr` and `data_dir` (plus

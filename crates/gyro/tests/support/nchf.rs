@@ -44,6 +44,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+use crate::support::free_port;
 use serde_json::{json, Value};
 
 // ---------------------------------------------------------------------
@@ -339,13 +340,6 @@ pub struct Server {
     pub admin: String,
     pub nchf: SocketAddr,
     pub data: PathBuf,
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
 }
 
 fn wait_for(addr: SocketAddr, what: &str) {
