@@ -424,3 +424,43 @@ async fn a_warmup_leaves_the_first_requests_out_of_the_latency_only() {
     .unwrap();
     assert_eq!(r.latency_us.count, 100);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_re_auth_request_is_answered_with_one_session_id_and_a_valid_raa() {
+    use gyro_diameter::codes::avp;
+    use gyro_diameter::validate::{validate_answer, Options};
+    use gyro_diameter::Message;
+    let (addr, obs) = start(FakeConfig {
+        send_rar: true,
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        connections: 1,
+        count: Some(20),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.errors, 0, "{}", r.human());
+    let raas = obs.raas.lock().unwrap().clone();
+    let sessions = obs.sessions();
+    assert_eq!(raas.len(), sessions.len(), "one RAA per session's RAR");
+    let dict = gyro_diameter::dict::Dictionary::builtin();
+    for raa in &raas {
+        let m = Message::parse(raa).unwrap();
+        let sids: Vec<_> = m
+            .avps()
+            .map(|a| a.unwrap())
+            .filter(|a| a.code() == avp::SESSION_ID.code)
+            .collect();
+        assert_eq!(sids.len(), 1, "exactly one Session-Id in {m:?}");
+        assert!(sessions.contains_key(sids[0].utf8().unwrap()));
+        assert_eq!(
+            m.find(avp::RESULT_CODE).and_then(|a| a.u32().ok()),
+            Some(2001)
+        );
+        if let Err(p) = validate_answer(dict, raa, &Options::strict()) {
+            panic!("not a valid RAA: {} {}", p.result_code, p.message);
+        }
+    }
+}

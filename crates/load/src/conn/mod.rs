@@ -562,10 +562,8 @@ impl<'p> Conn<'p> {
         };
         let config = conn.config().clone();
         conn.send_with(|out| {
+            // Encoder::answer writes the request's Session-Id first.
             let mut e = Encoder::answer(out, msg, false);
-            if let Some(sid) = &sid {
-                e.raw_avp(sid);
-            }
             e.u32(avp::RESULT_CODE, code)
                 .str(avp::ORIGIN_HOST, &config.peer.origin_host)
                 .str(avp::ORIGIN_REALM, &config.peer.origin_realm);

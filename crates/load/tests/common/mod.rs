@@ -38,6 +38,8 @@ pub struct FakeConfig {
     pub log: bool,
     /// Answer the first CCR with bytes that cannot be framed.
     pub garbage: bool,
+    /// Send a Re-Auth-Request for each session right after its CCA-I.
+    pub send_rar: bool,
 }
 
 impl Default for FakeConfig {
@@ -50,6 +52,7 @@ impl Default for FakeConfig {
             initial_result: 2001,
             log: true,
             garbage: false,
+            send_rar: false,
         }
     }
 }
@@ -80,6 +83,8 @@ pub struct Observed {
     pub max_outstanding: Mutex<Vec<usize>>,
     /// Every CCR, per connection, in arrival order.
     pub log: Mutex<Vec<Vec<Seen>>>,
+    /// Every Re-Auth-Answer, as received.
+    pub raas: Mutex<Vec<Vec<u8>>>,
 }
 
 impl Observed {
@@ -160,6 +165,9 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                         (cmd::DEVICE_WATCHDOG, false) if m.header().hop_by_hop == 0xD00D => {
                             obs.dwa.fetch_add(1, Ordering::SeqCst);
                         }
+                        (cmd::RE_AUTH, false) => {
+                            obs.raas.lock().unwrap().push(frame.to_vec());
+                        }
                         (cmd::DEVICE_WATCHDOG, true) => {
                             let mut e = Encoder::answer(&mut out, &m, false);
                             e.u32(avp::RESULT_CODE, 2001).str(avp::ORIGIN_HOST, "fake.ocs.test").str(avp::ORIGIN_REALM, "ocs.test");
@@ -198,6 +206,10 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                             } else {
                                 cca(&m, &cfg, &mut out);
                                 outstanding -= 1;
+                            }
+                            let initial = m.find(avp::CC_REQUEST_TYPE).and_then(|a| a.i32().ok()) == Some(1);
+                            if cfg.send_rar && initial {
+                                rar(&m, &mut out);
                             }
                         }
                         _ => {}
@@ -243,6 +255,25 @@ fn seen(m: &Message<'_>) -> Seen {
         mscc: m.avps().flatten().filter(|a| a.code() == 456).count(),
         requested_action: m.find(avp::REQUESTED_ACTION).and_then(|a| a.i32().ok()),
     }
+}
+
+/// A Re-Auth-Request for the session of the CCR `m`.
+fn rar(m: &Message<'_>, out: &mut BytesMut) {
+    let sid = m.session_id().unwrap_or("");
+    let mut e = Encoder::request(out, cmd::RE_AUTH, app::CREDIT_CONTROL, true, 0x7AA7, 0x7AA7);
+    e.str(avp::SESSION_ID, sid)
+        .str(avp::ORIGIN_HOST, "fake.ocs.test")
+        .str(avp::ORIGIN_REALM, "ocs.test")
+        .str(avp::DESTINATION_REALM, "gyro.test")
+        .str(
+            avp::DESTINATION_HOST,
+            m.find(avp::ORIGIN_HOST)
+                .and_then(|a| a.utf8().ok())
+                .unwrap_or(""),
+        )
+        .u32(avp::AUTH_APPLICATION_ID, app::CREDIT_CONTROL)
+        .u32(avp::RE_AUTH_REQUEST_TYPE, 0);
+    e.finish().unwrap();
 }
 
 fn cea(m: &Message<'_>, out: &mut BytesMut) {
