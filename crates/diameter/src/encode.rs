@@ -85,7 +85,7 @@ impl<'b> Encoder<'b> {
             h.end_to_end,
         );
         if let Some(sid) = request.find(avp::SESSION_ID) {
-            e.raw_avp(&sid);
+            e.echo(avp::SESSION_ID, &sid);
         }
         e
     }
@@ -226,8 +226,18 @@ impl<'b> Encoder<'b> {
         self
     }
 
-    /// Copies an AVP exactly as received (for Failed-AVP, Proxy-Info and
-    /// Session-Id echoing), then padding.
+    /// Writes the data of `a`, an AVP of a request, under `id`'s header:
+    /// what an answer repeats of its request (Session-Id, CC-Request-Type,
+    /// CC-Request-Number) is the answer's own AVP, so its flags are the
+    /// ones its definition prescribes (M as `id` says, V only with a
+    /// vendor, P and the reserved bits clear: RFC 6733 section 4.1), not
+    /// the ones the sender set.
+    pub fn echo(&mut self, id: AvpId, a: &Avp<'_>) -> &mut Self {
+        self.octets(id, a.data())
+    }
+
+    /// Copies an AVP exactly as received (for Failed-AVP and Proxy-Info),
+    /// then padding.
     pub fn raw_avp(&mut self, a: &Avp<'_>) -> &mut Self {
         let raw = a.raw();
         self.buf.extend_from_slice(raw);
@@ -281,6 +291,40 @@ impl<'b> Encoder<'b> {
 mod tests {
     use super::*;
     use crate::codes::{app, cmd};
+
+    #[test]
+    fn an_answer_repeats_the_session_id_with_its_own_flags() {
+        let mut req = BytesMut::new();
+        let mut e = Encoder::request(
+            &mut req,
+            cmd::CREDIT_CONTROL,
+            app::CREDIT_CONTROL,
+            true,
+            7,
+            9,
+        );
+        // Reserved bits set and M clear, as a careless sender might.
+        e.str(
+            AvpId {
+                code: 263,
+                vendor: 0,
+                flags: 0x07,
+            },
+            "a;1;2",
+        );
+        e.finish().unwrap();
+        let req = Message::parse(&req).unwrap();
+        let mut out = BytesMut::new();
+        let mut e = Encoder::answer(&mut out, &req, false);
+        e.u32(avp::RESULT_CODE, 2001);
+        e.finish().unwrap();
+        let m = Message::parse(&out).unwrap();
+        let sid = m.avps().next().unwrap().unwrap();
+        assert_eq!(
+            (sid.code(), sid.flags(), sid.data()),
+            (263, 0x40, &b"a;1;2"[..])
+        );
+    }
 
     #[test]
     fn nested_groups_are_back_patched() {

@@ -843,11 +843,15 @@ fn check_value(ty: AvpType, data: &[u8]) -> Result<Option<i64>> {
 /// Code, Application-Id, Hop-by-Hop and End-to-End identifiers; R and T
 /// cleared, P copied, E set for 3xxx and clear otherwise; the request's
 /// Session-Id first (when it can be read); Origin-Host, Origin-Realm,
-/// Result-Code; for an error on a CCR the request's Auth-Application-Id,
-/// CC-Request-Type and CC-Request-Number (a non-3xxx answer follows the
-/// CCA grammar, which requires them; a 3xxx answer follows the generic
-/// error grammar, whose `*[AVP]` allows them, and a client matches the
-/// answer to its request by them either way); Error-Message (M clear); Failed-AVP
+/// Result-Code; for an error on a CCR, Auth-Application-Id 4 (what the
+/// header says, whatever the request's AVP said, or if it had none) and
+/// the request's CC-Request-Type and CC-Request-Number when they can be
+/// read (a non-3xxx answer follows the CCA grammar, which requires them; a
+/// 3xxx answer follows the generic error grammar, whose `*[AVP]` allows
+/// them, and a client matches the answer to its request by them either
+/// way); the AVPs repeated from the request are written with the flags
+/// their definitions prescribe ([`Encoder::echo`]), not the sender's;
+/// Error-Message (M clear); Failed-AVP
 /// (nested in copies of the enclosing groups' headers); and the request's
 /// Proxy-Info AVPs in order.
 ///
@@ -889,21 +893,18 @@ pub fn encode_error_answer_with(
         h.end_to_end,
     );
     if let Some(sid) = avp::find(body.clone(), codes::avp::SESSION_ID.code, 0) {
-        e.raw_avp(&sid);
+        e.echo(codes::avp::SESSION_ID, &sid);
     }
     e.str(codes::avp::ORIGIN_HOST, origin_host);
     e.str(codes::avp::ORIGIN_REALM, origin_realm);
     e.u32(codes::avp::RESULT_CODE, problem.result_code);
     more(&mut e);
     if h.command_code == cmd::CREDIT_CONTROL && h.application_id == app::CREDIT_CONTROL {
-        for id in [
-            codes::avp::AUTH_APPLICATION_ID,
-            codes::avp::CC_REQUEST_TYPE,
-            codes::avp::CC_REQUEST_NUMBER,
-        ] {
+        e.u32(codes::avp::AUTH_APPLICATION_ID, app::CREDIT_CONTROL);
+        for id in [codes::avp::CC_REQUEST_TYPE, codes::avp::CC_REQUEST_NUMBER] {
             if let Some(a) = avp::find(body.clone(), id.code, 0) {
                 if a.data().len() == 4 {
-                    e.raw_avp(&a);
+                    e.echo(id, &a);
                 }
             }
         }

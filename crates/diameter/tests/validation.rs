@@ -852,3 +852,73 @@ fn a_voice_ccr_with_ims_information_is_valid_and_needs_node_functionality() {
     let buf = ims(false);
     assert_eq!(check(&buf).result_code, result::MISSING_AVP);
 }
+
+/// The flags byte of the first top-level AVP with this code.
+fn flags_of(m: &Message<'_>, code: u32) -> u8 {
+    m.avps()
+        .map(|a| a.unwrap())
+        .find(|a| a.code() == code)
+        .unwrap()
+        .flags()
+}
+
+#[test]
+fn what_an_error_answer_repeats_of_a_ccr_has_the_answers_own_flags() {
+    let mut buf = ccr_with(&[], |e| {
+        e.u32(UNKNOWN_M, 1);
+    })
+    .to_vec();
+    // Reserved bits on Session-Id, P on CC-Request-Type, no M on
+    // CC-Request-Number and Auth-Application-Id: accepted leniently.
+    for (code, f) in [(263, 0x47), (416, 0x60), (415, 0x00), (258, 0x00)] {
+        let at = offset_of(&buf, code);
+        buf[at + 4] = f;
+    }
+    let p = check(&buf);
+    assert_eq!(p.result_code, 5001);
+    let out = answer(&buf, &p);
+    let a = Message::parse(&out).unwrap();
+    for code in [263, 258, 416, 415] {
+        assert_eq!(
+            flags_of(&a, code),
+            0x40,
+            "AVP {code}: M only (RFC 6733 4.1)"
+        );
+    }
+    assert_eq!(a.session_id(), Some("pgw.example;1;2"));
+    assert_eq!(a.find(avp::CC_REQUEST_TYPE).unwrap().u32().unwrap(), 1);
+    assert_eq!(a.find(avp::CC_REQUEST_NUMBER).unwrap().u32().unwrap(), 0);
+    validate_answer(dict(), &out, &Options::strict()).unwrap();
+}
+
+#[test]
+fn an_error_answer_to_a_ccr_names_application_4_whatever_the_request_said() {
+    // Auth-Application-Id 5: refused, and named in Failed-AVP only.
+    let mut buf = ccr().to_vec();
+    let at = offset_of(&buf, 258);
+    patch_u32(&mut buf, at + 8, 5);
+    let p = check(&buf);
+    let out = answer(&buf, &p);
+    let a = Message::parse(&out).unwrap();
+    let apps: Vec<u32> = a
+        .avps()
+        .map(|x| x.unwrap())
+        .filter(|x| x.code() == 258)
+        .map(|x| x.u32().unwrap())
+        .collect();
+    assert_eq!(
+        apps,
+        [4],
+        "the answer's own Auth-Application-Id is the header's"
+    );
+    assert_eq!(failed_avp(&a).u32().unwrap(), 5);
+    // Without Auth-Application-Id: 5005, and the answer still has it.
+    let buf = ccr_with(&[258], |_| {});
+    let p = check(&buf);
+    assert_eq!(p.result_code, 5005);
+    let out = answer(&buf, &p);
+    let a = Message::parse(&out).unwrap();
+    assert_eq!(a.find(avp::AUTH_APPLICATION_ID).unwrap().u32().unwrap(), 4);
+    assert_eq!(failed_avp(&a).code(), 258);
+    validate_answer(dict(), &out, &Options::strict()).unwrap();
+}

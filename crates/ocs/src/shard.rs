@@ -16,7 +16,7 @@ use gyro_charging::{
     CcAnswer, CcRequest, ChargingConfig, ClosingCause, Output, RecordType, RequestType, Timestamp,
 };
 use gyro_diameter::app::{session_key, Flush, Shard, SyncJob};
-use gyro_diameter::codes::{avp, cmd, result};
+use gyro_diameter::codes::{app, avp, cmd, result};
 use gyro_diameter::connection::ShedKind;
 use gyro_diameter::header::flags;
 use gyro_diameter::{Encoder, Message};
@@ -360,7 +360,7 @@ impl CreditShard {
             h.end_to_end,
         );
         if let Some(sid) = answer.find(avp::SESSION_ID) {
-            e.raw_avp(&sid);
+            e.echo(avp::SESSION_ID, &sid);
         }
         e.str(avp::ORIGIN_HOST, &self.identity.origin_host)
             .str(avp::ORIGIN_REALM, &self.identity.origin_realm)
@@ -406,16 +406,16 @@ pub(crate) fn reject(
     }
 }
 
-/// Copies from `msg` the AVPs every CCA carries back: Auth-Application-Id,
-/// CC-Request-Type and CC-Request-Number (those it has).
-fn echo_ids(e: &mut Encoder<'_>, msg: &Message<'_>) {
-    for id in [
-        avp::AUTH_APPLICATION_ID,
-        avp::CC_REQUEST_TYPE,
-        avp::CC_REQUEST_NUMBER,
-    ] {
-        if let Some(a) = msg.find(id) {
-            e.raw_avp(&a);
+/// Writes what every CCA carries back of its CCR `msg` (or of the answer
+/// `msg` already built for it): Auth-Application-Id 4 (the application's,
+/// whatever the request's AVP said, or if it had none), and CC-Request-Type
+/// and CC-Request-Number when `msg` has them readable, with the flags their
+/// definitions prescribe ([`Encoder::echo`]), not the sender's.
+pub(crate) fn echo_ids(e: &mut Encoder<'_>, msg: &Message<'_>) {
+    e.u32(avp::AUTH_APPLICATION_ID, app::CREDIT_CONTROL);
+    for id in [avp::CC_REQUEST_TYPE, avp::CC_REQUEST_NUMBER] {
+        if let Some(a) = msg.find(id).filter(|a| a.data().len() == 4) {
+            e.echo(id, &a);
         }
     }
 }

@@ -14,10 +14,13 @@
 //! [CC-Request-Number] *[Proxy-Info]
 //! ```
 //!
-//! Session-Id, Auth-Application-Id, CC-Request-Type and CC-Request-Number
-//! are copied from the request when it has them (RFC 8506 section 3.2: a
-//! CCA carries them, error answers included), and Proxy-Info AVPs in their
-//! order (RFC 6733 section 6.2). The constant part (Origin-Host,
+//! Session-Id, CC-Request-Type and CC-Request-Number are repeated from the
+//! request when it has them (RFC 8506 section 3.2: a CCA carries them,
+//! error answers included), with the flags gyro sends them with (M set,
+//! the other bits clear), whatever the request's were; Auth-Application-Id
+//! is the header's Application-ID, for a CCR and for any request that
+//! carries one; Proxy-Info AVPs are copied as they are, in their order
+//! (RFC 6733 section 6.2). The constant part (Origin-Host,
 //! Origin-Realm, Result-Code, Error-Message) is encoded once per
 //! connection ([`template`]) and copied.
 
@@ -37,6 +40,9 @@ const _: () = assert!(
         && avp::CC_REQUEST_NUMBER.code == 415
         && avp::PROXY_INFO.code == 284
 );
+
+/// Command Code of Credit-Control.
+const CREDIT_CONTROL: u32 = crate::codes::cmd::CREDIT_CONTROL;
 
 /// What the 3004 answer says in its Error-Message.
 pub(super) const ERROR_MESSAGE: &str = "overloaded; try again later or another server";
@@ -112,17 +118,38 @@ pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> Opt
         }
         at = end;
     }
+    // The three Unsigned32 AVPs are repeated only with their 4 bytes of
+    // data (a 12-byte AVP); anything else cannot be read as their value.
+    for span in &mut copied[1..] {
+        if span.1 - span.0 != 12 {
+            *span = (0, 0);
+        }
+    }
+    // A CCR's answer names the application whether or not the request's
+    // AVP did (RFC 8506 section 3.2), with the header's Application-ID.
+    let command_code = u32::from_be_bytes([0, request[5], request[6], request[7]]);
+    let application = (copied[1].1 != 0 || command_code == CREDIT_CONTROL)
+        .then(|| u32::from_be_bytes(request[8..12].try_into().expect("four bytes")));
     let size = HEADER_LEN
         + template.len()
         + copied.iter().map(|(a, b)| b - a).sum::<usize>()
+        + if copied[1].1 == 0 && application.is_some() {
+            12
+        } else {
+            0
+        }
         + proxy_bytes;
     let start = out.len();
     out.extend_from_slice(&request[..HEADER_LEN]);
     let (a, b) = copied[0];
-    out.extend_from_slice(&request[a..b]);
+    echo(out, &request[a..b]);
     out.extend_from_slice(template);
-    for &(a, b) in &copied[1..] {
-        out.extend_from_slice(&request[a..b]);
+    if let Some(id) = application {
+        out.extend_from_slice(&[0, 0, 1, 2, avp_flags::MANDATORY, 0, 0, 12]);
+        out.extend_from_slice(&id.to_be_bytes());
+    }
+    for &(a, b) in &copied[2..] {
+        echo(out, &request[a..b]);
     }
     let mut at = first_proxy_info;
     while proxy_bytes > 0 {
@@ -144,9 +171,22 @@ pub(super) fn answer(out: &mut BytesMut, request: &[u8], template: &[u8]) -> Opt
     let request_type = (b >= a + 12)
         .then(|| u32::from_be_bytes(request[a + 8..a + 12].try_into().expect("four bytes")));
     Some(Kind {
-        command_code: u32::from_be_bytes([0, request[5], request[6], request[7]]),
+        command_code,
         request_type,
     })
+}
+
+/// Appends `avp`, a whole top-level AVP of the request without a vendor
+/// (8-byte header, then data and padding), as the answer's own: M set and
+/// the other flag bits clear, padding zero (RFC 6733 section 4.1: the
+/// sender sets them, whatever the request had). Nothing for an empty span.
+fn echo(out: &mut BytesMut, avp: &[u8]) {
+    let Some(len) = avp.get(5..8) else { return };
+    let data_end = u32::from_be_bytes([0, len[0], len[1], len[2]]) as usize;
+    let at = out.len();
+    out.extend_from_slice(avp);
+    out[at + 4] = avp_flags::MANDATORY;
+    out[at + data_end.min(avp.len())..].fill(0);
 }
 
 /// What one refusal answered: the request's Command Code and its
@@ -248,6 +288,56 @@ mod tests {
         if let Err(p) = validate_answer(dict, &out[6..], &Options::strict()) {
             panic!("not a valid answer: {} {}", p.result_code, p.message);
         }
+    }
+
+    #[test]
+    fn what_a_3004_repeats_of_the_request_has_the_answers_own_flags() {
+        let mut req = ccr(1);
+        let at_of = |req: &[u8], code: u32| {
+            let m = Message::parse(req).unwrap();
+            let a = m.avps().map(|a| a.unwrap()).find(|a| a.code() == code);
+            a.unwrap().offset()
+        };
+        // Reserved bits on Session-Id, P on CC-Request-Type, no M on
+        // CC-Request-Number, Auth-Application-Id 5.
+        for (code, f) in [(263, 0x47), (416, 0x60), (415, 0x00), (258, 0x00)] {
+            let at = at_of(&req, code);
+            req[at + 4] = f;
+        }
+        let at = at_of(&req, 258);
+        req[at + 8..at + 12].copy_from_slice(&5u32.to_be_bytes());
+        let mut out = BytesMut::new();
+        answer(&mut out, &req, &template(&peer())).expect("answered");
+        let m = Message::parse(&out).unwrap();
+        for code in [263, 258, 416, 415] {
+            let a = m.avps().map(|a| a.unwrap()).find(|a| a.code() == code);
+            assert_eq!(a.unwrap().flags(), avp_flags::MANDATORY, "AVP {code}");
+        }
+        assert_eq!(m.session_id(), Some("pgw.example.net;1;2"));
+        assert_eq!(u32_of(&m, avp::AUTH_APPLICATION_ID), Some(4));
+        assert_eq!(u32_of(&m, avp::CC_REQUEST_TYPE), Some(2));
+        assert_eq!(u32_of(&m, avp::CC_REQUEST_NUMBER), Some(5));
+        let dict = crate::dict::Dictionary::builtin();
+        if let Err(p) = validate_answer(dict, &out, &Options::strict()) {
+            panic!("not a valid answer: {} {}", p.result_code, p.message);
+        }
+    }
+
+    #[test]
+    fn a_ccr_without_auth_application_id_gets_a_3004_that_has_it() {
+        let req = ccr(0);
+        let m = Message::parse(&req).unwrap();
+        let app_avp = m.find(avp::AUTH_APPLICATION_ID).unwrap();
+        let (at, end) = (app_avp.offset(), app_avp.offset() + 12);
+        let mut cut = [&req[..at], &req[end..]].concat();
+        let n = cut.len() as u32;
+        cut[1..4].copy_from_slice(&n.to_be_bytes()[1..]);
+        let mut out = BytesMut::new();
+        answer(&mut out, &cut, &template(&peer())).expect("answered");
+        let m = Message::parse(&out).unwrap();
+        let codes: Vec<u32> = m.avps().map(|a| a.unwrap().code()).collect();
+        assert_eq!(codes, [263, 264, 296, 268, 281, 258, 416, 415]);
+        assert_eq!(u32_of(&m, avp::AUTH_APPLICATION_ID), Some(4));
     }
 
     #[test]
