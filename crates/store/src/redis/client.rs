@@ -2,9 +2,9 @@
 
 use super::keys::{parse_rating_key, reservation_field, Keys, SLOTS};
 use super::{
-    AccountState, Answer, Books, BundleState, Claim, Creation, Deletion, ExpiryReport, LedgerStats,
-    NewAccount, Outcome, Pricing, RedisOptions, ReservationState, SessionRecord, Step, StreamCdr,
-    LIBRARY, LIBRARY_VERSION,
+    AccountState, Answer, Books, BundleState, Claim, Creation, Debit, Deletion, ExpiryReport,
+    FirstInterval, LedgerStats, NewAccount, Outcome, PlannedStep, Pricing, RedisOptions,
+    ReservationState, Reserve, SessionRecord, Step, StreamCdr, LIBRARY, LIBRARY_VERSION,
 };
 use crate::error::{Error, Result};
 use gyro_charging::{AccountId, Cdr, Rounding, SubscriptionId, Timestamp};
@@ -149,6 +149,75 @@ fn pricing(p: &Pricing) -> Result<String> {
         p.per.max(1),
         p.first_interval
     ))
+}
+
+/// A step to run, and how a tariff's first interval applies to it.
+trait Planned: Sync {
+    fn step(&self) -> &Step;
+    fn first_interval(&self) -> Option<&FirstInterval>;
+}
+
+impl Planned for Step {
+    fn step(&self) -> &Step {
+        self
+    }
+    fn first_interval(&self) -> Option<&FirstInterval> {
+        None
+    }
+}
+
+impl Planned for PlannedStep {
+    fn step(&self) -> &Step {
+        &self.step
+    }
+    fn first_interval(&self) -> Option<&FirstInterval> {
+        self.first_interval.as_ref()
+    }
+}
+
+/// The arguments of `gyro_reserve` after the common ones (see
+/// `ledger.lua`): `field money units min_money owner expires_at [bundles
+/// tariff]`.
+fn reserve_args(c: &mut Cmd, s: &Reserve, node: &str) -> Result<()> {
+    non_negative("money", s.money)?;
+    non_negative("min money", s.min_money)?;
+    exact_u("units", s.units)?;
+    exact_u("expiry", s.expires.as_millis())?;
+    c.arg(reservation_field(&s.session, s.key))
+        .arg(s.money)
+        .arg(s.units)
+        .arg(s.min_money)
+        .arg(node)
+        .arg(s.expires.as_millis());
+    if let Some(b) = &s.bundles {
+        c.arg(bundle_list(&b.bundles)).arg(pricing(&b.pricing)?);
+    }
+    Ok(())
+}
+
+/// The arguments of `gyro_debit` after the common ones (see
+/// `ledger.lua`): `field amount release node cdr_json whole [used bundles
+/// tariff]`.
+fn debit_args(c: &mut Cmd, s: &Debit, node: &str) -> Result<()> {
+    non_negative("amount", s.amount)?;
+    let field = s
+        .reservation
+        .as_ref()
+        .map(|(session, key)| reservation_field(session, *key))
+        .unwrap_or_default();
+    c.arg(field)
+        .arg(s.amount)
+        .arg(if s.release { "1" } else { "0" })
+        .arg(node)
+        .arg(cdr_json(&s.cdr)?)
+        .arg(if s.whole { "1" } else { "0" });
+    if let Some((used, b)) = &s.bundles {
+        exact_u("used units", *used)?;
+        c.arg(*used)
+            .arg(bundle_list(&b.bundles))
+            .arg(pricing(&b.pricing)?);
+    }
+    Ok(())
 }
 
 fn cdr_json(cdr: &Cdr) -> Result<String> {
@@ -1072,7 +1141,7 @@ impl RedisLedger {
 
     /// The `FCALL` of a step, checked for values the functions cannot
     /// take.
-    fn command(&self, step: &Step, now: Timestamp) -> Result<Cmd> {
+    fn command(&self, step: &Step, first: Option<&FirstInterval>, now: Timestamp) -> Result<Cmd> {
         if step.request().is_empty() {
             return Err(encode_err("request key", "empty"));
         }
@@ -1102,66 +1171,74 @@ impl RedisLedger {
             .arg(account.0)
             .arg(now.as_millis());
         let node = &self.opts.node_id;
-        match step {
-            Step::Reserve(s) => {
-                non_negative("money", s.money)?;
-                non_negative("min money", s.min_money)?;
-                exact_u("units", s.units)?;
-                exact_u("expiry", s.expires.as_millis())?;
-                c.arg(reservation_field(&s.session, s.key))
-                    .arg(s.money)
-                    .arg(s.units)
-                    .arg(s.min_money)
-                    .arg(node)
-                    .arg(s.expires.as_millis());
-                if let Some(b) = &s.bundles {
-                    c.arg(bundle_list(&b.bundles)).arg(pricing(&b.pricing)?);
-                }
+        match (step, first) {
+            (Step::Reserve(s), None) => {
+                reserve_args(&mut c, s, node)?;
             }
-            Step::Debit(s) => {
-                non_negative("amount", s.amount)?;
-                let field = s
-                    .reservation
-                    .as_ref()
-                    .map(|(session, key)| reservation_field(session, *key))
-                    .unwrap_or_default();
-                c.arg(field)
-                    .arg(s.amount)
-                    .arg(if s.release { "1" } else { "0" })
-                    .arg(node)
-                    .arg(cdr_json(&s.cdr)?)
-                    .arg(if s.whole { "1" } else { "0" });
-                if let Some((used, b)) = &s.bundles {
-                    exact_u("used units", *used)?;
-                    c.arg(*used)
-                        .arg(bundle_list(&b.bundles))
-                        .arg(pricing(&b.pricing)?);
+            (Step::Reserve(s), Some(FirstInterval::Opening)) => {
+                reserve_args(&mut c, s, node)?;
+                if s.bundles.is_none() {
+                    c.arg("").arg("");
                 }
+                c.arg("1");
             }
-            Step::Release(s) => {
+            (Step::Debit(s), None) => {
+                debit_args(&mut c, s, node)?;
+            }
+            (
+                Step::Debit(s),
+                Some(&FirstInterval::Usage {
+                    opening_amount,
+                    first_interval,
+                    unmarked_opening,
+                }),
+            ) => {
+                if s.reservation.is_none() {
+                    return Err(encode_err(
+                        "first interval",
+                        "a usage debit needs a reservation",
+                    ));
+                }
+                non_negative("opening amount", opening_amount)?;
+                exact_u("first interval", first_interval)?;
+                debit_args(&mut c, s, node)?;
+                if s.bundles.is_none() {
+                    c.arg("").arg("").arg("");
+                }
+                c.arg(opening_amount)
+                    .arg(first_interval)
+                    .arg(if unmarked_opening { "1" } else { "0" });
+            }
+            (_, Some(_)) => {
+                return Err(encode_err(
+                    "first interval",
+                    "only for a reserve (opening) or a debit (usage)",
+                ));
+            }
+            (Step::Release(s), None) => {
                 c.arg(reservation_field(&s.session, s.key));
             }
-            Step::Refund(s) => {
+            (Step::Refund(s), None) => {
                 non_negative("amount", s.amount)?;
                 c.arg(s.amount).arg(node).arg(cdr_json(&s.cdr)?);
             }
-            Step::TopUp(s) => {
+            (Step::TopUp(s), None) => {
                 non_negative("amount", s.amount)?;
                 if s.amount == 0 {
                     return Err(encode_err("amount", "a top-up must be positive"));
                 }
                 c.arg(s.amount);
             }
-            Step::Expire(s) => {
+            (Step::Expire(s), None) => {
                 c.arg(&s.session)
                     .arg(s.owner.as_deref().unwrap_or(""))
                     .arg(node)
                     .arg(cdr_json(&s.cdr)?);
             }
-            Step::End(s) => {
+            (Step::End(s), None) => {
                 c.arg(&s.session);
             }
-            Step::Check(s) => {
+            (Step::Check(s), None) => {
                 non_negative("money", s.money)?;
                 exact_u("units", s.units)?;
                 c.arg(s.money).arg(s.units);
@@ -1178,7 +1255,7 @@ impl RedisLedger {
                     c.arg(node).arg(cdr_json(cdr)?);
                 }
             }
-            Step::Session(_) => {}
+            (Step::Session(_), None) => {}
         }
         Ok(c)
     }
@@ -1307,7 +1384,7 @@ impl RedisLedger {
     /// Runs one step on its own (a round trip, plus `WAIT` with
     /// `replicas_ack = 1`).
     pub async fn step(&self, step: &Step, now: Timestamp) -> Result<Answer> {
-        let c = self.command(step, now)?;
+        let c = self.command(step, None, now)?;
         self.step_alone(step, c).await
     }
 
@@ -1363,14 +1440,26 @@ impl RedisLedger {
     /// step: [`Error::Unavailable`] and [`Error::NotReplicated`] mean
     /// "answer 3004; the step may have run, retry it with the same key".
     pub async fn run(&self, steps: &[Step], now: Timestamp) -> Vec<Result<Answer>> {
+        self.run_any(steps, now).await
+    }
+
+    /// [`RedisLedger::run`] for the steps of sessions' requests, each
+    /// with how a tariff's first interval applies to it
+    /// ([`FirstInterval`]).
+    pub async fn run_planned(&self, steps: &[PlannedStep], now: Timestamp) -> Vec<Result<Answer>> {
+        self.run_any(steps, now).await
+    }
+
+    async fn run_any<P: Planned>(&self, steps: &[P], now: Timestamp) -> Vec<Result<Answer>> {
         let mut results: Vec<Option<Result<Answer>>> = (0..steps.len()).map(|_| None).collect();
         let mut commands: Vec<Option<Cmd>> = Vec::with_capacity(steps.len());
         // Steps by master (index into the shard map; usize::MAX unknown).
         let mut by_master: HashMap<usize, Vec<usize>> = HashMap::new();
         {
             let shards = self.shards.read().ok();
-            for (i, step) in steps.iter().enumerate() {
-                match self.command(step, now) {
+            for (i, planned) in steps.iter().enumerate() {
+                let step = planned.step();
+                match self.command(step, planned.first_interval(), now) {
                     Ok(c) => {
                         let slot = self.slot_of(step);
                         let master = shards
@@ -1405,7 +1494,7 @@ impl RedisLedger {
             if wait {
                 pipe.cmd("WAIT").arg(1).arg(self.wait_ms());
             }
-            let slot = self.slot_of(&steps[members[0]]);
+            let slot = self.slot_of(steps[members[0]].step());
             let count = members.len() + usize::from(wait);
             let mut conn = self.conn.clone();
             async move {
@@ -1447,7 +1536,7 @@ impl RedisLedger {
             };
             let replicated = !wait || values.last().and_then(int).unwrap_or(0) >= 1;
             for (&i, v) in members.iter().zip(&values) {
-                let step = &steps[i];
+                let step = steps[i].step();
                 results[i] = Some(match v {
                     Value::ServerError(se) => {
                         let e = RedisError::from(se.clone());
@@ -1478,7 +1567,7 @@ impl RedisLedger {
         }
         for i in again {
             results[i] = Some(match commands[i].take() {
-                Some(c) => self.step_alone(&steps[i], c).await,
+                Some(c) => self.step_alone(steps[i].step(), c).await,
                 None => Err(encode_err("step", "no command")),
             });
         }
@@ -1530,6 +1619,7 @@ impl RedisLedger {
                 since: Timestamp(r.since),
                 owner: r.owner.to_string(),
                 bundle_holds: r.holds,
+                opening: r.opening,
             });
         }
         Ok(out)
@@ -1812,27 +1902,34 @@ struct ParsedReservation<'a> {
     expires: u64,
     since: u64,
     holds: Vec<(u32, u64)>,
+    opening: Option<bool>,
     owner: &'a str,
 }
 
-/// `"money units expires since b<holds> owner"` (or, as library version
-/// 4 wrote it, without the holds).
+/// `"money units expires since b<holds> o<opening> owner"` (as library
+/// versions 5 to 8 wrote it, without the opening mark; as version 4
+/// wrote it, without the holds either). Owners have no spaces.
 fn parse_reservation(value: &str) -> Option<ParsedReservation<'_>> {
     let mut parts = value.splitn(5, ' ');
     let money = parts.next()?.parse::<i64>().ok()?;
     let mut num = || parts.next().and_then(|p| p.parse::<u64>().ok());
     let (units, expires, since) = (num()?, num()?, num()?);
     let rest = parts.next().unwrap_or("");
-    let (holds, owner) = match rest.split_once(' ') {
-        Some((h, owner))
+    let (holds, rest) = match rest.split_once(' ') {
+        Some((h, rest))
             if h.starts_with('b')
                 && h[1..]
                     .bytes()
                     .all(|c| c.is_ascii_digit() || c == b':' || c == b',') =>
         {
-            (parse_holds(&h[1..]), owner)
+            (parse_holds(&h[1..]), rest)
         }
         _ => (Vec::new(), rest),
+    };
+    let (opening, owner) = match rest.split_once(' ') {
+        Some(("o1", owner)) => (Some(true), owner),
+        Some(("o0", owner)) => (Some(false), owner),
+        _ => (None, rest),
     };
     Some(ParsedReservation {
         money,
@@ -1840,6 +1937,7 @@ fn parse_reservation(value: &str) -> Option<ParsedReservation<'_>> {
         expires,
         since,
         holds,
+        opening,
         owner,
     })
 }
@@ -1908,6 +2006,26 @@ mod tests {
         is_send(&ledger.run(&[], Timestamp(0)));
         is_send(&ledger.books());
         is_send(&ledger.open_account(AccountId(1), 0, 0, false));
+    }
+
+    #[test]
+    fn reservations_of_every_library_version_are_read() {
+        let r = parse_reservation("60 10 99 5 b1:3 o1 node-a").unwrap();
+        assert_eq!(
+            (r.money, r.units, r.expires, r.since, r.opening, r.owner),
+            (60, 10, 99, 5, Some(true), "node-a")
+        );
+        assert_eq!(r.holds, vec![(1, 3)]);
+        let r = parse_reservation("60 10 99 5 b o0 node-a").unwrap();
+        assert_eq!((r.opening, r.owner), (Some(false), "node-a"));
+        // Versions 5 to 8: no opening mark; version 4: no holds either.
+        let r = parse_reservation("60 10 99 5 b1:3 node-a").unwrap();
+        assert_eq!(
+            (r.opening, r.owner, r.holds),
+            (None, "node-a", vec![(1, 3)])
+        );
+        let r = parse_reservation("60 10 99 5 node-a").unwrap();
+        assert_eq!((r.opening, r.owner, r.holds), (None, "node-a", vec![]));
     }
 
     #[test]

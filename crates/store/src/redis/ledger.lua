@@ -123,19 +123,31 @@ local function format_holds(holds)
   return 'b' .. table.concat(parts, ',')
 end
 
--- A reservation: "money units expires_at since b<holds> owner" (units:
--- those its money pays for; holds: the bundle units it holds, by bundle).
--- A reservation written by library version 4 has no holds.
+-- A reservation: "money units expires_at since b<holds> o<opening> owner"
+-- (units: those its money pays for; holds: the bundle units it holds, by
+-- bundle; opening: 1 when the session's opening request made it, so that
+-- its first reported usage pays the tariff's first interval, else 0).
+-- A reservation written by library versions 5 to 8 has no opening mark
+-- (opening is nil: unknown), one written by version 4 no holds either.
+-- Owners (node ids) have no spaces.
 local function reservation(keys, field)
   local v = redis.call('HGET', keys[2], field)
   if not v then
     return nil
   end
-  local money, units, expires, since, holds, owner =
-    string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) b([%d:,]*) (.*)$')
+  local money, units, expires, since, holds, opening, owner =
+    string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) b([%d:,]*) o([01]) (.*)$')
+  if not money then
+    money, units, expires, since, holds, owner =
+      string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) b([%d:,]*) (.*)$')
+  end
   if not money then
     money, units, expires, since, owner = string.match(v, '^(%-?%d+) (%d+) (%d+) (%d+) (.*)$')
     holds = ''
+  end
+  local mark = nil
+  if opening then
+    mark = opening == '1'
   end
   return {
     money = tonumber(money),
@@ -143,14 +155,21 @@ local function reservation(keys, field)
     expires = tonumber(expires),
     since = tonumber(since),
     holds = parse_holds(holds),
+    opening = mark,
     owner = owner,
   }
 end
 
+-- Writes a reservation back; one without an opening mark (written by an
+-- earlier version) stays without.
 local function save_reservation(keys, field, r)
+  local mark = ''
+  if r.opening ~= nil then
+    mark = (r.opening and 'o1' or 'o0') .. ' '
+  end
   redis.call('HSET', keys[2], field,
     fmt(r.money) .. ' ' .. fmt(r.units) .. ' ' .. fmt(r.expires) .. ' ' .. fmt(r.since) .. ' '
-    .. format_holds(r.holds or {}) .. ' ' .. r.owner)
+    .. format_holds(r.holds or {}) .. ' ' .. mark .. r.owner)
 end
 
 -- A bundle of the account: { initial, remaining, reserved, consumed }, or
@@ -386,7 +405,12 @@ end
 -- gyro_reserve: moves money from the balance to the reservation `field`
 -- (added to what it already holds); the session's deadline (for
 -- gyro_expire) becomes `expires_at`.
--- ARGV[5..]: field money units min_money owner expires_at [bundles tariff]
+-- ARGV[5..]: field money units min_money owner expires_at [bundles tariff
+--            [opening(0|1)]]
+-- opening = 1: the request is the session's opening one (its
+-- CCR-Initial); a reservation this creates is marked as the opening one
+-- (version 9), whose first reported usage pays the tariff's first
+-- interval (see gyro_debit). A reservation that exists keeps its mark.
 -- Grants `money` for `units` when the account can pay it; else what it can
 -- pay if that is at least min_money (units scaled down in proportion);
 -- else nothing (4012).
@@ -446,7 +470,10 @@ local function reserve(keys, args)
       return remember(keys, args, { NO_CREDIT, 0, 0, a.balance, a.reserved, 0 })
     end
   end
-  local r = reservation(keys, field) or { money = 0, units = 0, since = int(args[4], 'now'), holds = {} }
+  local r = reservation(keys, field)
+  if not r then
+    r = { money = 0, units = 0, since = int(args[4], 'now'), holds = {}, opening = args[13] == '1' }
+  end
   r.money = r.money + grant
   r.units = r.units + grant_units
   r.expires = expires
@@ -491,7 +518,18 @@ end
 -- CDR (the engine's record as JSON, completed by the ledger fields) to the
 -- slot's stream in the same step.
 -- ARGV[5..]: field amount release(0|1) node cdr_json [whole(0|1)
---            [used bundles tariff]]
+--            [used bundles tariff [opening_amount first_interval
+--            unmarked(0|1)]]]
+-- With opening_amount (version 9: usage of a tariff with a first
+-- interval): when the reservation is the one the session's opening
+-- request made (marked so by gyro_reserve; one without a mark, written by
+-- an earlier version, when unmarked = 1), opening_amount is charged in
+-- place of `amount`, and the tariff's first interval is `first_interval`
+-- (the engine's rule: the opening reservation pays the first interval
+-- when its usage is first reported, whichever request reports it). A
+-- reservation a later request made, or none, is charged `amount`. The
+-- first interval is paid once: a reservation kept after paying it
+-- (release = 0) is no longer the opening one.
 -- With whole = 1 (a direct debit: the service is rendered only if paid)
 -- the debit is all or nothing: refused with 4010 on a blocked account and
 -- with 4012 when the reservation and the balance cannot pay all of it;
@@ -522,6 +560,19 @@ local function debit(keys, args)
   if field ~= '' then
     r = reservation(keys, field)
   end
+  -- The opening reservation's price (checked before anything changes).
+  local first = nil
+  if args[14] and args[14] ~= '' then
+    local opening_amount = int(args[14], 'opening amount')
+    local first_interval = int(args[15], 'first interval')
+    if opening_amount < 0 or first_interval < 0 then
+      error('gyro: negative opening price')
+    end
+    if r and (r.opening or (r.opening == nil and args[16] == '1')) then
+      amount = opening_amount
+      first = first_interval
+    end
+  end
   -- Bundles first (nothing changed until the debit is known to go ahead).
   local from_holds, takes, bundle_units = {}, {}, 0
   if args[11] and args[11] ~= '' then
@@ -530,6 +581,9 @@ local function debit(keys, args)
       error('gyro: negative usage')
     end
     local t = tariff(args[13])
+    if first then
+      t.first = first
+    end
     local left = used
     if r then
       for _, h in ipairs(r.holds) do
@@ -593,6 +647,9 @@ local function debit(keys, args)
   local released = 0
   if r then
     r.money = r.money - from_reserved
+    if first then
+      r.opening = false
+    end
     if release then
       released = give_back(keys, args, field, r)
     else
@@ -1087,7 +1144,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 8
+    return 9
   end,
   flags = { 'no-writes' },
 }

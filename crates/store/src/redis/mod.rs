@@ -43,8 +43,9 @@
 //!                                       debited initial topped_up, and per bundle
 //!                                       b:<id> -> "initial remaining reserved consumed"
 //! <ns>:{acct:<id>}:res          hash    <session-id>|<rg>:<sid> ->
-//!                                       "money units expires_at since b<holds> owner"
-//!                                       (holds: "<bundle id>:<units>,...")
+//!                                       "money units expires_at since b<holds> o<opening> owner"
+//!                                       (holds: "<bundle id>:<units>,..."; opening: 1 when
+//!                                       the session's opening request made it, else 0)
 //! <ns>:{acct:<id>}:req:<rk>     string  remembered answer of request rk (PX ttl)
 //! <ns>:{<tag>}:exp              zset    "<id>|<session-id>" by the session's deadline
 //!                                       (Tcc: the expiry of its latest reservation)
@@ -86,8 +87,8 @@
 //! | function       | step                                                       |
 //! |----------------|------------------------------------------------------------|
 //! | `gyro_open`    | create an account (with its bundles) unless it exists      |
-//! | `gyro_reserve` | bundles' remaining units, then balance -> reservation (all, what the account can pay, or 4012) |
-//! | `gyro_debit`   | charge from the reservation's bundle holds, free bundle units past the grant, the reservation's money, then the balance; optionally release the rest; CDR |
+//! | `gyro_reserve` | bundles' remaining units, then balance -> reservation (all, what the account can pay, or 4012); a new reservation records whether the session's opening request made it |
+//! | `gyro_debit`   | charge from the reservation's bundle holds, free bundle units past the grant, the reservation's money, then the balance (with a tariff's first interval when the reservation is the opening one); optionally release the rest; CDR |
 //! | `gyro_release` | reservation -> balance and bundles                         |
 //! | `gyro_refund`  | debited -> balance; CDR with a negative amount             |
 //! | `gyro_topup`   | money added to balance and topped_up                       |
@@ -130,6 +131,21 @@
 //! usage report is paid by the reservation's holds, then (past the
 //! grant) by free bundle units, then with money; a release gives the
 //! holds back.
+//!
+//! # A tariff's first interval
+//!
+//! The engine's rule: the reservation a session's opening request (its
+//! CCR-Initial) made for a rating key pays the tariff's first interval
+//! ("60/1": the first minute charged whole) when its usage is first
+//! reported, whichever request reports it; a reservation a later request
+//! made does not (`gyro_charging::Reservation::opening`). The ledger
+//! records it with the reservation (a Reserve planned with
+//! [`FirstInterval::Opening`] marks it, any other does not), and a usage
+//! Debit planned with [`FirstInterval::Usage`] is priced by it: the
+//! caller passes both prices and the reservation chooses
+//! ([`RedisLedger::run_planned`]). A reservation written before library
+//! version 9 carries no mark; the caller says what it counts as (the rule
+//! of those versions: the report is the session's request number 1).
 //!
 //! # Accounts created through the operator API
 //!
@@ -270,7 +286,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 8;
+pub const LIBRARY_VERSION: i64 = 9;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -615,6 +631,63 @@ pub enum Step {
     Session(PutSession),
     /// [`CheckBalance`] (reads only).
     Check(CheckBalance),
+}
+
+/// How a tariff's first interval ("60/1": the first minute charged
+/// whole) applies to a step of a session, by the engine's rule
+/// (`gyro_charging::Reservation::opening`): the reservation the session's
+/// opening request (its CCR-Initial) made for a rating key pays the first
+/// interval when its usage is first reported, whichever request reports
+/// it; a reservation a later request made does not, nor does usage
+/// reported without a reservation. Which request made a reservation is
+/// recorded with it, so the ledger applies the rule ([`PlannedStep`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FirstInterval {
+    /// On a [`Step::Reserve`] of the session's opening request: a
+    /// reservation it creates is the opening one. (A plain Reserve's is
+    /// not; one that exists keeps what it is, as the engine keeps the
+    /// request that created it.)
+    Opening,
+    /// On a [`Step::Debit`] of usage reported against a reservation (the
+    /// first part of a report a price change splits; the first interval
+    /// applies to it alone), priced by the Debit as for a reservation that
+    /// is not the opening one (its `amount`, and its bundle use's pricing,
+    /// without the first interval).
+    Usage {
+        /// What it charges instead to the opening reservation: the price
+        /// of the units with the first interval.
+        opening_amount: i64,
+        /// The tariff's first interval, applied likewise to the units
+        /// bundles leave to money.
+        first_interval: u64,
+        /// What a reservation written before library version 9 (which
+        /// did not record the request that made it) counts as: the
+        /// opening one when true. The caller passes the rule of those
+        /// versions: the report is the session's CC-Request-Number 1.
+        unmarked_opening: bool,
+    },
+}
+
+/// A step as a session's charging plans it: the step, and how a tariff's
+/// first interval applies to it ([`RedisLedger::run_planned`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PlannedStep {
+    /// The step.
+    pub step: Step,
+    /// How the first interval applies: [`FirstInterval::Opening`] only on
+    /// a [`Step::Reserve`], [`FirstInterval::Usage`] only on a
+    /// [`Step::Debit`] with a reservation (else the step is refused with
+    /// [`crate::Error::Encode`]); none: as the step says.
+    pub first_interval: Option<FirstInterval>,
+}
+
+impl From<Step> for PlannedStep {
+    fn from(step: Step) -> Self {
+        PlannedStep {
+            step,
+            first_interval: None,
+        }
+    }
 }
 
 /// The request key of the `step`-th money step of a Diameter request:
@@ -1027,6 +1100,11 @@ pub struct ReservationState {
     pub owner: String,
     /// Bundle units it holds: (bundle id, units), in the order taken.
     pub bundle_holds: Vec<(u32, u64)>,
+    /// Whether the session's opening request made it
+    /// ([`FirstInterval::Opening`]): its first reported usage pays the
+    /// tariff's first interval. `None` for a reservation written before
+    /// library version 9, which did not record it.
+    pub opening: Option<bool>,
 }
 
 /// Counts of what a [`RedisLedger`] sent, since it connected (for
