@@ -44,8 +44,13 @@
 //!   with Tariff-Change-Usage UNIT_AFTER_TARIFF_CHANGE, or seconds past
 //!   the switch) is two Debits, each part at its own rate with its own
 //!   CDR (`tariff_change` before/after), the second releasing the rest.
-//!   A tariff's first charging interval prices the session's first grant
-//!   and the usage reported against it (see "Not yet").
+//!   A tariff's first charging interval is applied as the engine applies
+//!   it: to the grants of the CCR-Initial, and to the usage first
+//!   reported against a reservation the CCR-Initial made (whichever
+//!   request reports it; not to a reservation a later request made, nor
+//!   to usage reported without a reservation). The ledger records which
+//!   reservations the CCR-Initial made and prices such usage by it
+//!   ([`FirstInterval`]).
 //! * CCR-Event: DIRECT_DEBITING is a Debit with no reservation, all or
 //!   nothing (4012 when the account cannot pay, 4010 when blocked), free
 //!   bundle units first;
@@ -119,11 +124,6 @@
 //!   configuration afterwards); which services a bundle covers and when
 //!   it is valid come from this node's charging configuration, so every
 //!   node must run the same one.
-//! * A first charging interval applies to the session's first grant
-//!   and to the usage reported by the request after the CCR-Initial
-//!   (CC-Request-Number 1); the engine applies it to the usage of the
-//!   reservation made at the CCR-Initial, which differs for a service
-//!   whose first report comes later.
 //! * A usage report is priced at the rate in force at the session's
 //!   previous request (when the engine uses its reservation's start: the
 //!   same unless a request left the service's reservation alone); a
@@ -190,8 +190,9 @@ use gyro_diameter::codes::{avp, cmd, result};
 use gyro_diameter::connection::ShedKind;
 use gyro_diameter::{Encoder, Message};
 use gyro_store::redis::{
-    request_key, AccountDefinition, Answer, BundleUse, CheckBalance, Debit, EndSession, Outcome,
-    Pricing, PutSession, RedisLedger, RedisOptions, Refund, Release, Reserve, SessionRecord, Step,
+    request_key, AccountDefinition, Answer, BundleUse, CheckBalance, Debit, EndSession,
+    FirstInterval, Outcome, PlannedStep, Pricing, PutSession, RedisLedger, RedisOptions, Refund,
+    Release, Reserve, SessionRecord, Step,
 };
 use gyro_store::ErrorKind;
 use tracing::{info, warn};
@@ -1566,10 +1567,15 @@ struct Planner {
     /// none for a CCR-Initial or -Event): when its reservations were
     /// made, the start of the usage it reports.
     since: Option<Timestamp>,
-    steps: Vec<Step>,
+    steps: Vec<PlannedStep>,
 }
 
 impl Planner {
+    /// Adds a step the first interval does not concern.
+    fn push(&mut self, step: Step) {
+        self.steps.push(step.into());
+    }
+
     /// Decodes a held-back request again (`false`, and the request marked
     /// failed, when it does not decode).
     fn decode(&mut self, p: &mut Pending) -> bool {
@@ -1754,7 +1760,7 @@ impl Planner {
                         self.plan_usage(account, now, p, mscc, key, &u, reason, (rate, change));
                     } else if requested.is_some() && req_type != RequestType::Initial {
                         let n = self.steps.len() as u32;
-                        self.steps.push(Step::Release(Release {
+                        self.push(Step::Release(Release {
                             account,
                             request: request_key(&session, number, n - p.steps.start as u32),
                             session: session.clone(),
@@ -1798,7 +1804,7 @@ impl Planner {
                             _ => t,
                         };
                         let n = self.steps.len() as u32;
-                        self.steps.push(Step::Reserve(Reserve {
+                        let reserve = Reserve {
                             account,
                             request: request_key(&session, number, n - p.steps.start as u32),
                             session: session.clone(),
@@ -1821,7 +1827,15 @@ impl Planner {
                                         pricing: Pricing::of(dear, first),
                                     })
                                 }),
-                        }));
+                        };
+                        // The CCR-Initial's reservations are the opening
+                        // ones: the first usage reported against each
+                        // pays the first interval (`plan_usage`).
+                        self.steps.push(PlannedStep {
+                            step: Step::Reserve(reserve),
+                            first_interval: (req_type == RequestType::Initial)
+                                .then_some(FirstInterval::Opening),
+                        });
                         p.parts.push(Part::Grant {
                             mscc: mscc.map(|_| p.answer.mscc.len()),
                             step: self.steps.len() - 1,
@@ -1853,7 +1867,7 @@ impl Planner {
         let mut ttl = ctx.serving.tcc;
         if req_type == RequestType::Termination {
             let n = self.steps.len() as u32;
-            self.steps.push(Step::End(EndSession {
+            self.push(Step::End(EndSession {
                 account,
                 request: request_key(&session, number, n - p.steps.start as u32),
                 session: session.clone(),
@@ -1864,7 +1878,7 @@ impl Planner {
             ended = Some(number);
             ttl = ctx.serving.ended_memory;
         }
-        self.steps.push(Step::Session(PutSession {
+        self.push(Step::Session(PutSession {
             session,
             record: SessionRecord {
                 account,
@@ -1976,10 +1990,6 @@ impl Planner {
             .then(|| after_report.unwrap_or_else(|| ServiceUnits::of(unit, pieces[1].0)));
         let session = self.request.session_id.clone();
         let number = self.request.request_number;
-        // Usage of the session's first grant (reported by the request
-        // after the CCR-Initial): the first interval applies to its first
-        // part.
-        let first_usage = number == 1;
         let last = pieces.len() - 1;
         for (n, (units, rate, side, started, ended)) in pieces.into_iter().enumerate() {
             let Some(t) = plan.rate(rate) else {
@@ -1997,17 +2007,33 @@ impl Planner {
             cdr.tariff_change = side;
             cdr.reporting_reason = reason;
             let i = self.steps.len() as u32;
-            self.steps.push(Step::Debit(Debit {
+            let debit = Debit {
                 account,
                 request: request_key(&session, number, i - p.steps.start as u32),
                 reservation: Some((session.clone(), key)),
-                amount: t.cost_of(units, first_usage && n == 0),
+                amount: t.cost_of(units, false),
                 release: n == last,
                 whole: false,
                 cdr,
-                bundles: Self::bundle_use(defs, key, t, now, first_usage && n == 0, true)
-                    .map(|b| (units, b)),
-            }));
+                bundles: Self::bundle_use(defs, key, t, now, false, true).map(|b| (units, b)),
+            };
+            // The engine's rule: the reservation the CCR-Initial made pays
+            // the first interval when its usage is first reported (the
+            // first part's), whichever request reports it; the ledger
+            // knows which request made the reservation, and picks the
+            // price. A reservation an earlier library version wrote does
+            // not say: it counts as the opening one when the report is
+            // the session's request number 1 (the rule then).
+            self.steps.push(PlannedStep {
+                step: Step::Debit(debit),
+                first_interval: (n == 0 && t.first_interval > 0 && !t.is_free()).then(|| {
+                    FirstInterval::Usage {
+                        opening_amount: t.cost_of(units, true),
+                        first_interval: t.first_interval,
+                        unmarked_opening: number == 1,
+                    }
+                }),
+            });
             p.parts.push(Part::Usage {
                 step: self.steps.len() - 1,
             });
@@ -2080,7 +2106,7 @@ impl Planner {
             RequestedAction::DirectDebiting => {
                 let mut cdr = self.cdr(key, plan.0, t, &used, now);
                 cdr.rated_units = units;
-                self.steps.push(Step::Debit(Debit {
+                self.push(Step::Debit(Debit {
                     account,
                     request: request_key(&session, number, 0),
                     reservation: None,
@@ -2101,7 +2127,7 @@ impl Planner {
             RequestedAction::RefundAccount => {
                 let mut cdr = self.cdr(key, plan.0, t, &used, now);
                 cdr.rated_units = units;
-                self.steps.push(Step::Refund(Refund {
+                self.push(Step::Refund(Refund {
                     account,
                     request: request_key(&session, number, 0),
                     amount: cost,
@@ -2124,7 +2150,7 @@ impl Planner {
                 let shown = units_avp.unwrap_or_default();
                 let mut cdr = self.cdr(key, plan.0, t, &shown, now);
                 cdr.rated_units = 0;
-                self.steps.push(Step::Check(CheckBalance {
+                self.push(Step::Check(CheckBalance {
                     account,
                     request: request_key(&session, number, 0),
                     money: cost,
@@ -2361,11 +2387,15 @@ impl RedisShard {
 /// and retries may add up to more than a gateway waits while a master is
 /// dead; past the bound every step is answered 3004 (it may have run; a
 /// retry is answered from what Redis remembers).
-fn run_bounded(ctx: &Ctx, steps: &[Step], now: Timestamp) -> Vec<gyro_store::Result<Answer>> {
+fn run_bounded(
+    ctx: &Ctx,
+    steps: &[PlannedStep],
+    now: Timestamp,
+) -> Vec<gyro_store::Result<Answer>> {
     let o = ctx.ledger.options();
     let bound = o.response_timeout * 2 + o.wait_timeout;
     ctx.rt
-        .block_on(async { tokio::time::timeout(bound, ctx.ledger.run(steps, now)).await })
+        .block_on(async { tokio::time::timeout(bound, ctx.ledger.run_planned(steps, now)).await })
         .unwrap_or_else(|_| {
             steps
                 .iter()
@@ -2389,10 +2419,10 @@ fn run_bounded(ctx: &Ctx, steps: &[Step], now: Timestamp) -> Vec<gyro_store::Res
 fn redo_vanished(
     ctx: &Arc<Ctx>,
     batch: &mut [Pending],
-    steps: Vec<Step>,
+    steps: Vec<PlannedStep>,
     mut results: Vec<gyro_store::Result<Answer>>,
     now: Timestamp,
-) -> (Vec<Step>, Vec<gyro_store::Result<Answer>>) {
+) -> (Vec<PlannedStep>, Vec<gyro_store::Result<Answer>>) {
     let vanished = |p: &Pending| {
         p.cached
             && results.get(p.steps.clone()).is_some_and(|r| {
