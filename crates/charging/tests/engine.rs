@@ -1130,6 +1130,38 @@ fn a_session_id_opened_again_after_its_session_expired_still_finds_the_old_answe
 }
 
 #[test]
+fn a_copy_that_only_replays_effects_keeps_timers_for_its_open_sessions_only() {
+    // The store's compactor keeps such a copy for as long as the server
+    // runs and never ticks it: every session opened used to leave a timer
+    // in it for good.
+    let mut e = engine();
+    let mut copy = Engine::restore(e.catalog().clone(), e.options().clone(), e.snapshot());
+    let mut out = Output::default();
+    e.handle_request(&initial("kept", "111", vec![want(10)]), at(0), &mut out);
+    // More than the 4,096 stale timers tolerated.
+    for i in 0..5_000 {
+        let sid = format!("short-{i}");
+        let now = at(i / 1000);
+        e.handle_request(&initial(&sid, "111", vec![want(10)]), now, &mut out);
+        e.handle_request(
+            &terminate(&sid, 1, vec![report(10, 1, false)]),
+            now,
+            &mut out,
+        );
+        for eff in out.effects.drain(..) {
+            copy.apply(&eff).unwrap();
+        }
+    }
+    assert_eq!(copy.session_count(), 1);
+    assert!(
+        copy.supervision_timers() <= 2 + 4096,
+        "{} timers held for 1 open session",
+        copy.supervision_timers()
+    );
+    assert_eq!(copy.snapshot().ledger, e.snapshot().ledger);
+}
+
+#[test]
 fn timers_of_ended_sessions_do_not_pile_up_until_their_supervision_time() {
     let mut e = engine();
     // 20,000 sessions open and end well within their supervision time

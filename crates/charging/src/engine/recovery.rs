@@ -95,6 +95,7 @@ impl Engine {
             if let Some(s) = self.ledger.sessions.get_mut(session) {
                 share_identifiers(s, &self.directory, &mut self.contexts);
             }
+            self.drop_stale_timers();
         }
         Ok(())
     }

@@ -28,14 +28,7 @@ impl Engine {
     /// since the previous one.
     pub fn tick(&mut self, now: Timestamp, out: &mut Output) -> usize {
         self.dedup.expire(now);
-        let open = self.ledger.sessions.len();
-        if self.timers.len() > 2 * open + STALE_TIMERS_SLACK {
-            let sessions = &self.ledger.sessions;
-            self.timers
-                .retain(|Reverse((_, key))| sessions.contains_key(key));
-            self.timers
-                .shrink_to(2 * self.timers.len() + STALE_TIMERS_SLACK);
-        }
+        self.drop_stale_timers();
         let mut closed = 0;
         while let Some(&Reverse((at, key))) = self.timers.peek() {
             if at > now {
@@ -55,5 +48,21 @@ impl Engine {
             closed += 1;
         }
         closed
+    }
+
+    /// Drops the timers of sessions that ended, once they outnumber the
+    /// timers of open sessions (see [`Engine::tick`]): called by `tick`,
+    /// and by [`Engine::apply`] for a copy that only replays effects (the
+    /// store's compactor) and never ticks, whose timers would otherwise
+    /// grow by one for every session ever opened.
+    pub(super) fn drop_stale_timers(&mut self) {
+        let open = self.ledger.sessions.len();
+        if self.timers.len() > 2 * open + STALE_TIMERS_SLACK {
+            let sessions = &self.ledger.sessions;
+            self.timers
+                .retain(|Reverse((_, key))| sessions.contains_key(key));
+            self.timers
+                .shrink_to(2 * self.timers.len() + STALE_TIMERS_SLACK);
+        }
     }
 }
