@@ -2602,15 +2602,7 @@ impl Shard for RedisShard {
                 avp::ERROR_MESSAGE,
                 "too busy (overloaded, or the ledger cannot be reached); try again or elsewhere",
             );
-        for id in [
-            avp::AUTH_APPLICATION_ID,
-            avp::CC_REQUEST_TYPE,
-            avp::CC_REQUEST_NUMBER,
-        ] {
-            if let Some(a) = answer.find(id) {
-                e.raw_avp(&a);
-            }
-        }
+        crate::shard::echo_ids(&mut e, answer);
         if e.finish().is_err() {
             warn!("3004 answer too large");
         }
