@@ -1148,9 +1148,10 @@ fn a_copy_that_only_replays_effects_keeps_timers_for_its_open_sessions_only() {
             now,
             &mut out,
         );
-        for eff in out.effects.drain(..) {
-            copy.apply(&eff).unwrap();
+        for eff in &out.effects {
+            copy.apply(eff).unwrap();
         }
+        out.clear();
     }
     assert_eq!(copy.session_count(), 1);
     assert!(
