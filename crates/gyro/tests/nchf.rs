@@ -407,6 +407,12 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         problem(&a, 400, Some("INVALID_MSG_FORMAT"));
         let a = c.post(API, raw("[]")).await.unwrap();
         problem(&a, 400, Some("INVALID_MSG_FORMAT"));
+        // JSON that is valid up to a point and then goes on is malformed
+        // as a whole, not a request missing attributes.
+        for body in ["{\"a\":1} trailing", "{\"a\":1}]", "{\"a\":1}{\"b\":2}"] {
+            let a = c.post(API, raw(body)).await.unwrap();
+            problem(&a, 400, Some("INVALID_MSG_FORMAT"));
+        }
         let mut wrong = smf_request(msisdn, 0, &[(10, 0, true)]);
         wrong["invocationSequenceNumber"] = json!("zero");
         let p = problem(

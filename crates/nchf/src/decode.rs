@@ -72,6 +72,15 @@ pub fn decode_request(body: &[u8]) -> Result<ChargingDataRequest, Problem> {
             "the body must be a JSON object (a ChargingDataRequest)",
         ));
     }
+    // The body must be one JSON value as a whole before its attributes
+    // are looked at: `{..} trailing` is malformed, not a request that
+    // lacks attributes.
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        return Err(Problem::bad_request(
+            cause::INVALID_MSG_FORMAT,
+            format!("the body is not valid JSON: {e}"),
+        ));
+    }
     let de = &mut serde_json::Deserializer::from_slice(body);
     let request: ChargingDataRequest = match serde_path_to_error::deserialize(&mut *de) {
         Ok(r) => r,
@@ -181,7 +190,20 @@ mod tests {
     #[test]
     fn malformed_json_is_invalid_msg_format() {
         let trailing = format!("{OK} {{}}");
-        for body in ["{", "", "nonsense", "[1,2]", "42", "{\"a\":}", &trailing] {
+        for body in [
+            "{",
+            "",
+            "nonsense",
+            "[1,2]",
+            "42",
+            "{\"a\":}",
+            &trailing,
+            // Valid JSON up to a point, then more: the body as a whole is
+            // malformed, whatever attributes its first object lacks.
+            "{\"a\":1} trailing",
+            "{\"a\":1}]",
+            "{\"a\":1}{\"b\":2}",
+        ] {
             let p = decode_request(body.as_bytes()).unwrap_err();
             assert_eq!(p.status, 400, "{body}");
             assert_eq!(p.cause(), Some(cause::INVALID_MSG_FORMAT), "{body}");
