@@ -482,6 +482,9 @@ fn nchf_sessions_are_charged_like_gy_with_problem_details_for_errors() {
         problem(&a, 400, Some("INVALID_API"));
         let a = c.request("GET", API, None, Bytes::new()).await.unwrap();
         problem(&a, 405, None);
+        let update = format!("{API}/nchf-1-00/update");
+        let a = c.request("PUT", &update, None, Bytes::new()).await.unwrap();
+        problem(&a, 405, None);
         let a = c
             .post(&format!("{API}/x/y/update"), Bytes::from(ok.clone()))
             .await
@@ -816,6 +819,9 @@ fn nchf_requests_are_counted_on_metrics_by_operation_and_status() {
         problem(&a, 400, Some("INVALID_MSG_FORMAT"));
         let a = c.request("GET", API, None, Bytes::new()).await.unwrap();
         problem(&a, 405, None);
+        let update = format!("{API}/nchf-1-00/update");
+        let a = c.request("PUT", &update, None, Bytes::new()).await.unwrap();
+        problem(&a, 405, None);
         let a = c
             .post("/nchf-convergedcharging/v1/chargingdata", Bytes::new())
             .await
@@ -841,21 +847,23 @@ fn nchf_requests_are_counted_on_metrics_by_operation_and_status() {
     assert_eq!(requests("release", "204"), Some(3.0));
     assert_eq!(requests("update", "404"), Some(1.0));
     assert_eq!(requests("create", "400"), Some(1.0));
-    // A GET names no operation (only POST does), nor does another API
-    // version.
-    assert_eq!(requests("other", "405"), Some(1.0));
+    // A wrong method on an operation's path is that operation's (the path
+    // names it); another API version names none.
+    assert_eq!(requests("create", "405"), Some(1.0), "{text}");
+    assert_eq!(requests("update", "405"), Some(1.0), "{text}");
+    assert_eq!(requests("other", "405"), None, "{text}");
     assert_eq!(requests("other", "400"), Some(1.0));
     let all: f64 = text
         .lines()
         .filter(|l| l.starts_with("gyro_nchf_requests_total{"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .sum();
-    assert_eq!(all, 16.0, "no other answers were counted");
+    assert_eq!(all, 17.0, "no other answers were counted");
     for (op, n) in [
-        ("create", 4.0),
-        ("update", 7.0),
+        ("create", 5.0),
+        ("update", 8.0),
         ("release", 3.0),
-        ("other", 2.0),
+        ("other", 1.0),
     ] {
         let labels = format!("operation=\"{op}\"");
         let name = "gyro_nchf_answer_latency_seconds";

@@ -400,8 +400,10 @@ async fn serve_connection<I>(
     }
 }
 
-/// Where a request goes.
-fn route(method: &Method, path: &str) -> Result<(Operation, Option<String>), Problem> {
+/// Which operation a path names, and the ChargingDataRef it holds; the
+/// method is checked apart ([`not_allowed`]), so that a request with the
+/// wrong method on an operation's path is still that operation's.
+fn route(path: &str) -> Result<(Operation, Option<String>), Problem> {
     let Some(rest) = path.strip_prefix(API) else {
         return Err(Problem::bad_request(
             cause::INVALID_API,
@@ -428,14 +430,16 @@ fn route(method: &Method, path: &str) -> Result<(Operation, Option<String>), Pro
         }
         None => return Err(no_such_resource()),
     };
-    if method != Method::POST {
-        return Err(Problem::new(
-            405,
-            None,
-            format!("{method} is not allowed here; the operations are POST"),
-        ));
-    }
     Ok((op, reference))
+}
+
+/// 405 for a method other than POST, which is all the operations take.
+fn not_allowed(method: &Method) -> Problem {
+    Problem::new(
+        405,
+        None,
+        format!("{method} is not allowed here; the operations are POST"),
+    )
 }
 
 fn no_such_resource() -> Problem {
@@ -525,11 +529,14 @@ async fn answer(
     https: bool,
     operation: &mut Option<Operation>,
 ) -> Answer {
-    let (op, reference) = match route(req.method(), req.uri().path()) {
+    let (op, reference) = match route(req.uri().path()) {
         Ok(r) => r,
         Err(p) => return p.into(),
     };
     *operation = Some(op);
+    if req.method() != Method::POST {
+        return not_allowed(req.method()).into();
+    }
     if !is_json(&req) {
         return Problem::new(415, None, "the body must be application/json").into();
     }
@@ -697,28 +704,19 @@ mod tests {
 
     #[test]
     fn paths_route_to_operations_or_to_the_errors_ts_29_500_names() {
-        let post = Method::POST;
         assert_eq!(
-            route(&post, "/nchf-convergedcharging/v3/chargingdata").unwrap(),
+            route("/nchf-convergedcharging/v3/chargingdata").unwrap(),
             (Operation::Create, None)
         );
         assert_eq!(
-            route(
-                &post,
-                "/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/update"
-            )
-            .unwrap(),
+            route("/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/update").unwrap(),
             (Operation::Update, Some("nchf-1-ab".into()))
         );
         assert_eq!(
-            route(
-                &post,
-                "/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/release"
-            )
-            .unwrap(),
+            route("/nchf-convergedcharging/v3/chargingdata/nchf-1-ab/release").unwrap(),
             (Operation::Release, Some("nchf-1-ab".into()))
         );
-        let e = route(&post, "/nchf-convergedcharging/v2/chargingdata").unwrap_err();
+        let e = route("/nchf-convergedcharging/v2/chargingdata").unwrap_err();
         assert_eq!((e.status, e.cause()), (400, Some(cause::INVALID_API)));
         for p in [
             "/nchf-convergedcharging/v3/chargingdata/",
@@ -727,14 +725,13 @@ mod tests {
             "/nchf-convergedcharging/v3/chargingdata/a/b/update",
             "/nchf-convergedcharging/v3/other",
         ] {
-            let e = route(&post, p).unwrap_err();
+            let e = route(p).unwrap_err();
             assert_eq!(
                 e.cause(),
                 Some(cause::RESOURCE_URI_STRUCTURE_NOT_FOUND),
                 "{p}"
             );
         }
-        let e = route(&Method::GET, "/nchf-convergedcharging/v3/chargingdata").unwrap_err();
-        assert_eq!(e.status, 405);
+        assert_eq!(not_allowed(&Method::GET).status, 405);
     }
 }
