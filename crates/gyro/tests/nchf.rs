@@ -790,6 +790,99 @@ fn http2_abuse_is_bounded() {
     );
 }
 
+/// Reads from a raw connection until the server closes it; true when it
+/// did so within `wait` (what it sent before, its SETTINGS, is skipped).
+fn closed_within(s: &mut TcpStream, wait: Duration) -> bool {
+    let t = std::time::Instant::now();
+    while t.elapsed() < wait {
+        let (_, closed) = nchf::read_frames(s, Duration::from_millis(200));
+        if closed {
+            return true;
+        }
+    }
+    false
+}
+
+/// A connection that does not start HTTP/2 (the preface and a first
+/// SETTINGS frame) within `request_timeout_ms` is closed: connections that
+/// say nothing, or only part of the preface, cannot hold every one of
+/// `max_connections` and lock real clients out.
+#[test]
+fn connections_that_do_not_start_http2_in_time_are_dropped() {
+    let dir = support::scratch("nchf-silent");
+    let server = Server::start(
+        &dir,
+        "request_timeout_ms = 1000\nmax_connections = 3\n",
+        None,
+    );
+    let msisdn = "46709880099";
+    server.account_with(msisdn, 1_000_000);
+    let preface = nchf::preface();
+    let mut held: Vec<TcpStream> = [&[][..], &preface[..10], &preface[..24]]
+        .into_iter()
+        .map(|sent| {
+            let mut s = TcpStream::connect(server.nchf).unwrap();
+            nchf::send(&mut s, sent);
+            s
+        })
+        .collect();
+    let t = std::time::Instant::now();
+    for (i, s) in held.iter_mut().enumerate() {
+        assert!(
+            closed_within(s, Duration::from_secs(5)),
+            "connection {i} still open after {:?}",
+            t.elapsed()
+        );
+    }
+    assert!(
+        t.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        t.elapsed()
+    );
+    // The slots they held serve a real client.
+    rt().block_on(async {
+        let c = tokio::time::timeout(Duration::from_secs(5), Client::connect(server.nchf))
+            .await
+            .expect("connected in time")
+            .unwrap();
+        let a = post(&c, API, &smf_request(msisdn, 0, &[(10, 0, true)])).await;
+        charged(&a, 201);
+    });
+}
+
+/// HEAD gets the status and headers a GET would, without content
+/// (RFC 9110 section 9.3.2): HEADERS with END_STREAM and no DATA.
+#[test]
+fn head_is_answered_without_content() {
+    let dir = support::scratch("nchf-head");
+    let server = Server::start(&dir, "", None);
+    let mut headers = vec![0x02, 4]; // :method, literal: "HEAD"
+    headers.extend(b"HEAD");
+    headers.extend(&nchf::post_headers(API, &[])[1..]);
+    let mut out = nchf::preface();
+    // END_HEADERS and END_STREAM.
+    out.extend(nchf::frame(0x1, 0x5, 1, &headers));
+    let mut s = TcpStream::connect(server.nchf).unwrap();
+    nchf::send(&mut s, &out);
+    let (frames, _) = nchf::read_frames(&mut s, Duration::from_millis(1500));
+    let answer: Vec<_> = frames.iter().filter(|f| f.2 == 1).collect();
+    assert!(!answer.is_empty(), "no answer: {frames:?}");
+    assert_eq!(answer[0].0, 0x1, "HEADERS first: {answer:?}");
+    assert_eq!(answer[0].1 & 0x1, 0x1, "END_STREAM on HEADERS: {answer:?}");
+    assert!(
+        answer.iter().all(|f| f.0 != 0x0),
+        "no DATA in a HEAD answer: {answer:?}"
+    );
+    // Through a client: 405 with its headers and no body.
+    rt().block_on(async {
+        let c = Client::connect(server.nchf).await.unwrap();
+        let a = c.request("HEAD", API, None, Bytes::new()).await.unwrap();
+        assert_eq!(a.status, 405);
+        assert_eq!(a.content_type.as_deref(), Some("application/problem+json"));
+        assert!(a.body.is_empty(), "{:?}", a.body);
+    });
+}
+
 /// `/metrics` counts the Nchf requests by operation and HTTP status, and
 /// times them by operation, as many as were sent; the text passes
 /// `promtool check metrics` where promtool is installed.
@@ -912,7 +1005,7 @@ fn nchf_over_tls_negotiates_h2_and_charges_like_h2c() {
     );
     let port = support::free_port();
     let extra = format!(
-        "tls_listen = \"127.0.0.1:{port}\"\n[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_auth = \"none\"\n",
+        "request_timeout_ms = 2000\ntls_listen = \"127.0.0.1:{port}\"\n[tls]\ncert = \"{}\"\nkey = \"{}\"\nclient_auth = \"none\"\n",
         certs.join("server.pem").display(),
         certs.join("server.key").display()
     );
@@ -937,8 +1030,9 @@ fn nchf_over_tls_negotiates_h2_and_charges_like_h2c() {
             .with_root_certificates(roots)
             .with_no_client_auth();
         config.alpn_protocols = vec![b"h2".to_vec()];
+        let config = Arc::new(config);
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-        let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        let tls = tokio_rustls::TlsConnector::from(config.clone())
             .connect(ServerName::try_from("ocs.gyro.test").unwrap(), tcp)
             .await
             .expect("a TLS handshake");
@@ -960,6 +1054,24 @@ fn nchf_over_tls_negotiates_h2_and_charges_like_h2c() {
         let release = smf_request(msisdn, 2, &[(10, 1_000_000, false)]);
         let a = post(&c, &format!("{API}/{reference}/release"), &release).await;
         assert_eq!(a.status, 204, "{}", String::from_utf8_lossy(&a.body));
+
+        // A client that finishes its TLS handshake and then says nothing
+        // is closed once request_timeout_ms (2 s) has passed.
+        use tokio::io::AsyncReadExt;
+        let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let mut silent = tokio_rustls::TlsConnector::from(config)
+            .connect(ServerName::try_from("ocs.gyro.test").unwrap(), tcp)
+            .await
+            .expect("a TLS handshake");
+        let t = std::time::Instant::now();
+        let mut sink = Vec::new();
+        let read = tokio::time::timeout(Duration::from_secs(8), silent.read_to_end(&mut sink));
+        assert!(
+            read.await.is_ok(),
+            "a silent TLS connection still open after {:?}",
+            t.elapsed()
+        );
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
     });
     let account = server.account(msisdn);
     assert_eq!(account["reserved"], 0, "{account}");

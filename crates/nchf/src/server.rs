@@ -15,7 +15,7 @@ use gyro_server::tls::TlsContext;
 use gyro_server::Control;
 use http::{header, HeaderValue, Method, Request, Response, StatusCode};
 use http_body_util::{BodyExt, Full, Limited};
-use hyper::body::Incoming;
+use hyper::body::{Body as _, Incoming};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
@@ -340,19 +340,23 @@ async fn accept_loop(
         let _ = stream.set_nodelay(true);
         let (state, limits, stop, tls) = (state.clone(), limits.clone(), stop.clone(), tls.clone());
         tokio::spawn(async move {
+            // A client that connects and says nothing, or not enough to
+            // start HTTP/2, is dropped: its TLS handshake, the connection
+            // preface and its first SETTINGS must all arrive within the
+            // handshake timeout of the connection being accepted.
+            let deadline = tokio::time::Instant::now() + limits.handshake_timeout;
             match tls {
-                None => {
-                    // A client that connects and says nothing is dropped.
-                    let first = tokio::time::timeout(limits.handshake_timeout, stream.readable());
-                    if matches!(first.await, Ok(Ok(()))) {
-                        serve_connection(stream, false, state, &limits, stop).await;
-                    }
-                }
+                None => match start_http2(stream, deadline).await {
+                    Ok(io) => serve_connection(io, false, state, &limits, stop).await,
+                    Err(e) => debug!(%peer, error = %e, "nchf: HTTP/2 did not start"),
+                },
                 Some(tls) => {
-                    let handshake =
-                        tokio::time::timeout(limits.handshake_timeout, tls.get().accept(stream));
+                    let handshake = tokio::time::timeout_at(deadline, tls.get().accept(stream));
                     match handshake.await {
-                        Ok(Ok(s)) => serve_connection(s, true, state, &limits, stop).await,
+                        Ok(Ok(s)) => match start_http2(s, deadline).await {
+                            Ok(io) => serve_connection(io, true, state, &limits, stop).await,
+                            Err(e) => debug!(%peer, error = %e, "nchf: HTTP/2 did not start"),
+                        },
                         Ok(Err(e)) => debug!(%peer, error = %e, "nchf: TLS handshake failed"),
                         Err(_) => debug!(%peer, "nchf: TLS handshake timed out"),
                     }
@@ -361,6 +365,62 @@ async fn accept_loop(
             drop(permit);
         });
     }
+}
+
+/// The client connection preface (RFC 9113 section 3.4).
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// The largest first SETTINGS payload waited for (SETTINGS_MAX_FRAME_SIZE's
+/// initial value); a larger frame is left to HTTP/2 to refuse.
+const MAX_FIRST_FRAME: usize = 16_384;
+
+/// How many bytes starting HTTP/2 takes, given what arrived so far: the
+/// preface and the whole first frame when that is a SETTINGS frame of a
+/// sane size. `Some(n)` with `n <= buf.len()` once enough arrived, or
+/// once what arrived is not HTTP/2 (which the HTTP/2 layer then refuses
+/// with GOAWAY); `None` while more is needed.
+fn http2_start_len(buf: &[u8]) -> Option<usize> {
+    let n = buf.len().min(PREFACE.len());
+    if buf[..n] != PREFACE[..n] {
+        return Some(n);
+    }
+    let header = PREFACE.len() + 9;
+    let h = buf.get(PREFACE.len()..header)?;
+    let length = usize::from(h[0]) << 16 | usize::from(h[1]) << 8 | usize::from(h[2]);
+    if h[3] != 0x4 || length > MAX_FIRST_FRAME {
+        return Some(header);
+    }
+    (buf.len() >= header + length).then_some(header + length)
+}
+
+/// Reads the start of HTTP/2 (preface and first SETTINGS) from `io`
+/// before `deadline`, and gives back `io` with what was read put back in
+/// front of it. An error when the deadline passed or the client closed
+/// first.
+async fn start_http2<I>(
+    mut io: I,
+    deadline: tokio::time::Instant,
+) -> std::io::Result<impl AsyncRead + AsyncWrite + Unpin + Send + 'static>
+where
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    use tokio::io::AsyncReadExt;
+    let mut buf = Vec::with_capacity(64);
+    let read = async {
+        loop {
+            if http2_start_len(&buf).is_some_and(|n| n <= buf.len()) {
+                return Ok::<(), std::io::Error>(());
+            }
+            if io.read_buf(&mut buf).await? == 0 {
+                return Err(std::io::ErrorKind::UnexpectedEof.into());
+            }
+        }
+    };
+    match tokio::time::timeout_at(deadline, read).await {
+        Ok(r) => r?,
+        Err(_) => return Err(std::io::ErrorKind::TimedOut.into()),
+    }
+    let (r, w) = tokio::io::split(io);
+    Ok(tokio::io::join(std::io::Cursor::new(buf).chain(r), w))
 }
 
 async fn serve_connection<I>(
@@ -483,6 +543,7 @@ fn problem_response(p: Problem, path: &str) -> Response<Full<Bytes>> {
 async fn handle(state: &State, req: Request<Incoming>, https: bool) -> Response<Full<Bytes>> {
     let started = Instant::now();
     let path = req.uri().path().to_string();
+    let head = req.method() == Method::HEAD;
     let mut op = None;
     let r = answer(state, req, https, &mut op).await;
     let status = r.status().as_u16();
@@ -493,10 +554,19 @@ async fn handle(state: &State, req: Request<Incoming>, https: bool) -> Response<
         4 => state.stats.refused.fetch_add(1, Relaxed),
         _ => state.stats.failed.fetch_add(1, Relaxed),
     };
-    match r {
+    let mut r = match r {
         Answer::Done(r) => r,
         Answer::Problem(p) => problem_response(p, &path),
+    };
+    if head {
+        // RFC 9110 section 9.3.2: the status and headers a GET would get,
+        // without content (HEADERS with END_STREAM).
+        let length = r.body().size_hint().exact().unwrap_or(0);
+        r.headers_mut()
+            .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+        *r.body_mut() = Full::new(Bytes::new());
     }
+    r
 }
 
 enum Answer {
@@ -733,5 +803,26 @@ mod tests {
             );
         }
         assert_eq!(not_allowed(&Method::GET).status, 405);
+    }
+
+    #[test]
+    fn http2_starts_with_the_preface_and_a_whole_first_settings_frame() {
+        let mut start = PREFACE.to_vec();
+        for cut in 0..PREFACE.len() + 9 {
+            assert_eq!(http2_start_len(&start[..cut]), None, "{cut} bytes");
+        }
+        // SETTINGS with one setting (6 bytes): needed whole.
+        start.extend([0, 0, 6, 0x4, 0, 0, 0, 0, 0]);
+        assert_eq!(http2_start_len(&start), None);
+        start.extend([0, 3, 0, 0, 0, 100]);
+        assert_eq!(http2_start_len(&start), Some(start.len()));
+        // Not HTTP/2 (HTTP/1.1, a wrong first frame): handed on at once
+        // for the HTTP/2 layer to refuse.
+        for not_h2 in [&b"G"[..], b"GET / HTTP/1.1\r\n", b"PRI * HTTP/1.1\r\n"] {
+            assert!(http2_start_len(not_h2).is_some_and(|n| n <= not_h2.len()));
+        }
+        let mut ping = PREFACE.to_vec();
+        ping.extend([0, 0, 8, 0x6, 0, 0, 0, 0, 0]);
+        assert_eq!(http2_start_len(&ping), Some(PREFACE.len() + 9));
     }
 }
