@@ -807,15 +807,18 @@ mod tests {
 
     #[test]
     fn http2_starts_with_the_preface_and_a_whole_first_settings_frame() {
+        // The preface, then SETTINGS with one setting (6 bytes): needed
+        // whole, and no more.
         let mut start = PREFACE.to_vec();
-        for cut in 0..PREFACE.len() + 9 {
+        start.extend([0, 0, 6, 0x4, 0, 0, 0, 0, 0]);
+        start.extend([0, 3, 0, 0, 0, 100]);
+        for cut in 0..start.len() {
             assert_eq!(http2_start_len(&start[..cut]), None, "{cut} bytes");
         }
-        // SETTINGS with one setting (6 bytes): needed whole.
-        start.extend([0, 0, 6, 0x4, 0, 0, 0, 0, 0]);
-        assert_eq!(http2_start_len(&start), None);
-        start.extend([0, 3, 0, 0, 0, 100]);
         assert_eq!(http2_start_len(&start), Some(start.len()));
+        let mut more = start.clone();
+        more.extend([0, 0, 0, 0x4, 0x1, 0, 0, 0, 0]);
+        assert_eq!(http2_start_len(&more), Some(start.len()));
         // Not HTTP/2 (HTTP/1.1, a wrong first frame): handed on at once
         // for the HTTP/2 layer to refuse.
         for not_h2 in [&b"G"[..], b"GET / HTTP/1.1\r\n", b"PRI * HTTP/1.1\r\n"] {
