@@ -603,6 +603,14 @@ impl CdrWriter {
         self.backlog_records + self.frames.as_ref().map_or(0, |z| z.records)
     }
 
+    /// Bytes a plain file may still take before it is due for rotation
+    /// by size; `None` for a compressed file (its size grows by whole
+    /// frames) or while lines wait to be written again.
+    pub(crate) fn room(&self) -> Option<u64> {
+        (self.frames.is_none() && self.backlog.is_empty())
+            .then(|| self.max_bytes.saturating_sub(self.len))
+    }
+
     /// Whether the open file is due for rotation by size or age.
     pub(crate) fn due(&self, now: Timestamp) -> bool {
         (self.len > 0 || self.pending_records() > 0)

@@ -81,6 +81,40 @@ impl<'o> LineEncoder<'o> {
 /// numbered from `first`) to `out`. JSON lines are written straight from
 /// the records ([`cdr_json`]); a record that path leaves, and every CSV
 /// line, goes through the decoded record.
+/// The shortest run of whole lines at the start of `lines` (whole lines
+/// of `format`) that holds at least `room` bytes, or all of them: its
+/// length in bytes and its number of lines. At least one line. A CSV
+/// record may hold a newline inside a quoted field; a JSON line never
+/// does (JSON escapes it).
+fn lines_to_fill(format: CdrFormat, lines: &[u8], room: usize) -> (usize, u64) {
+    let count = |b: &[u8]| b.iter().filter(|&&c| c == b'\n').count() as u64;
+    match format {
+        CdrFormat::JsonLines => {
+            let from = room.saturating_sub(1).min(lines.len());
+            match lines[from..].iter().position(|&c| c == b'\n') {
+                Some(at) => (from + at + 1, count(&lines[..from + at + 1])),
+                None => (lines.len(), count(lines)),
+            }
+        }
+        CdrFormat::Csv => {
+            let (mut quoted, mut k) = (false, 0);
+            for (i, &c) in lines.iter().enumerate() {
+                match c {
+                    b'"' => quoted = !quoted,
+                    b'\n' if !quoted => {
+                        k += 1;
+                        if i + 1 >= room {
+                            return (i + 1, k);
+                        }
+                    }
+                    _ => {}
+                }
+            }
+            (lines.len(), k)
+        }
+    }
+}
+
 pub(super) fn encode_lines(
     format: CdrFormat,
     cdrs: &[u8],
@@ -485,13 +519,38 @@ impl Writer {
             return;
         }
         self.lines.clear();
-        let r = match encode_lines(self.format, cdrs, n, first, &mut self.line, &mut self.lines) {
-            Ok(()) => self.cdr.write(&self.lines, n.into(), now),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = r {
+        if let Err(e) = encode_lines(self.format, cdrs, n, first, &mut self.line, &mut self.lines) {
             self.error(e);
+            self.count_bytes();
+            return;
         }
+        // A plain file closes once it holds `cdr_max_bytes`: a batch that
+        // would take it past goes into it up to the line that reaches the
+        // limit, and the rest into the next file (one group commit can
+        // carry megabytes of lines).
+        let lines = std::mem::take(&mut self.lines);
+        let (mut rest, mut left) = (&lines[..], u64::from(n));
+        while left > 0 {
+            let (take, k) = match self.cdr.room() {
+                Some(room) if rest.len() as u64 > room => {
+                    lines_to_fill(self.format, rest, room as usize)
+                }
+                _ => (rest.len(), left),
+            };
+            if let Err(e) = self.cdr.write(&rest[..take], k, now) {
+                self.error(e);
+                // Kept in order behind the failed lines, retried with them.
+                if k < left {
+                    let _ = self.cdr.write(&rest[take..], left - k, now);
+                }
+                break;
+            }
+            (rest, left) = (&rest[take..], left - k);
+            if left > 0 {
+                self.housekeeping_work(now);
+            }
+        }
+        self.lines = lines;
         self.count_bytes();
     }
 
@@ -613,6 +672,24 @@ mod tests {
     use crate::record::{encode_cdr, encode_cdr_after};
     use gyro_charging::Cdr;
     use proptest::prelude::*;
+
+    #[test]
+    fn a_batch_is_split_after_the_line_that_fills_the_file() {
+        let json = b"{\"a\":1}\n{\"b\":\"x\\ny\"}\n{\"c\":3}\n";
+        // 8 bytes of room: the first line (8 bytes) fills it.
+        assert_eq!(lines_to_fill(CdrFormat::JsonLines, json, 8), (8, 1));
+        // 9: the second line too (JSON escapes its newline).
+        assert_eq!(lines_to_fill(CdrFormat::JsonLines, json, 9), (21, 2));
+        assert_eq!(lines_to_fill(CdrFormat::JsonLines, json, 0), (8, 1));
+        assert_eq!(
+            lines_to_fill(CdrFormat::JsonLines, json, 1000),
+            (json.len(), 3)
+        );
+        // A CSV field may hold a newline inside its quotes.
+        let csv = b"1,\"a\nb\",x\n2,c,y\n";
+        assert_eq!(lines_to_fill(CdrFormat::Csv, csv, 3), (10, 1));
+        assert_eq!(lines_to_fill(CdrFormat::Csv, csv, 12), (csv.len(), 2));
+    }
 
     /// The lines through the decoded records only (the reference).
     fn decoded_lines(format: CdrFormat, cdrs: &[Cdr]) -> Vec<u8> {
