@@ -8,7 +8,6 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use gyro_charging::{AccountId, SubscriptionType};
 use gyro_ocs::operations::{AccountOp, Outcome};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -21,25 +20,8 @@ use crate::model::{
     AccountList, AccountView, BundleView, CreateAccount, SessionList, SessionView, Status,
     TopUpRequest, UpdateAccount,
 };
-use crate::problem::Problem;
+use crate::problem::{json_body, Problem};
 use crate::state::{AppState, Backend, Redis};
-
-/// Parses a JSON body: 400 when it is not JSON, 422 when it is JSON of
-/// the wrong shape.
-pub(crate) fn body<T: DeserializeOwned>(bytes: &Bytes) -> Result<T, Problem> {
-    serde_json::from_slice(bytes).map_err(|e| {
-        if e.is_data() {
-            Problem::invalid(e.to_string())
-        } else {
-            Problem::new(
-                StatusCode::BAD_REQUEST,
-                "malformed",
-                "Malformed JSON",
-                e.to_string(),
-            )
-        }
-    })
-}
 
 /// The account of a subscriber given in a path (MSISDN or IMSI digits).
 fn account_of(backend: &Backend, subscriber: &str) -> Result<AccountId, Problem> {
@@ -147,13 +129,13 @@ fn redis_view(v: gyro_ocs::RedisAccountView, replayed: Option<bool>) -> AccountV
     ))]
 pub async fn create(State(state): State<AppState>, bytes: Bytes) -> Result<Response, Problem> {
     if let Some(r) = state.redis.get() {
-        let request: CreateAccount = body(&bytes)?;
+        let request: CreateAccount = json_body(&bytes)?;
         let new = request.to_new_account()?;
         let view = r.accounts.create(new).await.map_err(redis_problem)?;
         return Ok(created(redis_view(view, None)));
     }
     let backend = state.backend()?;
-    let request: CreateAccount = body(&bytes)?;
+    let request: CreateAccount = json_body(&bytes)?;
     let mut new = request.to_new_account()?;
     let subs = &backend.subscribers;
     new.id = match request.id {
@@ -253,7 +235,7 @@ pub async fn update(
     Path(subscriber): Path<String>,
     bytes: Bytes,
 ) -> Result<Json<AccountView>, Problem> {
-    let change: UpdateAccount = body(&bytes)?;
+    let change: UpdateAccount = json_body(&bytes)?;
     if change.status.is_none() && change.credit_limit.is_none() && change.plan.is_none() {
         return Err(Problem::invalid(
             "nothing to change: give status, credit_limit and/or plan",
@@ -350,7 +332,7 @@ pub async fn top_up(
     Path(subscriber): Path<String>,
     bytes: Bytes,
 ) -> Result<Json<AccountView>, Problem> {
-    let request: TopUpRequest = body(&bytes)?;
+    let request: TopUpRequest = json_body(&bytes)?;
     if request.amount <= 0 {
         return Err(Problem::invalid("amount must be positive"));
     }

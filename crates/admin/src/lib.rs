@@ -262,14 +262,6 @@ async fn as_problem(response: Response) -> Response {
         .await
         .map(|b| String::from_utf8_lossy(&b).trim().to_string())
         .unwrap_or_default();
-    let title = status.canonical_reason().unwrap_or("Error");
-    let slug = match status {
-        axum::http::StatusCode::BAD_REQUEST => "malformed",
-        axum::http::StatusCode::METHOD_NOT_ALLOWED => "method-not-allowed",
-        axum::http::StatusCode::PAYLOAD_TOO_LARGE => "too-large",
-        axum::http::StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported-media-type",
-        _ => "error",
-    };
     let detail =
         match (text.is_empty(), status) {
             (false, _) => text,
@@ -280,9 +272,9 @@ async fn as_problem(response: Response) -> Response {
                     .to_string(),
             }
             }
-            (true, _) => title.to_string(),
+            (true, _) => status.canonical_reason().unwrap_or("error").to_string(),
         };
-    let mut r = Problem::new(status, slug, title, detail).into_response();
+    let mut r = Problem::for_status(status, detail).into_response();
     for (name, value) in &parts.headers {
         if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
             r.headers_mut().insert(name.clone(), value.clone());

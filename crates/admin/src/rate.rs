@@ -160,7 +160,7 @@ pub(crate) async fn rate(
     bytes: Bytes,
 ) -> Result<Json<RateView>, Problem> {
     let backend = state.backend()?;
-    let r: RateRequest = crate::accounts::body(&bytes)?;
+    let r: RateRequest = crate::problem::json_body(&bytes)?;
     let ctx = match (&r.service_context, &r.service) {
         (Some(c), _) => c.clone(),
         (None, Some(s)) => service_context(s)

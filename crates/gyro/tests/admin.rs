@@ -212,7 +212,40 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
     // What the framework refuses before a handler runs is a problem
     // document too: a query string that does not parse, a method the
     // path does not take (its Allow header kept).
-    is_problem(&server.call("GET", "/v1/accounts?limit=abc", None), 400);
+    let query = server.call("GET", "/v1/accounts?limit=abc", None);
+    is_problem(&query, 400);
+    // A body that is not a JSON object is refused as malformed JSON is,
+    // even where serde could read the fields from an array, and moves no
+    // money. One problem type has one title (RFC 9457 section 3.1.3).
+    let before = server.account("46700000001")["balance"].clone();
+    let top_up = "/v1/accounts/46700000001/top-ups";
+    let array = server.call("POST", top_up, Some(json!([250, "key-array"])));
+    is_problem(&array, 400);
+    let raw: ureq::Agent = ureq::Agent::config_builder()
+        .http_status_as_error(false)
+        .build()
+        .into();
+    let mut r = raw
+        .post(&format!("{}{top_up}", server.admin))
+        .header("content-type", "application/json")
+        .send("{\"amount\": 250,")
+        .unwrap();
+    let content_type = r.headers()["content-type"].to_str().unwrap().to_string();
+    let body: Value = serde_json::from_str(&r.body_mut().read_to_string().unwrap()).unwrap();
+    let bad_json = (r.status().as_u16(), content_type, body);
+    is_problem(&bad_json, 400);
+    for r in [&array, &bad_json, &query] {
+        assert_eq!(r.2["type"], "urn:gyro:problem:malformed", "{}", r.2);
+        assert_eq!(r.2["title"], query.2["title"], "{}", r.2);
+    }
+    for body in [json!([]), json!(250), json!(null)] {
+        for path in ["/v1/accounts", top_up, "/v1/rate"] {
+            let r = server.call("POST", path, Some(body.clone()));
+            is_problem(&r, 400);
+            assert_eq!(r.2["type"], "urn:gyro:problem:malformed", "{path} {body}");
+        }
+    }
+    assert_eq!(server.account("46700000001")["balance"], before);
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
