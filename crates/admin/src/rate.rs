@@ -147,6 +147,25 @@ pub fn service_context(service: &str) -> Option<&'static str> {
     })
 }
 
+/// The largest number an `integer, format: int64` field of the API
+/// carries: more units are refused rather than answered with numbers a
+/// client generated from the OpenAPI document cannot read.
+const INT64_MAX: u64 = i64::MAX as u64;
+
+/// 422 naming `units` unless every count of units in `q` fits an int64.
+fn check_int64(units: u64, q: &Quote) -> Result<(), Problem> {
+    let past = q
+        .parts
+        .iter()
+        .any(|p| p.units > INT64_MAX || p.charged_units > INT64_MAX || p.rate_per > INT64_MAX);
+    if past {
+        return Err(Problem::invalid(format!(
+            "units: {units} is too many to price: the units charged pass {INT64_MAX} (int64)"
+        )));
+    }
+    Ok(())
+}
+
 /// Prices usage under a subscriber's (or a named) plan without charging.
 #[utoipa::path(post, path = "/v1/rate", tag = "rating",
     request_body = RateRequest,
@@ -161,6 +180,12 @@ pub(crate) async fn rate(
 ) -> Result<Json<RateView>, Problem> {
     let backend = state.backend()?;
     let r: RateRequest = crate::problem::json_body(&bytes)?;
+    if r.units > INT64_MAX {
+        return Err(Problem::invalid(format!(
+            "units: {} is more than {INT64_MAX} (int64)",
+            r.units
+        )));
+    }
     let ctx = match (&r.service_context, &r.service) {
         (Some(c), _) => c.clone(),
         (None, Some(s)) => service_context(s)
@@ -204,7 +229,10 @@ pub(crate) async fn rate(
         request: Box::new(request),
     };
     match backend.call(shard, op).await? {
-        Outcome::Quote(q) => Ok(Json(RateView::new(&q, &q.time_zone))),
+        Outcome::Quote(q) => {
+            check_int64(r.units, &q)?;
+            Ok(Json(RateView::new(&q, &q.time_zone)))
+        }
         _ => Err(Problem::unavailable("unexpected answer from the shard")),
     }
 }

@@ -246,6 +246,23 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
         }
     }
     assert_eq!(server.account("46700000001")["balance"], before);
+    // /v1/rate takes and answers int64 numbers only (its OpenAPI schema):
+    // more units are a 422 that names them, never an answer past int64.
+    let rate = |units: u64| {
+        let body = json!({"service": "data", "rating_group": 10, "units": units});
+        server.call("POST", "/v1/rate", Some(body))
+    };
+    let (status, _, ok) = rate(1_000_000);
+    assert_eq!(status, 200, "{ok}");
+    for units in [i64::MAX as u64, i64::MAX as u64 + 1, u64::MAX] {
+        let r = rate(units);
+        is_problem(&r, 422);
+        assert!(
+            r.2["detail"].as_str().unwrap().starts_with("units:"),
+            "{}",
+            r.2
+        );
+    }
     let agent: ureq::Agent = ureq::Agent::config_builder()
         .http_status_as_error(false)
         .build()
