@@ -121,6 +121,7 @@ pub struct CreateAccount {
     pub currency: Option<String>,
     /// Account id, 1 to 2^53 - 1 (default: the next free one). It picks
     /// the shard.
+    #[schema(minimum = 1, maximum = 9007199254740991_u64)]
     pub id: Option<u64>,
 }
 

@@ -344,6 +344,23 @@ fn errors_are_problem_documents_and_metrics_and_openapi_are_served() {
     }
     assert!(api["paths"]["/v1/peers"]["get"]["responses"]["401"].is_object());
     assert!(api["paths"]["/v1/accounts"]["post"]["responses"]["400"].is_object());
+    // /metrics answers either format; an account id is 1 to 2^53 - 1.
+    let formats = &api["paths"]["/metrics"]["get"]["responses"]["200"]["content"];
+    let mut formats: Vec<&str> = formats
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.split(';').next().unwrap())
+        .collect();
+    formats.sort_unstable();
+    assert_eq!(
+        formats,
+        ["application/openmetrics-text", "text/plain"],
+        "{formats:?}"
+    );
+    let id = &api["components"]["schemas"]["CreateAccount"]["properties"]["id"];
+    assert_eq!(id["minimum"], 1, "{id}");
+    assert_eq!(id["maximum"], 9007199254740991u64, "{id}");
     let (status, _, peers) = server.call("GET", "/v1/peers", None);
     assert_eq!((status, &peers["open_connections"]), (200, &json!(1)));
     drop(pgw);

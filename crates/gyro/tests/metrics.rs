@@ -127,4 +127,46 @@ fn counters_by_command_type_and_result_code_equal_the_ccrs_sent_and_peers_list_t
     assert_eq!(p["answers"], sent);
     assert!(p["connected_since"].as_u64().unwrap() > 1_600_000_000_000);
     drop(pgw);
+
+    // The format follows the Accept header's q-values: q=0 is "not
+    // acceptable", the higher weight wins, and OpenMetrics when named
+    // with a weight as high as the classic text's.
+    let agent: ureq::Agent = ureq::Agent::config_builder()
+        .timeout_global(Some(std::time::Duration::from_secs(30)))
+        .build()
+        .into();
+    let format_for = |accept: &str| {
+        let r = agent
+            .get(&format!("{}/metrics", server.admin))
+            .header("accept", accept)
+            .call()
+            .expect("GET /metrics");
+        let content_type = r.headers()["content-type"].to_str().unwrap();
+        content_type.split(';').next().unwrap().to_string()
+    };
+    for (accept, format) in [
+        (
+            "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+            "application/openmetrics-text",
+        ),
+        (
+            "application/openmetrics-text;q=0, text/plain;version=0.0.4",
+            "text/plain",
+        ),
+        (
+            "application/openmetrics-text;q=0.3, text/plain;q=0.9",
+            "text/plain",
+        ),
+        (
+            "text/plain;q=0.3, application/openmetrics-text;q=0.9",
+            "application/openmetrics-text",
+        ),
+        (
+            "text/plain, application/openmetrics-text",
+            "application/openmetrics-text",
+        ),
+        ("*/*", "text/plain"),
+    ] {
+        assert_eq!(format_for(accept), format, "Accept: {accept}");
+    }
 }
