@@ -483,8 +483,9 @@ pub fn run(args: &Args) -> anyhow::Result<ExitCode> {
     }
     info!("shutting down: DPR to every peer, answering what is in flight");
     running.handle.shutdown();
-    let workers = running.handle.worker_stats();
-    running.handle.join();
+    // Counted once the workers are done: requests answered while they
+    // drained count too.
+    let workers = running.handle.join();
     if let Some(redis) = running.redis.take() {
         redis.stop();
     }

@@ -133,3 +133,57 @@ fn ctrl_c_stops_the_run_and_ends_every_session_it_started() {
     assert!(r["elapsed_secs"].as_f64().unwrap() < 30.0, "{report}");
     nothing_left_open(server, code, &r);
 }
+
+#[test]
+fn the_stopped_line_counts_the_requests_answered_while_the_server_drained() {
+    // A server stopped with SIGTERM in the middle of a run answers what
+    // it has read before it ends: its last log line counts those too.
+    let dir = scratch("stop-totals");
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], support::free_port()));
+    let mut server = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args(["serve", "--workers", "2", "--listen"])
+        .arg(addr.to_string())
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .env("GYRO_LOG", "info")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start gyro serve");
+    let t = std::time::Instant::now();
+    while std::net::TcpStream::connect(addr).is_err() {
+        assert!(t.elapsed() < Duration::from_secs(30), "never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let load = Command::new(env!("CARGO_BIN_EXE_gyro"))
+        .args([
+            "load", "--json", "--quiet", "-c", "2", "-d", "20s", "--target",
+        ])
+        .arg(addr.to_string())
+        .env("GYRO_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start gyro load");
+    std::thread::sleep(Duration::from_millis(1500));
+    let pid = server.id().to_string();
+    assert!(Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap()
+        .success());
+    let mut log = String::new();
+    std::io::Read::read_to_string(server.stderr.as_mut().unwrap(), &mut log).unwrap();
+    assert!(server.wait().unwrap().success(), "{log}");
+    let out = load.wait_with_output().unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let answered = report["answered"].as_u64().unwrap();
+    assert!(answered > 0, "{report}");
+    let stopped = log
+        .lines()
+        .filter(|l| l.contains(" stopped"))
+        .find_map(|l| l.split("requests=").nth(1))
+        .and_then(|n| n.trim().parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no stopped line in {log}"));
+    assert_eq!(stopped, answered, "{log}");
+}

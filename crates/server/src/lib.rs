@@ -115,11 +115,13 @@ impl ServerHandle {
         let _ = self.shutdown.send(true);
     }
 
-    /// Waits until every worker has stopped.
-    pub fn join(self) {
+    /// Waits until every worker has stopped, and returns each worker's
+    /// final counters (what it answered while draining included).
+    pub fn join(self) -> Vec<StatsSnapshot> {
         for t in self.threads {
             let _ = t.join();
         }
+        self.stats.iter().map(WorkerStats::snapshot).collect()
     }
 }
 
