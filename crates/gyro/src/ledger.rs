@@ -34,8 +34,9 @@ pub struct Args {
     /// Something else than checking the books.
     #[command(subcommand)]
     pub action: Option<Action>,
-    /// The server's data directory (read only; a running server may hold
-    /// it).
+    /// The server's data directory: read only, and a running server may
+    /// hold it, except for `repair`, which writes into it and refuses a
+    /// directory a server holds.
     #[arg(long, global = true, default_value = DEFAULT_DATA_DIR, value_name = "DIR")]
     pub data_dir: PathBuf,
     /// Charging configuration the server runs with (default: the embedded
