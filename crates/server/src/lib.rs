@@ -319,7 +319,15 @@ pub fn start_controlled<F: Application>(
             .name(format!("gyro-worker-{index}"))
             .spawn(move || {
                 if let Some(id) = cpu {
-                    core_affinity::set_for_current(core_affinity::CoreId { id });
+                    if core_affinity::set_for_current(core_affinity::CoreId { id }) {
+                        tracing::info!(worker = index, cpu = id, "worker pinned");
+                    } else {
+                        tracing::warn!(
+                            worker = index,
+                            cpu = id,
+                            "cannot pin the worker to this CPU (server.cpus: not one this process may run on); it runs unpinned"
+                        );
+                    }
                 }
                 event_loop::run(index, shared, listeners, inbox, sd, ready)
             })?;
