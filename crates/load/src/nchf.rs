@@ -232,11 +232,13 @@ fn account(
         Err(_) => {
             stats.types[kind as usize].timeouts += 1;
             stats.per_second.timeout(Instant::now());
+            stats.last_settled = Some(Instant::now());
             None
         }
         Ok(Err(e)) => {
             stats.lost += 1;
             stats.per_second.lost(Instant::now(), 1);
+            stats.last_settled = Some(Instant::now());
             stats.connection_error(format!("HTTP/2: {e}"));
             None
         }
@@ -253,7 +255,7 @@ fn account(
                 t.errors += 1;
             }
             stats.per_second.answered(Instant::now(), us, ok);
-            stats.last_answer = Some(Instant::now());
+            stats.last_settled = Some(Instant::now());
             if status == 200 || status == 201 {
                 count_units(stats, &body);
             }

@@ -364,7 +364,9 @@ pub(crate) struct ConnStats {
     pub left_open: u64,
     /// Why the first of them could not be ended.
     pub left_open_reason: Option<String>,
-    pub last_answer: Option<Instant>,
+    /// When the last measured request was settled: answered, timed out
+    /// or lost with its connection (the end of the measured run).
+    pub last_settled: Option<Instant>,
     pub first_error: Option<String>,
     /// Open loop: how late each request left after its intended time.
     pub send_lag: Histogram<u64>,
@@ -406,7 +408,7 @@ impl ConnStats {
             drain_finished: 0,
             left_open: 0,
             left_open_reason: None,
-            last_answer: None,
+            last_settled: None,
             first_error: None,
             send_lag: new_histogram(),
             tls_handshake_us: None,
@@ -773,7 +775,7 @@ impl Report {
             if r.first_connection_error.is_none() {
                 r.first_connection_error.clone_from(&c.first_error);
             }
-            if let Some(t) = c.last_answer {
+            if let Some(t) = c.last_settled {
                 last = Some(last.map_or(t, |l| l.max(t)));
             }
         }
@@ -828,6 +830,10 @@ impl Report {
             }
             r.tls_handshakes_us = Some(Latency::of(&h));
         }
+        // The measured run ends when its last request was settled
+        // (answered, timed out or lost), not when the drain that follows
+        // ends; a server that stops answering keeps the run going until
+        // its requests time out.
         let end = last.unwrap_or(info.end).max(info.start);
         r.elapsed_secs = end.duration_since(info.start).as_secs_f64();
         r.series = Series::build(conns, r.elapsed_secs.ceil() as usize);

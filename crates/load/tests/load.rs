@@ -464,3 +464,27 @@ async fn a_re_auth_request_is_answered_with_one_session_id_and_a_valid_raa() {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_stops_answering_does_not_shorten_the_measured_run() {
+    // 100 answers in the first milliseconds, then silence: the run lasts
+    // its 2 s of requests timing out, and its time and rate say so.
+    let (addr, _obs) = start(FakeConfig {
+        answer_first: Some(100),
+        log: false,
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        connections: 1,
+        window: 4,
+        duration: Some(Duration::from_secs(2)),
+        timeout: Duration::from_millis(300),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(r.answered, 100, "{}", r.human());
+    assert!(r.timeouts > 0, "{}", r.human());
+    assert!(r.elapsed_secs >= 1.9, "{}", r.human());
+    assert!(r.rate <= 100.0 / 1.9, "{}", r.human());
+}

@@ -92,7 +92,7 @@ impl Conn<'_> {
                 t.errors += 1;
                 self.errors += 1;
             }
-            self.stats.last_answer = Some(now);
+            self.stats.last_settled = Some(now);
         }
         self.in_flight -= 1;
         if self.plan.record.is_some() {

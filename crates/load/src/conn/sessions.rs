@@ -108,6 +108,7 @@ impl Conn<'_> {
                     self.stats.lost += 1;
                     self.errors += 1;
                     self.stats.sessions_failed += 1;
+                    self.stats.last_settled = Some(Instant::now());
                 }
                 Phase::InFlight | Phase::Waiting | Phase::Ready | Phase::Backoff => {
                     self.stats.sessions_failed += 1
@@ -471,6 +472,7 @@ impl Conn<'_> {
                     if !slot.drain {
                         self.stats.types[req as usize].timeouts += 1;
                         self.stats.per_second.timeout(now);
+                        self.stats.last_settled = Some(now);
                         self.errors += 1;
                     }
                     self.in_flight -= 1;

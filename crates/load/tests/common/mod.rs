@@ -40,6 +40,8 @@ pub struct FakeConfig {
     pub garbage: bool,
     /// Send a Re-Auth-Request for each session right after its CCA-I.
     pub send_rar: bool,
+    /// Answer only this many CCRs (over all connections), then none.
+    pub answer_first: Option<u64>,
 }
 
 impl Default for FakeConfig {
@@ -53,6 +55,7 @@ impl Default for FakeConfig {
             log: true,
             garbage: false,
             send_rar: false,
+            answer_first: None,
         }
     }
 }
@@ -187,7 +190,8 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                             if cfg.log {
                                 obs.log.lock().unwrap()[idx].push(seen(&m));
                             }
-                            if !cfg.answer_ccr {
+                            let n = obs.ccrs.load(Ordering::Relaxed);
+                            if !cfg.answer_ccr || cfg.answer_first.is_some_and(|first| n > first) {
                                 continue;
                             }
                             if cfg.garbage {
