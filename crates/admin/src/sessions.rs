@@ -72,13 +72,13 @@ struct Prepared {
 }
 
 /// Builds the requests for `targets` on the shard (whose identity they
-/// carry), each addressed to the peer that holds its session; sessions
+/// carry), each addressed to the client that holds its session; sessions
 /// no open connection carries are logged and left out.
 fn prepare(shard: &CreditShard, outbound: &Outbound, targets: Vec<Target>) -> Vec<Prepared> {
     targets
         .into_iter()
         .filter_map(|target| {
-            let Some(peer) = outbound.peer(target.session_id.as_bytes()) else {
+            let Some(client) = outbound.client(target.session_id.as_bytes()) else {
                 warn!(
                     session = target.session_id,
                     request = target.kind.name(),
@@ -86,12 +86,19 @@ fn prepare(shard: &CreditShard, outbound: &Outbound, targets: Vec<Target>) -> Ve
                 );
                 return None;
             };
-            let request =
-                shard.encode_server_request(&target, &peer.host, &peer.realm, next_end_to_end());
+            let request = shard.encode_server_request(
+                &target,
+                &client.host,
+                &client.realm,
+                next_end_to_end(),
+            );
+            let peer = outbound
+                .peer(target.session_id.as_bytes())
+                .map_or(client.host, |p| p.host);
             Some(Prepared {
                 target,
                 request,
-                peer: peer.host,
+                peer,
             })
         })
         .collect()

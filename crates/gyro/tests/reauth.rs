@@ -85,9 +85,9 @@ fn server_request(c: &mut Client) -> Vec<u8> {
 fn answer_with(c: &mut Client, request: &[u8], code: u32) {
     let req = parse(request);
     let mut b = BytesMut::new();
+    // Encoder::answer writes the request's Session-Id first.
     let mut e = Encoder::answer(&mut b, &req, false);
-    e.raw_avp(&req.find(avp::SESSION_ID).expect("Session-Id"))
-        .u32(avp::RESULT_CODE, code)
+    e.u32(avp::RESULT_CODE, code)
         .str(avp::ORIGIN_HOST, PGW.host)
         .str(avp::ORIGIN_REALM, "reauth.test");
     e.finish().unwrap();
@@ -172,6 +172,38 @@ fn a_top_up_re_authorizes_a_session_that_got_its_final_units_and_its_update_is_g
         "the next message is the CCA, not an RAR"
     );
     assert_eq!(parse(&cca).command_code(), cmd::CREDIT_CONTROL);
+}
+
+/// A gateway behind a relay: its requests reach gyro on the relay's
+/// connection.
+const BEHIND: Gateway = Gateway {
+    host: "pgw.behind.test",
+    realm: "behind.test",
+    ids: 0x0c00,
+};
+
+#[test]
+fn a_re_auth_for_a_client_behind_a_relay_is_addressed_to_that_client() {
+    let (msisdn, sid) = ("46708880009", "pgw.behind.test;1;1");
+    let server = start("reauth-relayed");
+    server.create_account(msisdn, 3);
+    let mut relay = support::gateway::connect(server.diameter, "relay.reauth.test");
+    let ccr = |kind, number| BEHIND.encode(&BEHIND.data_ccr(sid, msisdn, kind, number, 0), number);
+    let cca = exchange(&mut relay, &ccr(RequestType::Initial, 0));
+    assert_eq!(result_code(&cca), Some(2001));
+    assert!(final_units(&cca), "a small balance gives final units");
+    let (status, _, topped) = server.top_up(msisdn, 100000, "t-relayed");
+    assert_eq!(status, 200, "{topped}");
+    // Sent on the relay's connection, addressed to the gateway behind it
+    // (RFC 6733 section 6.5): the relay forwards it by Destination-Host.
+    let rar = server_request(&mut relay);
+    assert_eq!(parse(&rar).command_code(), cmd::RE_AUTH);
+    assert_eq!(str_avp(&rar, avp::SESSION_ID), sid);
+    assert_eq!(str_avp(&rar, avp::DESTINATION_HOST), BEHIND.host);
+    assert_eq!(str_avp(&rar, avp::DESTINATION_REALM), BEHIND.realm);
+    answer_with(&mut relay, &rar, 2001);
+    let cca = exchange(&mut relay, &ccr(RequestType::Termination, 1));
+    assert_eq!(result_code(&cca), Some(2001));
 }
 
 #[test]

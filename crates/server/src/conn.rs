@@ -590,10 +590,15 @@ impl<F: Application> Conn<F> {
             return named.unwrap_or(self.worker.index);
         };
         let key = session_key(sid.data());
-        if let Some(r) = &self.outbound {
-            // The session's owner, for requests the server starts.
+        if let Some(r) = &mut self.outbound {
+            // The session's owner, and the client behind it, for requests
+            // the server starts.
             let ends = route.session == SessionStep::End;
-            shared.outbound.note(key, r.id, r.peer, ends);
+            let origin = match (msg.find(avp::ORIGIN_HOST), msg.find(avp::ORIGIN_REALM)) {
+                (Some(h), Some(realm)) => r.origin(&shared.outbound, h.data(), realm.data()),
+                _ => 0,
+            };
+            shared.outbound.note(key, r.id, r.peer, origin, ends);
         }
         if !shared.routes() {
             return self.worker.index;

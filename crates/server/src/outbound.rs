@@ -7,7 +7,12 @@
 //! * Every application request that carries a Session-Id notes the
 //!   connection it came on (`Registry::note`): the session's owner is the
 //!   connection that last sent a request for it. The pin is dropped when
-//!   the session ends.
+//!   the session ends. It also notes the request's Origin-Host and
+//!   Origin-Realm when they are not the connection's peer's (a relay or
+//!   proxy between gyro and the client): a request gyro starts is sent on
+//!   the connection but addressed (Destination-Host and -Realm) to the
+//!   client that holds the session (RFC 6733 section 6.5, RFC 8506
+//!   section 5.5), which the agent forwards it to.
 //! * [`Outbound::request`] hands the request to the owning connection's
 //!   task, which sends it with a fresh Hop-by-Hop Identifier (the sans-IO
 //!   connection matches the answer), and returns the answer.
@@ -82,16 +87,41 @@ struct Peers {
     index: FxHashMap<String, u32>,
 }
 
+/// Clients seen behind agents (Origin-Host and -Realm of requests that
+/// are not their connection's peer's): index `i` is `list[i - 1]`, 0
+/// means "the connection's peer". At most [`MAX_ORIGINS`] are kept; past
+/// them a request's client is taken as its connection's peer.
+#[derive(Default)]
+struct Origins {
+    list: Vec<Arc<PeerIdentity>>,
+    index: FxHashMap<(String, String), u32>,
+}
+
+/// Clients behind agents remembered at most (a bound on what requests
+/// naming ever new hosts can make gyro keep).
+const MAX_ORIGINS: usize = 65_536;
+
+/// Who a session's requests came from: the connection and its peer, and
+/// the client behind the peer (an [`Origins`] index, 0 for the peer
+/// itself).
+#[derive(Clone, Copy)]
+struct Owner {
+    conn_peer: u64,
+    origin: u32,
+}
+
 /// What all event loops share about connections and session owners.
 pub(crate) struct Registry {
     /// Session key -> owning connection and peer, in [`OWNER_SHARDS`]
     /// maps picked by the key's low bits: a request's note is one
     /// uncontended lock and a probe of an open-addressing table, with no
     /// allocation per session (a lock-free map allocated every entry).
-    owners: Box<[Mutex<FxHashMap<u64, u64>>]>,
+    owners: Box<[Mutex<FxHashMap<u64, Owner>>]>,
     conns: Mutex<FxHashMap<u64, ConnEntry>>,
     /// Peers seen, never forgotten (bounded by the peers allowed).
     peers: Mutex<Peers>,
+    /// Clients seen behind agents.
+    origins: Mutex<Origins>,
     next_conn: AtomicU64,
     /// How long a request waits for its answer, in milliseconds.
     pub timeout_ms: u64,
@@ -103,6 +133,42 @@ pub(crate) struct Registration {
     pub id: u64,
     pub peer: u32,
     pub rx: mpsc::UnboundedReceiver<Job>,
+    /// The peer's Origin-Host, as its capabilities exchange gave it.
+    pub host: Arc<str>,
+    /// The last client behind this connection's peer requests named, and
+    /// its [`Origins`] index (a relay's requests mostly come from a few
+    /// clients in turn; a client that names itself is index 0 at once).
+    last_origin: Option<LastOrigin>,
+}
+
+/// A client behind a connection's peer, as its requests name it, and its
+/// [`Origins`] index.
+struct LastOrigin {
+    host: Box<[u8]>,
+    realm: Box<[u8]>,
+    index: u32,
+}
+
+impl Registration {
+    /// The [`Origins`] index of a request with this Origin-Host and
+    /// Origin-Realm on this connection: 0 when the host is the peer's.
+    pub(crate) fn origin(&mut self, registry: &Registry, host: &[u8], realm: &[u8]) -> u32 {
+        if host.eq_ignore_ascii_case(self.host.as_bytes()) {
+            return 0;
+        }
+        if let Some(o) = &self.last_origin {
+            if *o.host == *host && *o.realm == *realm {
+                return o.index;
+            }
+        }
+        let index = registry.origin(host, realm);
+        self.last_origin = Some(LastOrigin {
+            host: host.into(),
+            realm: realm.into(),
+            index,
+        });
+        index
+    }
 }
 
 /// Maps the session owners are spread over (a power of two).
@@ -110,7 +176,7 @@ const OWNER_SHARDS: usize = 64;
 
 impl Registry {
     /// The owner map holding `key`, locked.
-    fn owners_of(&self, key: u64) -> std::sync::MutexGuard<'_, FxHashMap<u64, u64>> {
+    fn owners_of(&self, key: u64) -> std::sync::MutexGuard<'_, FxHashMap<u64, Owner>> {
         self.owners[(key >> 7) as usize & (OWNER_SHARDS - 1)]
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -123,6 +189,7 @@ impl Registry {
                 .collect(),
             conns: Mutex::new(FxHashMap::default()),
             peers: Mutex::new(Peers::default()),
+            origins: Mutex::new(Origins::default()),
             next_conn: AtomicU64::new(1),
             timeout_ms,
         }
@@ -157,7 +224,36 @@ impl Registry {
         let id = self.next_conn.fetch_add(1, Ordering::Relaxed) & ((1 << CONN_BITS) - 1);
         let (tx, rx) = mpsc::unbounded_channel();
         self.conns_mut().insert(id, ConnEntry { peer, tx });
-        Registration { id, peer, rx }
+        Registration {
+            id,
+            peer,
+            rx,
+            host: host.into(),
+            last_origin: None,
+        }
+    }
+
+    /// The [`Origins`] index of the client `host`/`realm` (not valid
+    /// UTF-8, or past [`MAX_ORIGINS`]: 0, the connection's peer).
+    fn origin(&self, host: &[u8], realm: &[u8]) -> u32 {
+        let (Ok(host), Ok(realm)) = (std::str::from_utf8(host), std::str::from_utf8(realm)) else {
+            return 0;
+        };
+        let mut origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        let key = (host.to_ascii_lowercase(), realm.to_ascii_lowercase());
+        if let Some(&i) = origins.index.get(&key) {
+            return i;
+        }
+        if origins.list.len() >= MAX_ORIGINS {
+            return 0;
+        }
+        origins.list.push(Arc::new(PeerIdentity {
+            host: host.into(),
+            realm: realm.into(),
+        }));
+        let i = origins.list.len() as u32;
+        origins.index.insert(key, i);
+        i
     }
 
     /// The connection `id` closed: nothing more is sent on it.
@@ -171,13 +267,14 @@ impl Registry {
 
     /// A request of session `key` came on connection `conn` of peer
     /// `peer`; `ends`: it ends the session.
-    pub(crate) fn note(&self, key: u64, conn: u64, peer: u32, ends: bool) {
-        let value = (u64::from(peer) << CONN_BITS) | conn;
+    /// `origin`: the client behind the peer ([`Registration::origin`]).
+    pub(crate) fn note(&self, key: u64, conn: u64, peer: u32, origin: u32, ends: bool) {
+        let conn_peer = (u64::from(peer) << CONN_BITS) | conn;
         let mut owners = self.owners_of(key);
         if ends {
             owners.remove(&key);
         } else {
-            owners.insert(key, value);
+            owners.insert(key, Owner { conn_peer, origin });
         }
     }
 
@@ -186,9 +283,21 @@ impl Registry {
         self.owners_of(key).remove(&key);
     }
 
-    fn owner(&self, key: u64) -> Option<(u64, u32)> {
-        let v = *self.owners_of(key).get(&key)?;
-        Some((v & ((1 << CONN_BITS) - 1), (v >> CONN_BITS) as u32))
+    fn owner(&self, key: u64) -> Option<(u64, u32, u32)> {
+        let o = *self.owners_of(key).get(&key)?;
+        let v = o.conn_peer;
+        Some((
+            v & ((1 << CONN_BITS) - 1),
+            (v >> CONN_BITS) as u32,
+            o.origin,
+        ))
+    }
+
+    /// The client `origin` names ([`Origins`]; `None` for 0).
+    fn origin_identity(&self, origin: u32) -> Option<Arc<PeerIdentity>> {
+        let i = (origin as usize).checked_sub(1)?;
+        let origins = self.origins.lock().unwrap_or_else(|e| e.into_inner());
+        origins.list.get(i).cloned()
     }
 
     fn peer(&self, index: u32) -> Option<Arc<PeerIdentity>> {
@@ -257,12 +366,25 @@ impl Outbound {
         Outbound { registry }
     }
 
-    /// The peer that holds the session `session_id` (the one whose
-    /// connection last sent a request for it), for the request's
-    /// Destination-Host and Destination-Realm.
+    /// The peer that holds the session `session_id`: the one whose
+    /// connection last sent a request for it.
     pub fn peer(&self, session_id: &[u8]) -> Option<PeerIdentity> {
-        let (_, peer) = self.registry.owner(session_key(session_id))?;
+        let (_, peer, _) = self.registry.owner(session_key(session_id))?;
         self.registry.peer(peer).map(|p| (*p).clone())
+    }
+
+    /// The client that holds the session `session_id`, for the
+    /// Destination-Host and Destination-Realm of a request gyro starts:
+    /// the Origin-Host and Origin-Realm of its last request when they are
+    /// not its connection's peer's (a client behind a relay or proxy, which
+    /// forwards the request to it), else that peer.
+    pub fn client(&self, session_id: &[u8]) -> Option<PeerIdentity> {
+        let (_, peer, origin) = self.registry.owner(session_key(session_id))?;
+        let identity = match self.registry.origin_identity(origin) {
+            Some(client) => client,
+            None => self.registry.peer(peer)?,
+        };
+        Some((*identity).clone())
     }
 
     /// How long a request waits for its answer.
@@ -274,7 +396,7 @@ impl Outbound {
     /// is replaced) on the connection that owns `session_id`, failing over
     /// to another connection of the same peer, and returns the answer.
     pub async fn request(&self, session_id: &[u8], request: Bytes) -> Result<Bytes, OutboundError> {
-        let (conn, peer) = self
+        let (conn, peer, _) = self
             .registry
             .owner(session_key(session_id))
             .ok_or(OutboundError::UnknownSession)?;
