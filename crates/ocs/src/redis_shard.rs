@@ -2342,10 +2342,13 @@ impl RedisShard {
             p.answer.result_code = rc::END_USER_SERVICE_DENIED;
             p.answer.mscc.clear();
         } else if !p.answer.mscc.is_empty()
-            && p.answer.request_type != RequestType::Event
-            && p.answer.request_type != RequestType::Termination
+            && p.answer.request_type == RequestType::Initial
             && !p.answer.mscc.iter().any(|m| m.result_code == rc::SUCCESS)
         {
+            // The engine's rule: a CCR-Initial none of whose services
+            // succeeded fails with the first one's code; a CCR-Update
+            // whose services all failed (4012 each, say) is answered 2001
+            // and its session stays open.
             p.answer.result_code = p.answer.mscc[0].result_code;
         }
         true
