@@ -93,6 +93,10 @@ impl Model {
             Step::Debit(s) => {
                 let key = s.reservation.clone();
                 let held = key.as_ref().and_then(|k| self.res.get(k)).map(|r| r.money);
+                let granted = key
+                    .as_ref()
+                    .and_then(|k| self.res.get(k))
+                    .map_or(0, |r| r.units);
                 let from_reserved = held.map_or(0, |m| s.amount.min(m.max(0)));
                 let from_balance = (s.amount - from_reserved).min(self.spendable());
                 let unbilled = s.amount - from_reserved - from_balance;
@@ -121,6 +125,7 @@ impl Model {
                     sequence: *seq,
                     released,
                     bundle_units: 0,
+                    granted: Some(granted),
                 })
             }
             Step::Release(s) => {

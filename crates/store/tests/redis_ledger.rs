@@ -77,6 +77,7 @@ async fn a_debit_retried_after_a_client_timeout_is_charged_once() {
             sequence: 1,
             released: 0,
             bundle_units: 0,
+            granted: Some(30_000),
         }
     );
     // Also when the retry rides in a batch with the original (a
@@ -226,6 +227,7 @@ async fn reservations_follow_the_engines_money_rules() {
             sequence: d_seq(&d),
             released: 0,
             bundle_units: 0,
+            granted: Some(10_000),
         }
     );
     // Release, refund, top-up.
@@ -829,6 +831,7 @@ async fn bundles_pay_before_money_and_their_holds_go_back() {
             sequence: 1,
             released: 5,
             bundle_units: 10_000,
+            granted: Some(11_000),
         }
     );
     let s = ledger.account(a).await.unwrap().unwrap();

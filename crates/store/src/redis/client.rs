@@ -289,6 +289,8 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
         Step::Reserve(_) => 7,
         Step::Release(_) => 6,
         Step::Debit(_) if n.len() == 9 => 9,
+        // Version 10 adds the reservation's granted units on success.
+        Step::Debit(_) if n.len() == 11 => 11,
         Step::Debit(_) => 10,
         Step::Refund(_) | Step::Expire(_) => 5,
         Step::TopUp(_) if n.len() == 4 => 4,
@@ -318,6 +320,7 @@ fn answer(step: &Step, v: &Value) -> Result<Answer> {
             sequence: u(7),
             released: n[8],
             bundle_units: u(9),
+            granted: n.get(10).map(|&g| g.max(0) as u64),
         },
         Step::Release(_) => Outcome::Released {
             found: n[2] != 0,

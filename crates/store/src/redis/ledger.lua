@@ -542,7 +542,12 @@ end
 -- order); the units left are priced with the tariff and charged as
 -- above. When no bundle gives anything, `amount` is charged as it is.
 -- Answer: { replayed, code, charged, from_reserved, from_balance, unbilled,
---           balance_after, sequence, released, bundle_units }
+--           balance_after, sequence, released, bundle_units, granted }
+-- granted (version 10, on success): the units the reservation granted
+-- before the debit (its bundle holds and the units its money pays for;
+-- 0 without one), so that the caller can tell a report that used it up.
+-- A reservation an earlier version wrote records them too (one without
+-- holds, written before bundles, as its money's units).
 local function debit(keys, args)
   local done = remembered(keys, args)
   if done then
@@ -559,6 +564,13 @@ local function debit(keys, args)
   local r = nil
   if field ~= '' then
     r = reservation(keys, field)
+  end
+  local granted = 0
+  if r then
+    granted = r.units
+    for _, h in ipairs(r.holds) do
+      granted = granted + h.units
+    end
   end
   -- The opening reservation's price (checked before anything changes).
   local first = nil
@@ -661,7 +673,7 @@ local function debit(keys, args)
   local seq = cdr(keys, args, args[8], args[9], charged, unbilled, balance_after, bundle_units)
   return remember(keys, args,
     { SUCCESS, charged, from_reserved, from_balance, unbilled, balance_after, seq, released,
-      bundle_units })
+      bundle_units, granted })
 end
 
 -- gyro_release: what is left of reservation `field` goes back to the
@@ -1144,7 +1156,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 9
+    return 10
   end,
   flags = { 'no-writes' },
 }

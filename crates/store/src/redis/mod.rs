@@ -147,6 +147,19 @@
 //! version 9 carries no mark; the caller says what it counts as (the rule
 //! of those versions: the report is the session's request number 1).
 //!
+//! # Final units used
+//!
+//! A usage Debit against a reservation answers the units it granted
+//! before the debit (`Outcome::Debited::granted`: its bundle holds and
+//! the units its money pays for), so that the caller can tell a report
+//! that used its grant up: under a REDIRECT or RESTRICT_ACCESS final-unit
+//! action its answer carries the Validity-Time (RFC 8506 sections 5.6.2
+//! and 5.6.3), as with the engine. Every reservation a library version
+//! wrote records its units, so one written before version 10 reads the
+//! same (one written before bundles, without holds, as its money's
+//! units); an answer remembered by an earlier version does not say
+//! (`None`), and its report counts as not using the grant up.
+//!
 //! # Accounts created through the operator API
 //!
 //! The accounts of the charging configuration are found by each node in
@@ -286,7 +299,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 9;
+pub const LIBRARY_VERSION: i64 = 10;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -795,6 +808,11 @@ pub enum Outcome {
         released: i64,
         /// Units bundles paid for.
         bundle_units: u64,
+        /// The units the reservation granted before the debit (its bundle
+        /// holds and the units its money pays for; 0 without one); none
+        /// in an answer remembered by library version 9 or earlier, or
+        /// a refused debit.
+        granted: Option<u64>,
     },
     /// [`Step::Release`].
     Released {
