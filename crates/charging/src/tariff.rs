@@ -273,7 +273,12 @@ pub struct Tariff {
     pub rounding: Rounding,
     /// Quota granted when the request names no amount.
     pub default_quota: u64,
-    /// Validity-Time sent with each grant, seconds.
+    /// Validity-Time sent with each grant, seconds; with a REDIRECT or
+    /// RESTRICT_ACCESS [`Tariff::final_unit`] also with the answer to a
+    /// CCR-Update whose report uses up its grant (at least the units
+    /// granted) and that gets no units (the report of the final units
+    /// used, RFC 8506 sections 5.6.2 and 5.6.3): how long the redirection
+    /// or restriction holds.
     #[serde(default)]
     pub validity_time: Option<u32>,
     /// What the client must do when the final units are used.

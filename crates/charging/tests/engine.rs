@@ -1191,3 +1191,135 @@ fn timers_of_ended_sessions_do_not_pile_up_until_their_supervision_time() {
     assert_eq!(e.session_count(), 0);
     check_invariants(&e);
 }
+
+/// RFC 8506 section 5.6.2: once the final units of a REDIRECT are used,
+/// the client reports them without asking for more, and the answer grants
+/// nothing but carries the Validity-Time (how long the redirection stays
+/// in force); a duplicate of the report gets the same answer.
+#[test]
+fn the_report_of_redirect_final_units_used_carries_validity_time() {
+    let mut e = engine();
+    let (a, _) = run(&mut e, &initial("f1", "555", vec![want(20)]), at(0));
+    assert_eq!(a.mscc[0].granted, Some(octets(750_000)));
+    assert_eq!(a.mscc[0].validity_time, Some(300));
+    assert_eq!(
+        a.mscc[0].final_unit.as_ref().map(|f| f.action),
+        Some(FinalUnitAction::Redirect)
+    );
+    let u = update("f1", 1, vec![report(20, 750_000, false)]);
+    let (a, _) = run(&mut e, &u, at(10));
+    assert_eq!(a.result_code, rc::SUCCESS);
+    assert_eq!(a.mscc[0].result_code, rc::SUCCESS);
+    assert_eq!(a.mscc[0].granted, None);
+    assert_eq!(a.mscc[0].final_unit, None);
+    assert_eq!(a.mscc[0].validity_time, Some(300));
+    assert_eq!(e.session_count(), 1);
+    let mut r = u.clone();
+    r.end_to_end += 1000;
+    r.retransmit = true;
+    let (dup, out) = run(&mut e, &r, at(11));
+    assert!(dup.duplicate && out.effects.is_empty());
+    assert_eq!(
+        CcAnswer {
+            duplicate: false,
+            ..dup
+        },
+        a
+    );
+    // Asking again after that, nothing reported: 4012, nothing more.
+    let (a, _) = run(&mut e, &update("f1", 2, vec![report(20, 0, true)]), at(20));
+    assert_eq!(a.mscc[0].result_code, rc::CREDIT_LIMIT_REACHED);
+    assert_eq!(a.mscc[0].validity_time, None);
+    // Final units reported with a request for more, nothing left: 4012,
+    // and the redirection holds.
+    let mut e = engine();
+    run(&mut e, &initial("f2", "555", vec![want(20)]), at(0));
+    let (a, _) = run(
+        &mut e,
+        &update("f2", 1, vec![report(20, 750_000, true)]),
+        at(10),
+    );
+    assert_eq!(a.result_code, rc::SUCCESS);
+    assert_eq!(a.mscc[0].result_code, rc::CREDIT_LIMIT_REACHED);
+    assert_eq!(a.mscc[0].validity_time, Some(300));
+    // Part of a grant reported without asking for more: not final units.
+    let mut e = engine();
+    run(&mut e, &initial("f3", "555", vec![want(20)]), at(0));
+    let (a, _) = run(
+        &mut e,
+        &update("f3", 1, vec![report(20, 1_000, false)]),
+        at(10),
+    );
+    assert_eq!(a.mscc[0].result_code, rc::SUCCESS);
+    assert_eq!(a.mscc[0].validity_time, None);
+}
+
+/// The same for RESTRICT_ACCESS (section 5.6.3), in the single-service
+/// form: the Validity-Time is at command level.
+#[test]
+fn the_report_of_restrict_access_final_units_used_carries_validity_time() {
+    let config = CONFIG.replace(
+        "validity_time = 900\n",
+        "validity_time = 900\nfinal_unit = { action = \"restrict-access\", filter_ids = [\"walled-garden\"] }\n",
+    );
+    let mut e: TestEngine = ChargingConfig::from_toml_str(&config)
+        .unwrap()
+        .build_engine()
+        .unwrap()
+        .into();
+    e.top_up(AccountId(5), 30, &mut Output::default()).unwrap();
+    let mut r = req(
+        "v1",
+        RequestType::Initial,
+        0,
+        "555",
+        "32260@3gpp.org",
+        vec![],
+    );
+    r.multiple_services = None;
+    let (a, _) = run(&mut e, &r, at(0));
+    assert_eq!(a.granted, Some(secs(60)));
+    assert_eq!(
+        a.final_unit.as_ref().map(|f| f.action),
+        Some(FinalUnitAction::RestrictAccess)
+    );
+    let mut u = req(
+        "v1",
+        RequestType::Update,
+        1,
+        "555",
+        "32260@3gpp.org",
+        vec![],
+    );
+    u.used = Some(secs(60));
+    let (a, _) = run(&mut e, &u, at(60));
+    assert_eq!(a.result_code, rc::SUCCESS);
+    assert_eq!((a.granted, a.final_unit.as_ref()), (None, None));
+    assert_eq!(a.validity_time, Some(900));
+}
+
+/// A report without a request for more carries no Validity-Time when the
+/// final units end the service (TERMINATE), nor for a blocked account.
+#[test]
+fn a_report_without_grant_carries_no_validity_time_for_terminate_or_blocked() {
+    let mut e = engine();
+    run(&mut e, &initial("t1", "555", vec![want(10)]), at(0));
+    let (a, _) = run(
+        &mut e,
+        &update("t1", 1, vec![report(10, 1_000, false)]),
+        at(1),
+    );
+    assert_eq!(a.mscc[0].result_code, rc::SUCCESS);
+    assert_eq!((a.mscc[0].granted, a.mscc[0].validity_time), (None, None));
+    let mut e = engine();
+    run(&mut e, &initial("b1", "111", vec![want(20)]), at(0));
+    e.set_status(AccountId(1), AccountStatus::Blocked, &mut Output::default())
+        .unwrap();
+    let (a, _) = run(
+        &mut e,
+        &update("b1", 1, vec![report(20, 1_000, false)]),
+        at(1),
+    );
+    assert_eq!(a.result_code, rc::END_USER_SERVICE_DENIED);
+    assert!(a.mscc.iter().all(|m| m.validity_time.is_none()), "{a:?}");
+}

@@ -181,9 +181,9 @@ use gyro_charging::rating::Catalog;
 use gyro_charging::tariff::affordable;
 use gyro_charging::{
     result_code as rc, AccountId, Bundle, CcAnswer, CcRequest, Cdr, ChargingConfig,
-    CheckBalanceResult, CostInformation, FailedAvp, MsccAnswer, RatingError, RatingKey, RecordType,
-    RequestType, RequestedAction, ServiceUnits, SubscriberDirectory, SubscriptionId,
-    SubscriptionType, Tariff, TariffChangeUsage, Timestamp, UnitKind, ZeroRated,
+    CheckBalanceResult, CostInformation, FailedAvp, FinalUnitAction, MsccAnswer, RatingError,
+    RatingKey, RecordType, RequestType, RequestedAction, ServiceUnits, SubscriberDirectory,
+    SubscriptionId, SubscriptionType, Tariff, TariffChangeUsage, Timestamp, UnitKind, ZeroRated,
 };
 use gyro_diameter::app::{Application, Flush, Route, SessionStep, Shard};
 use gyro_diameter::codes::{avp, cmd, result};
@@ -1123,6 +1123,20 @@ enum Part {
     },
     /// A Debit or Release of reported usage: only its success matters.
     Usage { step: usize },
+    /// The first Debit of a report that may be of REDIRECT or
+    /// RESTRICT_ACCESS final units (a CCR-Update's usage of a tariff with
+    /// such a final-unit action and a Validity-Time): when it used up the
+    /// reservation it was made against (`used`, the units reported, at
+    /// least the units the reservation granted), the answer for service
+    /// `mscc` (`None`: command level) carries `validity` (RFC 8506
+    /// sections 5.6.2 and 5.6.3, the engine's rule); a grant that follows
+    /// replaces it, a refusal other than 4012 drops it.
+    FinalUnits {
+        step: usize,
+        mscc: Option<usize>,
+        used: u64,
+        validity: u32,
+    },
     /// A direct debit (event): its code is the answer's.
     Event {
         mscc: Option<usize>,
@@ -1757,7 +1771,28 @@ impl Planner {
                 Ok((rate, plan, t, change)) => {
                     ma.unit = Some(t.unit);
                     if let Some(u) = used {
-                        self.plan_usage(account, now, p, mscc, key, &u, reason, (rate, change));
+                        // A report that may be of REDIRECT or
+                        // RESTRICT_ACCESS final units: whether it is
+                        // depends on the reservation (settle_one).
+                        let final_units = t
+                            .validity_time
+                            .filter(|_| {
+                                req_type == RequestType::Update
+                                    && t.final_unit.action != FinalUnitAction::Terminate
+                                    && t.zero_rated != Some(ZeroRated::NotApplicable)
+                            })
+                            .map(|v| (mscc.map(|_| p.answer.mscc.len()), v));
+                        self.plan_usage(
+                            account,
+                            now,
+                            p,
+                            mscc,
+                            key,
+                            &u,
+                            reason,
+                            (rate, change),
+                            final_units,
+                        );
                     } else if requested.is_some() && req_type != RequestType::Initial {
                         let n = self.steps.len() as u32;
                         self.push(Step::Release(Release {
@@ -1922,6 +1957,8 @@ impl Planner {
     /// seconds have passed since it. Each part writes its usage CDR; the
     /// last releases what is left of the reservation. `now_rating`: the
     /// plan and rate in force now, and their next price change.
+    /// `final_units`: where the answer's Validity-Time goes and what it is
+    /// when the report uses up the reservation ([`Part::FinalUnits`]).
     #[allow(clippy::too_many_arguments)]
     fn plan_usage(
         &mut self,
@@ -1933,6 +1970,7 @@ impl Planner {
         used: &ServiceUnits,
         reason: Option<u32>,
         now_rating: ((u16, u16), Option<(Timestamp, u16)>),
+        final_units: Option<(Option<usize>, u32)>,
     ) {
         let ctx = self.ctx.clone();
         let created = self.created.clone();
@@ -2034,8 +2072,17 @@ impl Planner {
                     }
                 }),
             });
-            p.parts.push(Part::Usage {
-                step: self.steps.len() - 1,
+            // The first Debit's answer says what the reservation granted
+            // (the later one sees it debited).
+            let step = self.steps.len() - 1;
+            p.parts.push(match final_units {
+                Some((mscc, validity)) if n == 0 => Part::FinalUnits {
+                    step,
+                    mscc,
+                    used: total,
+                    validity,
+                },
+                _ => Part::Usage { step },
             });
         }
     }
@@ -2253,11 +2300,16 @@ impl RedisShard {
                             g.final_unit = Some(t.final_unit.clone());
                         }
                     }
+                    // Nothing left (4012) after a report of final units:
+                    // the Validity-Time that gave it stays.
+                    let keep = code == rc::CREDIT_LIMIT_REACHED;
                     match mscc.and_then(|i| p.answer.mscc.get_mut(i)) {
                         Some(m) => {
                             m.result_code = g.result_code;
                             m.granted = g.granted;
-                            m.validity_time = g.validity_time;
+                            if !keep {
+                                m.validity_time = g.validity_time;
+                            }
                             m.volume_quota_threshold = g.volume_quota_threshold;
                             m.time_quota_threshold = g.time_quota_threshold;
                             m.quota_holding_time = g.quota_holding_time;
@@ -2266,7 +2318,9 @@ impl RedisShard {
                         None => {
                             p.answer.result_code = g.result_code;
                             p.answer.granted = g.granted;
-                            p.answer.validity_time = g.validity_time;
+                            if !keep {
+                                p.answer.validity_time = g.validity_time;
+                            }
                             p.answer.final_unit = g.final_unit;
                         }
                     }
@@ -2298,6 +2352,35 @@ impl RedisShard {
                 Part::Usage { step } | Part::Refund { step } => {
                     if let Some(Ok(a)) = results.get(*step) {
                         unknown |= a.code == rc::USER_UNKNOWN;
+                    }
+                }
+                Part::FinalUnits {
+                    step,
+                    mscc,
+                    used,
+                    validity,
+                } => {
+                    let Some(Ok(a)) = results.get(*step) else {
+                        continue;
+                    };
+                    unknown |= a.code == rc::USER_UNKNOWN;
+                    // A Debit answer remembered by library version 9
+                    // or earlier (a retransmission of a request answered
+                    // then) does not say what the reservation granted:
+                    // not final units.
+                    if let (
+                        rc::SUCCESS,
+                        Outcome::Debited {
+                            granted: Some(g), ..
+                        },
+                    ) = (a.code, &a.outcome)
+                    {
+                        if *g > 0 && used >= g {
+                            match mscc.and_then(|i| p.answer.mscc.get_mut(i)) {
+                                Some(m) => m.validity_time = Some(*validity),
+                                None => p.answer.validity_time = Some(*validity),
+                            }
+                        }
                     }
                 }
                 Part::Event {
@@ -2336,6 +2419,7 @@ impl RedisShard {
                 ctx.forget(account);
             }
             p.answer.result_code = rc::USER_UNKNOWN;
+            p.answer.validity_time = None;
             p.answer.mscc.clear();
             p.answer.failed_avp = Some(FailedAvp::SubscriptionId);
         } else if blocked && p.answer.request_type == RequestType::Initial {

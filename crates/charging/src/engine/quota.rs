@@ -15,7 +15,7 @@
 use super::cx::failed_for;
 use super::*;
 use crate::cdr::TariffChangeUsage;
-use crate::tariff::affordable;
+use crate::tariff::{affordable, FinalUnitAction};
 use crate::types::UnitKind;
 
 /// One part of a usage report priced at one rate.
@@ -82,6 +82,16 @@ impl Cx<'_> {
             };
         };
         ma.unit = Some(t.unit);
+        // Whether the report uses up the reservation it is made against,
+        // as a report of final units does.
+        let used_up = used.is_some_and(|u| {
+            who.session
+                .and_then(|s| self.ledger.sessions.get(&s))
+                .and_then(|s| s.reservation(key))
+                .is_some_and(|r| {
+                    r.granted_units > 0 && u.amount(t.unit).unwrap_or(0) >= r.granted_units
+                })
+        });
         if let Some(u) = used {
             // Usage is priced where it was granted: when the request moves
             // the session (a new visited network, a new called party), at
@@ -175,10 +185,35 @@ impl Cx<'_> {
                 }
             }
         }
+        if self.final_units_used(used_up, &ma, t) {
+            ma.validity_time = t.validity_time;
+        }
         UnitResult {
             answer: ma,
             failed: None,
         }
+    }
+
+    /// Whether the answer for a service reports final units used up
+    /// under REDIRECT or RESTRICT_ACCESS and so carries the tariff's
+    /// Validity-Time without a grant (RFC 8506 sections 5.6.2 and 5.6.3:
+    /// the answer to the report of the final units "does not contain any
+    /// granted service units and MUST include the Validity-Time", the
+    /// time the redirection or restriction stays in force): a
+    /// CCR-Update whose report uses up the reservation it is made
+    /// against (`used_up`: at least the units granted) and that gets no
+    /// units for it, asking none (success) or none being left (4012).
+    /// gyro does not record which grant carried the
+    /// Final-Unit-Indication, so the report is recognised by what
+    /// section 5.6.2 says of it: the final units used, nothing granted.
+    fn final_units_used(&self, used_up: bool, ma: &MsccAnswer, t: &Tariff) -> bool {
+        used_up
+            && ma.granted.is_none()
+            && matches!(ma.result_code, rc::SUCCESS | rc::CREDIT_LIMIT_REACHED)
+            && t.final_unit.action != FinalUnitAction::Terminate
+            && self
+                .request
+                .is_some_and(|r| r.request_type == RequestType::Update)
     }
 
     pub(super) fn release(&mut self, who: &Charged<'_>, key: RatingKey) {

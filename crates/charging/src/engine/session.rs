@@ -198,7 +198,12 @@ impl Cx<'_> {
             self.single(u);
         }
         if blocked {
+            // Denied: the session ends, no redirection stays in force.
             self.answer.result_code = rc::END_USER_SERVICE_DENIED;
+            self.answer.validity_time = None;
+            for m in &mut self.answer.mscc {
+                m.validity_time = None;
+            }
         }
         *self.scratch = subscriber;
         if self.answer.result_code != rc::SUCCESS {
