@@ -705,6 +705,12 @@ pub(crate) struct ThreadTime {
 }
 
 impl Report {
+    /// Answers that were errors (not 2xxx, or unreadable), over every
+    /// request type: [`Report::errors`] without timeouts and lost requests.
+    pub fn answer_errors(&self) -> u64 {
+        self.per_type.iter().map(|t| t.errors).sum()
+    }
+
     pub(crate) fn build(info: RunInfo, conns: &[ConnStats]) -> Report {
         let mut r = Report {
             target: info.target,
@@ -1054,13 +1060,15 @@ impl Report {
                 &t.latency_us,
             );
         }
+        // The columns add up: errors here are answers, as in each row
+        // (timeouts have their column; all of them are in the summary).
         row(
             &mut s,
             "all",
             self.sent,
             self.answered,
             self.timeouts,
-            self.errors,
+            self.answer_errors(),
             &self.latency_us,
         );
         if self.answered > 0 && self.latency_us.count == 0 {

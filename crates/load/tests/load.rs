@@ -487,4 +487,17 @@ async fn a_server_that_stops_answering_does_not_shorten_the_measured_run() {
     assert!(r.timeouts > 0, "{}", r.human());
     assert!(r.elapsed_secs >= 1.9, "{}", r.human());
     assert!(r.rate <= 100.0 / 1.9, "{}", r.human());
+    // The table's columns add up: the all row counts errors among answers
+    // as each row does; the timeouts have their own column.
+    let text = r.human();
+    let all: Vec<&str> = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("all "))
+        .expect("an all row")
+        .split_whitespace()
+        .collect();
+    let per_type: u64 = r.per_type.iter().map(|t| t.errors).sum();
+    assert_eq!(all[3], r.timeouts.to_string(), "{text}");
+    assert_eq!(all[4], per_type.to_string(), "{text}");
+    assert!(r.errors >= r.timeouts, "the summary keeps them all");
 }

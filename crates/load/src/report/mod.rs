@@ -220,7 +220,7 @@ pub fn html(r: &Report, info: &PageInfo) -> String {
     type_row(
         &mut h,
         "all",
-        [r.sent, r.answered, r.timeouts, r.errors],
+        [r.sent, r.answered, r.timeouts, r.answer_errors()],
         &r.latency_us,
     );
     h.push_str("</table>\n<h2>Answers per Result-Code</h2>\n");
