@@ -103,7 +103,8 @@ enum Command {
     /// second Ctrl-C gives it up). Drain requests are reported apart and
     /// are not in the measured counts, rates and latencies.
     ///
-    /// Exit status: 0 on success; 1 when no request was sent, sessions
+    /// Exit status: 0 on success; 1 when no request was sent, a connection
+    /// could not be opened (its share of the run was not sent), sessions
     /// were left open on the server (the report says how many and why), or
     /// the error ratio is above `--max-error-ratio`; 2 when the run could
     /// not be made (invalid options, unreachable files).

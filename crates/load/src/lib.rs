@@ -162,6 +162,17 @@ pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
             d.left_open_reason.as_deref().unwrap_or("no reason recorded")
         );
     }
+    if report.connections_opened < report.connections {
+        eprintln!(
+            "gyro load: {} of {} connection(s) could not be opened ({}): their share of the run was not sent",
+            report.connections - report.connections_opened,
+            report.connections,
+            report
+                .first_connection_error
+                .as_deref()
+                .unwrap_or("no reason recorded")
+        );
+    }
     if report.sent == 0 {
         eprintln!("gyro load: no request was sent");
     } else if report.exceeds_error_ratio(max) {
@@ -173,11 +184,13 @@ pub fn run_cli(args: LoadArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_code(&report, max))
 }
 
-/// Failure (1) when the run sent no request, left sessions open on the
-/// server (see [`Drain`]) or the report's error ratio is above
+/// Failure (1) when the run sent no request, could not open one of its
+/// connections (the run asked for was not made), left sessions open on
+/// the server (see [`Drain`]) or the report's error ratio is above
 /// `max_error_ratio`, success otherwise.
 pub fn exit_code(report: &Report, max_error_ratio: f64) -> ExitCode {
     if report.sent == 0
+        || report.connections_opened < report.connections
         || report.drain.sessions_left_open > 0
         || report.exceeds_error_ratio(max_error_ratio)
     {

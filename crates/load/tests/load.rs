@@ -501,3 +501,32 @@ async fn a_server_that_stops_answering_does_not_shorten_the_measured_run() {
     assert_eq!(all[4], per_type.to_string(), "{text}");
     assert!(r.errors >= r.timeouts, "the summary keeps them all");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_cannot_be_opened_fails_the_run() {
+    // Two connections asked, the second never gets its CEA: half the
+    // count is sent, and the run is not the one asked for.
+    let (addr, _obs) = start(FakeConfig {
+        cer_connections: Some(1),
+        ..FakeConfig::default()
+    })
+    .await;
+    let a = LoadArgs {
+        connections: 2,
+        count: Some(20),
+        timeout: Duration::from_millis(300),
+        ..args(addr)
+    };
+    let r = run_async(a).await.unwrap();
+    assert_eq!(
+        (r.connections_opened, r.connection_errors),
+        (1, 1),
+        "{}",
+        r.human()
+    );
+    assert!(r.sent > 0 && r.errors == 0, "{}", r.human());
+    assert_eq!(
+        gyro_load::exit_code(&r, 0.01),
+        std::process::ExitCode::FAILURE
+    );
+}

@@ -42,6 +42,8 @@ pub struct FakeConfig {
     pub send_rar: bool,
     /// Answer only this many CCRs (over all connections), then none.
     pub answer_first: Option<u64>,
+    /// Answer the CER of only this many connections (the others get none).
+    pub cer_connections: Option<usize>,
 }
 
 impl Default for FakeConfig {
@@ -56,6 +58,7 @@ impl Default for FakeConfig {
             garbage: false,
             send_rar: false,
             answer_first: None,
+            cer_connections: None,
         }
     }
 }
@@ -155,7 +158,7 @@ async fn serve(mut sock: TcpStream, idx: usize, cfg: FakeConfig, obs: Arc<Observ
                     let frame = inbuf.split_to(len);
                     let Ok(m) = Message::parse(&frame) else { return };
                     match (m.command_code(), m.is_request()) {
-                        (cmd::CAPABILITIES_EXCHANGE, true) if cfg.answer_cer => {
+                        (cmd::CAPABILITIES_EXCHANGE, true) if cfg.answer_cer && cfg.cer_connections.is_none_or(|n| idx < n) => {
                             let host = m.find(avp::ORIGIN_HOST).and_then(|a| a.utf8().ok()).unwrap_or("");
                             obs.cer_hosts.lock().unwrap().push(host.to_string());
                             cea(&m, &mut out);
