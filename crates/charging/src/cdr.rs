@@ -99,7 +99,9 @@ pub struct CdrOf<S> {
     /// Used CC-Service-Specific-Units (events).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub service_units: u64,
-    /// Units rated, in the tariff's unit.
+    /// Units rated, in the tariff's unit: the usage rounded up to the
+    /// charging increment (and the first interval), which bundle units and
+    /// money pay for.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub rated_units: u64,
     /// Of those, units paid by bundles.

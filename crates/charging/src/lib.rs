@@ -57,13 +57,15 @@
 //! answer) at full load.
 //!
 //! Quota: a request reserves up to the requested (or the tariff's default)
-//! units, from bundles first, then with money. If the account cannot pay
-//! the full quota, what it can pay is granted with a Final-Unit-Indication
-//! (the tariff's action); if it can pay nothing, the answer is 4012. A
-//! usage report is rated once (rounded up to the tariff's increment, money
-//! rounded as configured), paid from the reservation's bundle units, then
+//! units, from bundles first (whole increments of the tariff), then with
+//! money. If the account cannot pay the full quota, what it can pay is
+//! granted with a Final-Unit-Indication (the tariff's action); if it can
+//! pay nothing, the answer is 4012. A
+//! usage report is rated once (rounded up to the tariff's increment; the
+//! CDR's `rated_units`), paid from the reservation's bundle units, then
 //! its money, and for usage past the grant from free bundle units and then
-//! the balance down to the credit limit; what is left beyond that is
+//! the balance down to the credit limit, the money for the units left
+//! (not rounded again) rounded as configured; what is left beyond that is
 //! recorded in the CDR's `unbilled` and not charged. The rest of the
 //! reservation is released and, if more is requested, reserved again.
 //!

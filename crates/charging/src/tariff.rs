@@ -2,8 +2,10 @@
 //! and how many units a sum of money buys.
 //!
 //! A tariff prices `price` minor units per `per` units (octets, seconds or
-//! events). Usage is first rounded up to the charging `increment`, then
-//! priced, and the money is rounded as the tariff says. All arithmetic is
+//! events). Usage is first rounded up to the charging `increment` (and the
+//! first interval), then paid from bundle units, then what is left is
+//! priced, and the money is rounded as the tariff says (`rounding` rounds
+//! money only, never the units). All arithmetic is
 //! integer (128-bit intermediates); there is no floating point.
 
 use crate::error::{Error, Result};
@@ -264,11 +266,12 @@ pub struct Tariff {
     /// Units `price` pays for (e.g. 1048576 octets, 60 seconds, 1 event).
     #[serde(default = "one")]
     pub per: u64,
-    /// Charging increment: usage is rounded up to a multiple of it, and
-    /// grants are multiples of it.
+    /// Charging increment: usage is rounded up to a multiple of it before
+    /// bundle units and money pay for it, and partial grants and the
+    /// bundle units a grant holds are multiples of it.
     #[serde(default = "one")]
     pub increment: u64,
-    /// Rounding of money.
+    /// Rounding of money (only: usage always rounds up to the increment).
     #[serde(default)]
     pub rounding: Rounding,
     /// Quota granted when the request names no amount.
@@ -447,17 +450,46 @@ impl Tariff {
         self.cost_of(units, true)
     }
 
-    /// The price of `units`, as a first usage of a session or not.
+    /// The price of `units`, as a first usage of a session or not: the
+    /// price of [`Tariff::charged_units`].
     pub fn cost_of(&self, units: u64, first: bool) -> i64 {
-        if self.is_free() || units == 0 {
+        self.price_of_rated(self.charged_units(units, first))
+    }
+
+    /// The price of `rated` units already rounded to the increment (and
+    /// the first interval): `price` per `per` units, the money rounded as
+    /// the tariff says, the units not rounded again. Usage is rounded
+    /// first, then paid from bundle units, then this prices the rest.
+    pub fn price_of_rated(&self, rated: u64) -> i64 {
+        if self.is_free() || rated == 0 {
             return 0;
         }
         mul_div(
-            u128::from(self.charged_units(units, first)),
+            u128::from(rated),
             self.price as u128,
             u128::from(self.per),
             self.rounding,
         )
+    }
+
+    /// The units `units` of usage are rated at (`first`: as a first usage):
+    /// [`Tariff::charged_units`], or the units themselves for a free
+    /// tariff.
+    pub fn rated_units(&self, units: u64, first: bool) -> u64 {
+        if self.is_free() {
+            units
+        } else {
+            self.charged_units(units, first)
+        }
+    }
+
+    /// The bundle units a grant of `want` units holds when bundles giving
+    /// at most `available` units pay for it: whole increments, as many as
+    /// `want` rounded up to the increment needs, so that usage rounded up
+    /// to the increment is paid by the units held.
+    pub fn bundle_hold(&self, want: u64, available: u64) -> u64 {
+        let inc = self.increment.max(1);
+        self.rounded_units(want).min(available / inc * inc)
     }
 
     /// The largest grant of at most `want` units whose cost fits in `money`.
@@ -602,6 +634,47 @@ mod tests {
         assert_eq!(t.cost(5_000), 1); // 0.5 -> 1
         assert_eq!(t.cost(4_000), 0); // 0.4 -> 0
         assert_eq!(t.cost(0), 0);
+    }
+
+    #[test]
+    fn rated_units_are_priced_without_rounding_them_again() {
+        let t = Tariff {
+            price: 1,
+            per: 1,
+            increment: 1024,
+            ..data()
+        };
+        // 2000 units rate as 2048; with 1000 of them paid by a bundle the
+        // other 1048 cost 1048, not 2048.
+        assert_eq!(t.charged_units(2000, false), 2048);
+        assert_eq!(t.price_of_rated(2048 - 1000), 1048);
+        assert_eq!(t.cost_of(2048 - 1000, false), 2048);
+        assert_eq!(t.cost_of(2000, false), t.price_of_rated(2048));
+        // Rounding down rounds the money only.
+        let down = Tariff {
+            price: 1,
+            per: 1000,
+            rounding: Rounding::Down,
+            ..t.clone()
+        };
+        assert_eq!(
+            (down.rated_units(1, false), down.price_of_rated(1024)),
+            (1024, 1)
+        );
+        // A free tariff rates the units as they are.
+        let free = Tariff {
+            price: 0,
+            ..t.clone()
+        };
+        assert_eq!(
+            (free.rated_units(1, false), free.price_of_rated(1024)),
+            (1, 0)
+        );
+        // Bundle holds are whole increments.
+        assert_eq!(t.bundle_hold(1_000_000, 1_500_000), 1_000_448);
+        assert_eq!(t.bundle_hold(2048, 1500), 1024);
+        assert_eq!(t.bundle_hold(2048, 1000), 0);
+        assert_eq!(t.bundle_hold(1, 5000), 1024);
     }
 
     #[test]

@@ -1323,3 +1323,103 @@ fn a_report_without_grant_carries_no_validity_time_for_terminate_or_blocked() {
     assert_eq!(a.result_code, rc::END_USER_SERVICE_DENIED);
     assert!(a.mscc.iter().all(|m| m.validity_time.is_none()), "{a:?}");
 }
+
+/// The test engine with data of rating group 10 at 1 cent an octet in
+/// 1024-octet increments, account 4's bundle `bundle` octets and its
+/// balance 100,000 cents.
+fn engine_1024(bundle: u64) -> TestEngine {
+    let text = CONFIG
+        .replacen(
+            "price = 10\nper = 1000000\nincrement = 1000",
+            "price = 1\nper = 1\nincrement = 1024",
+            1,
+        )
+        .replacen("units = 1500000", &format!("units = {bundle}"), 1)
+        .replacen("id = 4\nbalance = 1000", "id = 4\nbalance = 100000", 1);
+    ChargingConfig::from_toml_str(&text)
+        .unwrap()
+        .build_engine()
+        .unwrap()
+        .into()
+}
+
+#[test]
+fn bundle_units_pay_for_usage_rounded_up_to_the_increment() {
+    let mut e = engine_1024(1_500_000);
+    let (a, _) = run(&mut e, &initial("b1", "444", vec![want(10)]), at(0));
+    // The grant is held in whole increments: 1,000,000 octets round up to
+    // 977 increments of 1024.
+    assert_eq!(a.mscc[0].granted, Some(octets(1_000_000)));
+    let acc = e.account(AccountId(4)).unwrap();
+    assert_eq!((acc.reserved, acc.bundles[0].reserved), (0, 1_000_448));
+    // 1 octet is rated as 1024: the bundle pays 1024 units, no money.
+    let (_, out) = run(
+        &mut e,
+        &terminate("b1", 1, vec![report(10, 1, false)]),
+        at(5),
+    );
+    let c = &out.cdrs.as_slice()[0];
+    assert_eq!(
+        (c.total_octets, c.rated_units, c.bundle_units, c.amount),
+        (1, 1024, 1024, 0)
+    );
+    let acc = e.account(AccountId(4)).unwrap();
+    assert_eq!((acc.balance, acc.debited), (100_000, 0));
+    assert_eq!(
+        (acc.bundles[0].consumed, acc.bundles[0].remaining),
+        (1024, 1_500_000 - 1024)
+    );
+}
+
+#[test]
+fn usage_is_rounded_once_then_bundles_then_money_for_the_rest() {
+    // 2000 octets past any grant: rated 2048, the 1000-octet bundle pays
+    // 1000, money the other 1048 (not 1048 rounded up again to 2048, nor
+    // the 1000 octets left after the bundle rounded to 1024).
+    let mut e = engine_1024(1000);
+    run(&mut e, &initial("b1", "444", vec![want(20)]), at(0));
+    let (_, out) = run(
+        &mut e,
+        &terminate("b1", 1, vec![report(10, 2000, false)]),
+        at(5),
+    );
+    let c = &out.cdrs.as_slice()[0];
+    assert_eq!(
+        (c.rated_units, c.bundle_units, c.amount),
+        (2048, 1000, 1048)
+    );
+    let acc = e.account(AccountId(4)).unwrap();
+    assert_eq!(acc.bundles[0].consumed, 1000);
+}
+
+#[test]
+fn bundle_units_are_held_in_whole_increments() {
+    // 1500 bundle octets hold one increment of a 2048-octet grant; money
+    // buys the other, and the bundle keeps 476 octets.
+    let mut e = engine_1024(1500);
+    let (a, _) = run(
+        &mut e,
+        &initial("b1", "444", vec![mscc(10, Some(octets(2048)), None)]),
+        at(0),
+    );
+    assert_eq!(a.mscc[0].granted, Some(octets(2048)));
+    let acc = e.account(AccountId(4)).unwrap();
+    assert_eq!(
+        (
+            acc.reserved,
+            acc.bundles[0].reserved,
+            acc.bundles[0].remaining
+        ),
+        (1024, 1024, 476)
+    );
+    let (_, out) = run(
+        &mut e,
+        &terminate("b1", 1, vec![report(10, 2048, false)]),
+        at(5),
+    );
+    let c = &out.cdrs.as_slice()[0];
+    assert_eq!(
+        (c.rated_units, c.bundle_units, c.amount),
+        (2048, 1024, 1024)
+    );
+}

@@ -491,3 +491,191 @@ fn a_partial_grant_reserves_the_price_of_its_units_on_redis_as_on_the_embedded_s
     embedded.stop();
     let _ = std::fs::remove_dir_all(&root);
 }
+
+const INCREMENT_ACCOUNT: u64 = 7200;
+const INCREMENT_MSISDN: &str = "46709720001";
+/// 1 an octet in 1024-octet increments on rating group 10, 2048 octets
+/// a grant; an account with 1000.00 and a bundle of 1500 octets.
+fn increment_charging() -> String {
+    format!(
+        r#"
+[engine]
+node_id = "increment"
+supervision_secs = {TCC_SECS}
+lenient = true
+
+[currency]
+code = 752
+exponent = 2
+
+[[tariff]]
+name = "data-rg10"
+service_context = "32251@3gpp.org"
+rating_group = 10
+unit = "octets"
+price = 1
+per = 1
+increment = 1024
+default_quota = 2048
+validity_time = 600
+
+[[account]]
+id = {INCREMENT_ACCOUNT}
+balance = 100000
+subscribers = ["e164:{INCREMENT_MSISDN}"]
+
+[[account.bundle]]
+id = 1
+unit = "octets"
+units = 1500
+rating_groups = [10]
+"#
+    )
+}
+
+/// Every CDR the embedded store wrote under `data` (closed and open
+/// files).
+fn embedded_cdrs(data: &std::path::Path) -> Vec<serde_json::Value> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<serde_json::Value>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                walk(&p, out);
+            } else if p.to_string_lossy().contains(".jsonl") {
+                for line in std::fs::read_to_string(&p).unwrap().lines() {
+                    out.push(serde_json::from_str(line).unwrap());
+                }
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&data.join("cdr"), &mut out);
+    out
+}
+
+/// The usage CDRs of `records`: (request number, total octets, rated
+/// units, bundle units, amount), in order.
+fn usage_rated(records: &[serde_json::Value]) -> Vec<(u64, u64, u64, u64, i64)> {
+    let mut v: Vec<_> = records
+        .iter()
+        .filter(|r| r["record_type"] == "usage")
+        .map(|r| {
+            (
+                r["request_number"].as_u64().unwrap_or(0),
+                r["total_octets"].as_u64().unwrap_or(0),
+                r["rated_units"].as_u64().unwrap_or(0),
+                r["bundle_units"].as_u64().unwrap_or(0),
+                r["amount"].as_i64().unwrap_or(0),
+            )
+        })
+        .collect();
+    v.sort();
+    v
+}
+
+/// Usage is rounded up to the increment before bundles pay for it, and a
+/// grant holds bundle units in whole increments, on Redis as on the
+/// embedded store: of a 1500-octet bundle a 2048-octet grant holds 1024
+/// (money buys the other 1024); 1 octet used is rated 1024, all paid by
+/// the hold; 3000 octets past a 2048-octet grant are rated 3072, the
+/// bundle's last 476 octets pay part and money the other 2596 (not
+/// rounded up again to 3072); 1 octet more costs 1024.
+#[test]
+fn usage_is_rounded_up_before_bundles_pay_on_redis_as_on_the_embedded_store() {
+    let Some(seeds) = cluster_nodes() else {
+        return;
+    };
+    let opts = options(&seeds, "increment", "checker");
+    let namespace = opts.namespace.clone();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let root = scratch("redis-serve-increment");
+    let gw = Gateway {
+        host: "pgw.gyro.test",
+        realm: "gyro.test",
+        ids: 0x5500_0000,
+    };
+    let session = "pgw.gyro.test;increment;1";
+    let ccr = |kind, number, used| gw.data_ccr(session, INCREMENT_MSISDN, kind, number, used);
+    let script = vec![
+        (ccr(RequestType::Initial, 0, 0), "initial"),
+        (ccr(RequestType::Update, 1, 1), "one octet"),
+        (ccr(RequestType::Update, 2, 3000), "past the grant"),
+        (ccr(RequestType::Termination, 3, 1), "terminate"),
+    ];
+
+    let embedded = embedded_node(&root, &increment_charging());
+    let mut to_embedded = gw.connect(embedded.diameter);
+    let expected = run(&mut to_embedded, &gw, &script);
+    let node = Node::new(&root, "node-increment", &seeds, &namespace);
+    std::fs::write(node.dir.join("charging.toml"), increment_charging()).unwrap();
+    let redis = node.start();
+    let mut to_redis = gw.connect(node.diameter);
+    let answered = run(&mut to_redis, &gw, &script);
+    for (((_, what), e), r) in script.iter().zip(&expected).zip(&answered) {
+        assert_eq!(
+            r, e,
+            "{what}: Redis answered {r:?}, the embedded store {e:?}"
+        );
+    }
+    for s in &expected[..3] {
+        assert_eq!(
+            s.mscc,
+            vec![(Some(10), Some(2001), Some(2048), false)],
+            "{s:?}"
+        );
+    }
+
+    // The same money and bundle units on both.
+    let e = embedded.account(INCREMENT_MSISDN);
+    let r = redis.account(INCREMENT_MSISDN);
+    assert_eq!(
+        (
+            e["balance"].as_i64(),
+            e["reserved"].as_i64(),
+            e["debited"].as_i64()
+        ),
+        (Some(100_000 - 3620), Some(0), Some(3620)),
+        "{e}"
+    );
+    assert_eq!(
+        (&r["balance"], &r["reserved"], &r["debited"]),
+        (&e["balance"], &e["reserved"], &e["debited"]),
+        "{r}\n{e}"
+    );
+    assert_eq!(r["bundles"], e["bundles"], "{r}\n{e}");
+    assert_eq!(e["bundles"][0]["consumed"].as_u64(), Some(1500), "{e}");
+
+    // The same usage CDRs: the units rated, what the bundle paid, the
+    // money.
+    let ledger = rt.block_on(RedisLedger::connect(opts)).expect("connect");
+    let files = cdrs_match_debits(
+        &rt,
+        &ledger,
+        &[node.data().join("cdr")],
+        &[INCREMENT_ACCOUNT],
+        Duration::from_secs(20),
+    );
+    let on_redis: Vec<serde_json::Value> = files.values().flatten().cloned().collect();
+    drop(to_embedded);
+    let embedded_data = embedded.data.clone();
+    embedded.stop();
+    let on_embedded = embedded_cdrs(&embedded_data);
+    assert_eq!(
+        usage_rated(&on_embedded),
+        vec![
+            (1, 1, 1024, 1024, 0),
+            (2, 3000, 3072, 476, 2596),
+            (3, 1, 1024, 0, 1024),
+        ],
+        "{on_embedded:?}"
+    );
+    assert_eq!(
+        usage_rated(&on_redis),
+        usage_rated(&on_embedded),
+        "{on_redis:?}"
+    );
+
+    drop(to_redis);
+    redis.stop();
+    let _ = std::fs::remove_dir_all(&root);
+}

@@ -366,7 +366,7 @@ fn a_price_change_within_a_grant_is_charged_on_redis_as_on_the_embedded_store() 
     assert_eq!(
         usage(&on_embedded),
         vec![
-            (1, s(""), s("voice"), 5, 0, 60),
+            (1, s(""), s("voice"), 60, 0, 60),
             (1, s("after"), s("data-day"), 2 * MB, 2 * MB, 200),
             (1, s("before"), s("data-night"), 4 * MB, 4 * MB, 200),
             (2, s(""), s("data-night"), 3 * MB, 3 * MB, 150),

@@ -2039,7 +2039,10 @@ impl Planner {
                 _ => *used,
             };
             let mut cdr = self.cdr(key, &plan.name, t, &shown, now);
-            cdr.rated_units = units;
+            // The units rated: rounded up to the increment (the ledger
+            // writes what it rated, with the first interval when the
+            // reservation pays it).
+            cdr.rated_units = t.rated_units(units, false);
             cdr.started = started;
             cdr.ended = ended;
             cdr.tariff_change = side;
@@ -2053,7 +2056,17 @@ impl Planner {
                 release: n == last,
                 whole: false,
                 cdr,
-                bundles: Self::bundle_use(defs, key, t, now, false, true).map(|b| (units, b)),
+                // Always the units used (the ledger rounds them, then
+                // bundles pay, then money), with the bundles that may
+                // pay; none for a free tariff.
+                bundles: Self::bundle_use(defs, key, t, now, false, true)
+                    .or_else(|| {
+                        (!t.is_free()).then(|| BundleUse {
+                            bundles: Vec::new(),
+                            pricing: Pricing::of(t, false),
+                        })
+                    })
+                    .map(|b| (units, b)),
             };
             // The engine's rule: the reservation the CCR-Initial made pays
             // the first interval when its usage is first reported (the
@@ -2152,7 +2165,7 @@ impl Planner {
             }
             RequestedAction::DirectDebiting => {
                 let mut cdr = self.cdr(key, plan.0, t, &used, now);
-                cdr.rated_units = units;
+                cdr.rated_units = t.rated_units(units, true);
                 self.push(Step::Debit(Debit {
                     account,
                     request: request_key(&session, number, 0),
@@ -2173,7 +2186,7 @@ impl Planner {
             }
             RequestedAction::RefundAccount => {
                 let mut cdr = self.cdr(key, plan.0, t, &used, now);
-                cdr.rated_units = units;
+                cdr.rated_units = t.rated_units(units, true);
                 self.push(Step::Refund(Refund {
                     account,
                     request: request_key(&session, number, 0),
@@ -2262,7 +2275,12 @@ impl RedisShard {
                             units,
                             bundle_units,
                             ..
-                        } if bundle_units > 0 => (a.code, bundle_units.saturating_add(units)),
+                        } if bundle_units > 0 => (
+                            a.code,
+                            // Holds are whole increments: at most the
+                            // units asked are granted.
+                            bundle_units.saturating_add(units).min(*want),
+                        ),
                         // A partial grant: what the money reserved pays
                         // for in whole increments, as the engine grants
                         // (the ledger reserved just their price).

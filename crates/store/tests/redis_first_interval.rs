@@ -218,8 +218,8 @@ async fn what_bundles_leave_of_the_opening_usage_is_priced_with_the_first_interv
     }
     let made = run(&ledger, &[r]).await;
     assert_eq!(made[0].code, 2001, "{made:?}");
-    // 10 s used: the bundle's 3 s, then 7 s of money as a first usage
-    // (the minute).
+    // 10 s used as a first usage are rated as the minute (version 11:
+    // rounded before bundles pay): the bundle's 3 s, then 57 s of money.
     let mut u = usage(a, "b1;2;0", "b1", 10, true, false);
     if let Step::Debit(d) = &mut u.step {
         d.bundles = Some((10, bundles));
@@ -230,7 +230,7 @@ async fn what_bundles_leave_of_the_opening_usage_is_priced_with_the_first_interv
             charged,
             bundle_units,
             ..
-        } => assert_eq!((charged, bundle_units), (60, 3)),
+        } => assert_eq!((charged, bundle_units), (57, 3)),
         ref o => panic!("{o:?}"),
     }
     assert!(ledger.books().await.unwrap().is_balanced());

@@ -872,6 +872,76 @@ async fn bundles_pay_before_money_and_their_holds_go_back() {
     );
 }
 
+/// Usage is rounded up to the increment before bundles pay for it, and a
+/// grant holds bundle units in whole increments (library version 11).
+#[tokio::test]
+async fn usage_is_rounded_up_to_the_increment_before_bundles_pay() {
+    let Some(ledger) = ledger("bundle-increment").await else {
+        return;
+    };
+    let a = acct(12);
+    assert!(ledger
+        .open_account_with_bundles(a, 1000, 0, false, &[(1, 150)])
+        .await
+        .unwrap());
+    // 200 units asked: the bundle holds one whole increment (100 of its
+    // 150), money buys the other (1).
+    let r = one(&ledger, reserve_units(a, "i1;0;0", "i1", 200)).await;
+    assert_eq!(
+        r.outcome,
+        Outcome::Reserved {
+            money: 1,
+            units: 100,
+            bundle_units: 100,
+            balance: 999,
+            reserved: 1,
+        }
+    );
+    // 1 unit used is rated 100, all paid by the hold; the money goes
+    // back.
+    let d = one(&ledger, debit_units(a, "i1;1;0", Some("i1"), 1, false)).await;
+    assert!(
+        matches!(
+            d.outcome,
+            Outcome::Debited {
+                charged: 0,
+                released: 1,
+                bundle_units: 100,
+                ..
+            }
+        ),
+        "{d:?}"
+    );
+    // A direct debit of 250 units is rated 300: the bundle's last 50,
+    // then 250 with money (2.5, rounded up to 3).
+    let e = one(&ledger, debit_units(a, "i2;0;0", None, 250, true)).await;
+    assert!(
+        matches!(
+            e.outcome,
+            Outcome::Debited {
+                charged: 3,
+                bundle_units: 50,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    let s = ledger.account(a).await.unwrap().unwrap();
+    assert_eq!((s.balance, s.reserved, s.debited), (997, 0, 3));
+    let b = &s.bundles[0];
+    assert_eq!((b.remaining, b.reserved, b.consumed), (0, 0, 150));
+    assert!(s.is_conserved());
+    // The CDRs say the units rated.
+    let cdrs: Vec<_> = ledger
+        .account_cdrs(a)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.cdr.rated_units, c.cdr.bundle_units, c.cdr.amount))
+        .collect();
+    assert_eq!(cdrs, vec![(100, 100, 0), (300, 50, 3)]);
+}
+
 #[tokio::test]
 async fn usage_past_the_grant_and_events_draw_on_free_bundle_units() {
     let Some(ledger) = ledger("bundle-events").await else {

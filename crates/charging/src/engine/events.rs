@@ -98,8 +98,11 @@ impl Cx<'_> {
             } else {
                 acc.bundle_units_available(key, t.unit, self.now)
             };
-            let from_bundles = bundles_free.min(units);
-            let money_cost = t.cost(units - from_bundles);
+            // The units rounded up to the increment (and the first
+            // interval) first, then bundle units, then money for the rest.
+            let rated = t.rated_units(units, true);
+            let from_bundles = bundles_free.min(rated);
+            let money_cost = t.price_of_rated(rated - from_bundles);
             if blocked && action != RequestedAction::RefundAccount {
                 result = rc::END_USER_SERVICE_DENIED;
             } else if t.zero_rated == Some(ZeroRated::NotApplicable)
@@ -190,7 +193,7 @@ impl Cx<'_> {
         c.requested_action = Some(action);
         c.unit = unit;
         c.rated_units = if amount != 0 || bundle_units > 0 {
-            units
+            tariff.map_or(units, |t| t.rated_units(units, true))
         } else {
             0
         };

@@ -232,11 +232,13 @@ impl Cx<'_> {
         }
     }
 
-    /// Reserves up to `want` units: bundles first, then money, as much as
-    /// the balance pays at rate `t` (and at `after`, when the price
-    /// changes within the grant: at the dearer of the two). `first`: the
-    /// grant starts the session's usage (its first interval applies).
-    /// Returns the units granted and whether that is less than wanted.
+    /// Reserves up to `want` units: bundles first (whole increments, as
+    /// many as `want` rounded up to the increment needs), then money, as
+    /// much as the balance pays at rate `t` (and at `after`, when the
+    /// price changes within the grant: at the dearer of the two).
+    /// `first`: the grant starts the session's usage (its first interval
+    /// applies). Returns the units granted (at most `want`) and whether
+    /// that is less than wanted.
     #[allow(clippy::too_many_arguments)]
     pub(super) fn reserve(
         &mut self,
@@ -261,7 +263,16 @@ impl Cx<'_> {
             return (want, false);
         }
         let (unit, at) = (t.unit, self.now);
-        let from_bundles = self.take_from_bundles(account, key, unit, want, |bundle, take| {
+        // Bundle units are held in whole increments (usage is rounded up
+        // to the increment before bundles pay for it): as many as `want`
+        // rounded up needs, or the most whole increments they give.
+        let available = self
+            .ledger
+            .accounts
+            .get(&account)
+            .map_or(0, |a| a.bundle_units_available(key, unit, at));
+        let hold = t.bundle_hold(want, available);
+        let from_bundles = self.take_from_bundles(account, key, unit, hold, |bundle, take| {
             Effect::BundleReserved {
                 account,
                 session,
@@ -272,7 +283,7 @@ impl Cx<'_> {
                 at,
             }
         });
-        let left = want - from_bundles;
+        let left = want.saturating_sub(from_bundles);
         let mut bought = 0;
         if left > 0 {
             let spendable = self
@@ -297,7 +308,7 @@ impl Cx<'_> {
                 });
             }
         }
-        (want - left + bought, bought < left)
+        ((from_bundles + bought).min(want), bought < left)
     }
 
     /// Splits a usage report into the parts priced at one rate each: the
@@ -381,7 +392,8 @@ impl Cx<'_> {
         }
     }
 
-    /// Debits reported usage: reserved bundle units, then the money
+    /// Debits reported usage, rounded up to the increment (and the first
+    /// interval) first: reserved bundle units, then the money
     /// reservation, then (past the grant) free bundle units and the
     /// balance, never beyond the credit limit. Usage across a price change
     /// is priced in two parts; each part writes its usage CDR.
@@ -418,7 +430,11 @@ impl Cx<'_> {
             let Some(t) = p.rate(piece.rate) else {
                 continue;
             };
-            let mut left = piece.units;
+            // Usage is rounded up to the increment (and the first
+            // interval) first; bundle units pay for the rounded units,
+            // money for the rest, priced without rounding them again.
+            let rated = t.rated_units(piece.units, first && n == 0);
+            let mut left = rated;
             let mut bundle_units = 0u64;
             if !t.is_free() {
                 if let Some(session) = who.session {
@@ -483,7 +499,7 @@ impl Cx<'_> {
                 bundle_units += taken;
             }
             // 3. Money, rated once for the part.
-            let cost = t.cost_of(within + over, first && n == 0);
+            let cost = t.price_of_rated(within + over);
             let from_reserved = cost.min(res_money);
             let extra = cost - from_reserved;
             let spendable = self
@@ -511,7 +527,7 @@ impl Cx<'_> {
             c.rating_group = key.rating_group;
             c.service_id = key.service_id;
             c.unit = Some(t.unit);
-            c.rated_units = piece.units;
+            c.rated_units = rated;
             c.bundle_units = bundle_units;
             c.amount = from_reserved + from_balance;
             c.unbilled = unbilled;

@@ -1682,6 +1682,9 @@ impl RedisLedger {
             if get("bundle_units").is_some() {
                 cdr.bundle_units = u64::try_from(num("bundle_units")).unwrap_or(0);
             }
+            if get("rated_units").is_some() {
+                cdr.rated_units = u64::try_from(num("rated_units")).unwrap_or(0);
+            }
             if get("result_code").is_some() {
                 cdr.result_code = u32::try_from(num("result_code")).unwrap_or(0);
             }

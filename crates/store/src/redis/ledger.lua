@@ -245,27 +245,35 @@ local function div_floor(a, b)
   return (a - math.fmod(a, b)) / b
 end
 
--- The price of `units` (Tariff::cost_of with first = t.first > 0).
-local function cost(t, units)
-  if units == 0 or t.price == 0 then
+-- `u` units rounded up to the tariff's increment (Tariff::rounded_units).
+local function rounded(t, u)
+  local q = div_floor(u, t.inc)
+  if math.fmod(u, t.inc) ~= 0 then
+    q = q + 1
+  end
+  return q * t.inc
+end
+
+-- `units` as charged (Tariff::charged_units with first = t.first > 0):
+-- at least the first interval, the rest rounded up to the increment.
+local function charged_units(t, units)
+  if units == 0 then
     return 0
   end
-  local function rounded(u)
-    local q = div_floor(u, t.inc)
-    if math.fmod(u, t.inc) ~= 0 then
-      q = q + 1
-    end
-    return q * t.inc
-  end
-  local charged
   if t.first > 0 then
     if units <= t.first then
-      charged = t.first
-    else
-      charged = t.first + rounded(units - t.first)
+      return t.first
     end
-  else
-    charged = rounded(units)
+    return t.first + rounded(t, units - t.first)
+  end
+  return rounded(t, units)
+end
+
+-- The price of `charged` units, already rounded (Tariff::price_of_rated):
+-- the money rounded as the tariff says, the units not rounded again.
+local function price_rated(t, charged)
+  if charged == 0 or t.price == 0 then
+    return 0
   end
   -- charged * price / per, exactly: (a * per + b) * price / per.
   local a, b = div_floor(charged, t.per), math.fmod(charged, t.per)
@@ -285,6 +293,29 @@ local function cost(t, units)
     q = div_floor(p + div_floor(t.per, 2), t.per)
   end
   return a * t.price + q
+end
+
+-- The price of `units` (Tariff::cost_of with first = t.first > 0).
+local function cost(t, units)
+  return price_rated(t, charged_units(t, units))
+end
+
+-- The bundle units a grant of `want` units holds from bundles
+-- `candidates` (Tariff::bundle_hold, version 11): whole increments, as
+-- many as `want` rounded up to the increment needs, or the most whole
+-- increments the bundles' remaining units give.
+local function bundle_hold(keys, t, candidates, want)
+  local available, seen = 0, {}
+  for _, id in ipairs(candidates) do
+    if not seen[id] then
+      seen[id] = true
+      local b = bundle(keys, id)
+      if b then
+        available = available + b.remaining
+      end
+    end
+  end
+  return math.min(rounded(t, want), div_floor(available, t.inc) * t.inc)
 end
 
 -- The largest grant of at most `want` units whose cost fits in `money`;
@@ -345,26 +376,30 @@ end
 -- Appends one CDR to the slot's stream with the next sequence number of
 -- the slot; returns that number.
 -- `bundle_units`: units the CDR's usage took from bundles (the field is
--- written only when not 0).
+-- written only when not 0); `rated_units`: the units the usage was rated
+-- at, when the step priced it (the field is written only then).
 local function cdr(keys, args, node, json, amount, unbilled, balance_after, bundle_units,
-                   result_code)
+                   result_code, rated_units)
   local seq = redis.call('INCR', keys[6])
+  local fields = { 'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
+    'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4] }
   if result_code then
     -- The step's Result-Code, in place of the record's (version 8).
-    redis.call('XADD', keys[5], '*',
-      'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
-      'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4],
-      'result_code', fmt(result_code), 'cdr', json)
+    table.insert(fields, 'result_code')
+    table.insert(fields, fmt(result_code))
   elseif bundle_units and bundle_units > 0 then
-    redis.call('XADD', keys[5], '*',
-      'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
-      'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4],
-      'bundle_units', fmt(bundle_units), 'cdr', json)
-  else
-    redis.call('XADD', keys[5], '*',
-      'seq', fmt(seq), 'node', node, 'account', args[3], 'amount', fmt(amount),
-      'unbilled', fmt(unbilled), 'balance_after', fmt(balance_after), 'at', args[4], 'cdr', json)
+    table.insert(fields, 'bundle_units')
+    table.insert(fields, fmt(bundle_units))
   end
+  if rated_units then
+    -- The units the usage was rated at, in place of the record's
+    -- (version 11: rounded up to the increment and the first interval).
+    table.insert(fields, 'rated_units')
+    table.insert(fields, fmt(rated_units))
+  end
+  table.insert(fields, 'cdr')
+  table.insert(fields, json)
+  redis.call('XADD', keys[5], '*', unpack(fields))
   return seq
 end
 
@@ -416,10 +451,13 @@ end
 -- else nothing (4012).
 -- With bundles (a comma-separated list of bundle ids, in the order they
 -- are drawn on) and the service's tariff: the units come from those
--- bundles' remaining units first (held by the reservation); only the
--- units they cannot give are bought with money, priced with the tariff:
--- all of them, or the most whole increments the account can pay (the
--- engine's grant). A grant bundles give anything of is a success.
+-- bundles' remaining units first (held by the reservation, in whole
+-- increments of the tariff since version 11: as many as the units rounded
+-- up to the increment need, or the most whole increments the bundles
+-- give); only the units they cannot give are bought with money, priced
+-- with the tariff: all of them, or the most whole increments the account
+-- can pay (the engine's grant). A grant bundles give anything of is a
+-- success.
 -- With the tariff (and no bundle, or bundles that give nothing), a
 -- partial grant is priced the same way (version 6): the most whole
 -- increments the account can pay, and only their price is reserved
@@ -447,7 +485,10 @@ local function reserve(keys, args)
   end
   local takes, from_bundles = {}, 0
   if args[11] and args[11] ~= '' then
-    takes, from_bundles = plan_takes(keys, ids(args[11]), units)
+    -- Whole increments of bundle units (version 11).
+    local candidates = ids(args[11])
+    local hold = bundle_hold(keys, tariff(args[12]), candidates, units)
+    takes, from_bundles = plan_takes(keys, candidates, hold)
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
   local grant, grant_units = money, units
@@ -457,7 +498,7 @@ local function reserve(keys, args)
     -- all of it, or the most whole increments the account can pay, and
     -- only their price is reserved.
     local t = tariff(args[12])
-    grant_units = affordable(t, spendable, units - from_bundles)
+    grant_units = affordable(t, spendable, math.max(0, units - from_bundles))
     grant = cost(t, grant_units)
     if from_bundles == 0 and grant_units == 0 then
       return remember(keys, args, { NO_CREDIT, 0, 0, a.balance, a.reserved, 0 })
@@ -534,13 +575,16 @@ end
 -- the debit is all or nothing: refused with 4010 on a blocked account and
 -- with 4012 when the reservation and the balance cannot pay all of it;
 -- nothing changes and no CDR is written.
--- With `used` (the units reported) and the service's tariff, bundles pay
--- first, as the engine charges usage: the reservation's bundle holds (in
+-- With `used` (the units reported) and the service's tariff, the usage is
+-- rounded up to the increment (and the first interval) first (version
+-- 11; the CDR's rated_units then says so) and bundles pay for the rounded
+-- units, as the engine charges usage: the reservation's bundle holds (in
 -- the order they were taken), then, for the units beyond what the
 -- reservation granted (bundle holds and the units its money pays for),
 -- the remaining units of bundles `bundles` (comma-separated ids, in
--- order); the units left are priced with the tariff and charged as
--- above. When no bundle gives anything, `amount` is charged as it is.
+-- order); the units left are priced with the tariff, not rounded again,
+-- and charged as above. When no bundle gives anything, `amount` is
+-- charged as it is (the caller's price of the same rounded units).
 -- Answer: { replayed, code, charged, from_reserved, from_balance, unbilled,
 --           balance_after, sequence, released, bundle_units, granted }
 -- granted (version 10, on success): the units the reservation granted
@@ -586,7 +630,7 @@ local function debit(keys, args)
     end
   end
   -- Bundles first (nothing changed until the debit is known to go ahead).
-  local from_holds, takes, bundle_units = {}, {}, 0
+  local from_holds, takes, bundle_units, rated = {}, {}, 0, nil
   if args[11] and args[11] ~= '' then
     local used = int(args[11], 'used units')
     if used < 0 then
@@ -596,7 +640,11 @@ local function debit(keys, args)
     if first then
       t.first = first
     end
-    local left = used
+    -- Usage is rounded up to the increment (and the first interval)
+    -- first; bundles pay for the rounded units, money for the rest,
+    -- priced without rounding them again (version 11).
+    rated = charged_units(t, used)
+    local left = rated
     if r then
       for _, h in ipairs(r.holds) do
         if left == 0 then
@@ -615,9 +663,9 @@ local function debit(keys, args)
     if over > 0 then
       takes, from_free = plan_takes(keys, ids(args[12]), over)
     end
-    bundle_units = used - left + from_free
+    bundle_units = rated - left + from_free
     if bundle_units > 0 then
-      amount = cost(t, left - from_free)
+      amount = price_rated(t, left - from_free)
     end
   end
   local from_reserved = 0
@@ -670,7 +718,8 @@ local function debit(keys, args)
   end
   local v = redis.call('HMGET', keys[1], 'balance', 'reserved')
   local balance_after = tonumber(v[1]) + tonumber(v[2])
-  local seq = cdr(keys, args, args[8], args[9], charged, unbilled, balance_after, bundle_units)
+  local seq = cdr(keys, args, args[8], args[9], charged, unbilled, balance_after, bundle_units,
+    nil, rated)
   return remember(keys, args,
     { SUCCESS, charged, from_reserved, from_balance, unbilled, balance_after, seq, released,
       bundle_units, granted })
@@ -920,10 +969,13 @@ local function check(keys, args)
   end
   local from_bundles = 0
   if args[7] and args[7] ~= '' then
+    -- The units rounded first, then bundles, then money (version 11).
+    local t = tariff(args[8])
+    local rated = charged_units(t, units)
     local _
-    _, from_bundles = plan_takes(keys, ids(args[7]), units)
+    _, from_bundles = plan_takes(keys, ids(args[7]), rated)
     if from_bundles > 0 then
-      money = cost(tariff(args[8]), units - from_bundles)
+      money = price_rated(t, rated - from_bundles)
     end
   end
   local spendable = math.max(0, a.balance + a.credit_limit)
@@ -1156,7 +1208,7 @@ redis.register_function('gyro_export_ack', export_ack)
 redis.register_function {
   function_name = 'gyro_version',
   callback = function()
-    return 10
+    return 11
   end,
   flags = { 'no-writes' },
 }

@@ -127,10 +127,17 @@
 //! ([`BundleUse`]); the functions keep the counts and, when bundles pay
 //! part of a grant or a usage, price the rest with the tariff the caller
 //! passes ([`Pricing`]), as the engine does. The engine's order is kept:
-//! a grant holds bundle units first and buys the rest with money; a
-//! usage report is paid by the reservation's holds, then (past the
-//! grant) by free bundle units, then with money; a release gives the
-//! holds back.
+//! a grant holds bundle units first, in whole increments of the tariff,
+//! and buys the rest with money; a usage report is rounded up to the
+//! increment (and the first interval) first, then paid by the
+//! reservation's holds, then (past the grant) by free bundle units, then
+//! with money for the units left, priced without rounding them again; a
+//! release gives the holds back. Since library version 11 a usage Debit
+//! is always given the units used (with the tariff), and the CDR the
+//! ledger writes says the units it rated them at (`rated_units`); a
+//! record written before says what its caller wrote. Reservations,
+//! bundles and remembered answers are stored as before: holds an earlier
+//! version took (not whole increments) are paid from the same way.
 //!
 //! # A tariff's first interval
 //!
@@ -299,7 +306,7 @@ use std::time::Duration;
 pub const LIBRARY: &str = include_str!("ledger.lua");
 
 /// The version `gyro_version` returns for [`LIBRARY`].
-pub const LIBRARY_VERSION: i64 = 10;
+pub const LIBRARY_VERSION: i64 = 11;
 
 /// How to reach the cluster and how to use it.
 #[derive(Clone, Debug)]
@@ -488,14 +495,17 @@ pub struct Debit {
     pub whole: bool,
     /// The engine's CDR; the ledger fills in `sequence`, `node_id`,
     /// `account`, `amount`, `unbilled` and `balance_after` (and
-    /// `bundle_units` when bundles paid).
+    /// `bundle_units` when bundles paid, `rated_units` when given the
+    /// units used).
     pub cdr: Cdr,
     /// The units used and the bundles that may pay for them (none: money
-    /// only). Bundles pay first, as the engine charges usage: the
+    /// only, the CDR as given). The units are rounded up to the increment
+    /// (and the first interval) first, the CDR's `rated_units` set to
+    /// them; bundles pay first, as the engine charges usage: the
     /// reservation's bundle holds, then (for units beyond what the
     /// reservation granted) the remaining units of these bundles; when
     /// they pay anything, `amount` is replaced by the price of the units
-    /// left.
+    /// left (not rounded again).
     pub bundles: Option<(u64, BundleUse)>,
 }
 
@@ -783,7 +793,9 @@ pub enum Outcome {
         /// Units it pays for.
         units: u64,
         /// Units bundles hold for the reservation (granted besides
-        /// `units`).
+        /// `units`): whole increments of the tariff, so up to the units
+        /// asked rounded up to the increment (the grant is at most the
+        /// units asked).
         bundle_units: u64,
         /// Balance afterwards.
         balance: i64,
