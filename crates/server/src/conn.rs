@@ -594,11 +594,13 @@ impl<F: Application> Conn<F> {
             // The session's owner, and the client behind it, for requests
             // the server starts.
             let ends = route.session == SessionStep::End;
-            let origin = match (msg.find(avp::ORIGIN_HOST), msg.find(avp::ORIGIN_REALM)) {
-                (Some(h), Some(realm)) => r.origin(&shared.outbound, h.data(), realm.data()),
-                _ => 0,
-            };
-            shared.outbound.note(key, r.id, r.peer, origin, ends);
+            let (id, peer, registry) = (r.id, r.peer, &shared.outbound);
+            registry.note(key, id, peer, ends, || {
+                match (msg.find(avp::ORIGIN_HOST), msg.find(avp::ORIGIN_REALM)) {
+                    (Some(h), Some(realm)) => r.origin(registry, h.data(), realm.data()),
+                    _ => 0,
+                }
+            });
         }
         if !shared.routes() {
             return self.worker.index;

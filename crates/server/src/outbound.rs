@@ -266,15 +266,38 @@ impl Registry {
     }
 
     /// A request of session `key` came on connection `conn` of peer
-    /// `peer`; `ends`: it ends the session.
-    /// `origin`: the client behind the peer ([`Registration::origin`]).
-    pub(crate) fn note(&self, key: u64, conn: u64, peer: u32, origin: u32, ends: bool) {
+    /// `peer`; `ends`: it ends the session. `origin` gives the client
+    /// behind the peer ([`Registration::origin`]); it is asked only when
+    /// the session is new here or comes from another peer than before (a
+    /// session's client does not change while one peer carries it).
+    pub(crate) fn note(
+        &self,
+        key: u64,
+        conn: u64,
+        peer: u32,
+        ends: bool,
+        origin: impl FnOnce() -> u32,
+    ) {
         let conn_peer = (u64::from(peer) << CONN_BITS) | conn;
         let mut owners = self.owners_of(key);
         if ends {
             owners.remove(&key);
-        } else {
-            owners.insert(key, Owner { conn_peer, origin });
+            return;
+        }
+        match owners.entry(key) {
+            std::collections::hash_map::Entry::Occupied(mut e) => {
+                let o = e.get_mut();
+                if o.conn_peer >> CONN_BITS != u64::from(peer) {
+                    o.origin = origin();
+                }
+                o.conn_peer = conn_peer;
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Owner {
+                    conn_peer,
+                    origin: origin(),
+                });
+            }
         }
     }
 
