@@ -20,6 +20,12 @@ use support::server::Server;
 /// `gyro load` for two seconds, stops it cleanly and returns its data
 /// directory.
 fn serve_and_load(dir: &Path, storage: &str) -> PathBuf {
+    // One server and load at a time in this binary: twice a load found
+    // no server listening while this binary's two tests ran at once (on
+    // this 2-core machine, each with its server and load), a failure not
+    // understood yet.
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let data = dir.join("data");
     let config = dir.join("gyro.toml");
     std::fs::write(&config, format!("[storage]\n{storage}\n")).unwrap();
